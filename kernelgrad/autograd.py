@@ -1,0 +1,301 @@
+"""Reverse-mode automatic differentiation: graph nodes, grad mode and ``backward``.
+
+Every differentiable operation that runs while grad mode is on and has an input that
+requires grad records a :class:`Node` on its output. The node holds
+
+* ``edges``: for each input, the input's own node (an intermediate result), the input
+  tensor itself (a leaf that requires grad: its ``.grad`` is accumulated), or None;
+* ``vjp``: a closure ``grad_output -> tuple of input grads`` written in Tensor ops, so
+  backward runs on any backend and can itself be differentiated (``create_graph``);
+* ``saved``: the tensors the closure reads, with their storage versions at save time.
+  An in-place change to a saved tensor makes backward raise instead of returning a
+  wrong gradient.
+
+Nodes do not hold their inputs' tensors, only edges, so intermediate activations that
+no VJP needs are freed as soon as the forward pass drops them.
+
+``backward`` walks the graph iteratively (no recursion limit, however long the chain)
+in reverse topological order, reduces each input gradient to the input's shape when
+the forward broadcast it, and frees the graph afterwards unless ``retain_graph=True``.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import BackwardError, InplaceError, format_shape
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "backward"]
+
+
+# --- grad mode -------------------------------------------------------------------------
+class _GradMode(threading.local):
+    def __init__(self) -> None:
+        self.enabled = True
+
+
+_mode = _GradMode()
+
+
+def is_grad_enabled() -> bool:
+    return _mode.enabled
+
+
+class set_grad_enabled:
+    """Context manager (and decorator) that turns recording on or off.
+
+    >>> import kernelgrad as kg
+    >>> x = kg.ones(2, requires_grad=True)
+    >>> with kg.set_grad_enabled(False):
+    ...     (x * 2).requires_grad
+    False
+    """
+
+    def __init__(self, mode: bool) -> None:
+        self.mode = bool(mode)
+        self._previous: list[bool] = []
+
+    def __enter__(self) -> None:
+        self._previous.append(_mode.enabled)
+        _mode.enabled = self.mode
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _mode.enabled = self._previous.pop()
+
+    def __call__(self, fn: Callable) -> Callable:
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with type(self)(self.mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(set_grad_enabled):
+    """Disable gradient recording in a block or a decorated function (inference, updates).
+
+    >>> import kernelgrad as kg
+    >>> w = kg.ones(3, requires_grad=True)
+    >>> with kg.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
+
+    def __init__(self) -> None:
+        super().__init__(False)
+
+    def __call__(self, fn: Callable) -> Callable:  # type(self)(mode) would fail here
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with no_grad():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class enable_grad(set_grad_enabled):
+    """Re-enable gradient recording inside a ``no_grad`` block."""
+
+    def __init__(self) -> None:
+        super().__init__(True)
+
+    def __call__(self, fn: Callable) -> Callable:
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with enable_grad():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+# --- graph -----------------------------------------------------------------------------
+class Node:
+    """One recorded operation. See the module docstring."""
+
+    __slots__ = ("__weakref__", "edges", "input_meta", "name", "retained", "saved", "vjp")
+
+    def __init__(
+        self,
+        name: str,
+        edges: tuple[Any, ...],
+        input_meta: tuple[tuple[tuple[int, ...], Any] | None, ...],
+        vjp: Callable[[Tensor], Sequence[Tensor | None]],
+        saved: tuple[Tensor, ...] = (),
+    ) -> None:
+        self.name = name
+        self.edges = edges
+        self.input_meta = input_meta  # (shape, dtype) of each input that gets a gradient
+        self.vjp: Callable | None = vjp
+        self.saved = tuple((t, t._storage.version) for t in saved)
+        self.retained: weakref.ref | None = None
+
+    def __repr__(self) -> str:
+        return f"<{self.name}Backward>"
+
+    def check_saved(self) -> None:
+        for tensor, version in self.saved:
+            if tensor._storage.version != version:
+                raise InplaceError(
+                    f"a tensor of shape {format_shape(tensor.shape)} that '{self.name}' saved "
+                    f"for its backward pass was modified in place afterwards (version "
+                    f"{tensor._storage.version}, saved at version {version}), so its gradient "
+                    "would be wrong. Use the out-of-place form of the later operation (for "
+                    "example `x = x + 1` instead of `x += 1`), or `.clone()` the tensor "
+                    "before changing it."
+                )
+
+    def release(self) -> None:
+        self.vjp = None
+        self.saved = ()
+
+
+def record(
+    name: str,
+    inputs: Sequence[Any],
+    output: Tensor,
+    vjp: Callable[[Tensor], Sequence[Tensor | None]],
+    saved: tuple[Tensor, ...] = (),
+) -> None:
+    """Attach a node to ``output`` if grad mode is on and an input requires grad.
+
+    ``inputs`` may contain non-tensors (scalars), which get no gradient."""
+    edges = []
+    meta = []
+    needed = False
+    for x in inputs:
+        if getattr(x, "requires_grad", False):
+            needed = True
+            edges.append(x._node if x._node is not None else x)
+            meta.append((x.shape, x.dtype))
+        else:
+            edges.append(None)
+            meta.append(None)
+    if not needed:
+        return
+    output._node = Node(name, tuple(edges), tuple(meta), vjp, saved)
+    output.requires_grad = True
+
+
+def needs_grad(*inputs: Any) -> bool:
+    return _mode.enabled and any(getattr(x, "requires_grad", False) for x in inputs)
+
+
+def _topological_order(root: Node) -> list[Node]:
+    """Nodes reachable from ``root``, each before the nodes of its inputs."""
+    order: list[Node] = []
+    visited = {id(root)}
+    stack: list[tuple[Node, int]] = [(root, 0)]
+    while stack:
+        node, position = stack[-1]
+        edges = node.edges
+        while position < len(edges):
+            child = edges[position]
+            position += 1
+            if isinstance(child, Node) and id(child) not in visited:
+                visited.add(id(child))
+                stack[-1] = (node, position)
+                stack.append((child, 0))
+                break
+        else:
+            stack.pop()
+            order.append(node)
+    order.reverse()
+    return order
+
+
+def _accumulate(existing: Tensor | None, grad: Tensor) -> Tensor:
+    return grad if existing is None else existing + grad
+
+
+def backward(
+    root: Tensor,
+    gradient: Tensor | None = None,
+    retain_graph: bool = False,
+    create_graph: bool = False,
+) -> None:
+    """Compute d(root)/d(leaf) for every leaf that requires grad, adding into ``.grad``."""
+    from .tensor import Tensor
+
+    if not root.requires_grad:
+        raise BackwardError(
+            "backward() was called on a tensor that does not require grad: none of the "
+            "tensors it was computed from had requires_grad=True, or it was computed under "
+            "kg.no_grad(). Create the parameters with requires_grad=True (or call "
+            ".requires_grad_() on them) before computing the loss."
+        )
+    if gradient is None:
+        if root.numel() != 1:
+            raise BackwardError(
+                f"backward() on a tensor of shape {format_shape(root.shape)} needs a "
+                "`gradient` argument of the same shape (d loss / d this tensor); only a "
+                "one-element tensor (a scalar loss) gets an implicit gradient of 1"
+            )
+        from .ops.creation import ones_like
+
+        gradient = ones_like(root)
+    else:
+        if not isinstance(gradient, Tensor):
+            from .ops.creation import tensor as make_tensor
+
+            gradient = make_tensor(gradient, dtype=root.dtype, device=root.device)
+        if gradient.shape != root.shape:
+            raise BackwardError(
+                f"backward(): `gradient` has shape {format_shape(gradient.shape)} but the "
+                f"tensor has shape {format_shape(root.shape)}; they must match"
+            )
+        if gradient.device != root.device:
+            raise BackwardError(
+                f"backward(): `gradient` is on {gradient.device} but the tensor is on "
+                f"{root.device}; move it with gradient.to({str(root.device)!r})"
+            )
+
+    with set_grad_enabled(create_graph):
+        gradient = gradient if create_graph else gradient.detach()
+        if root._node is None:  # a leaf: d root / d root
+            root.grad = _accumulate(root.grad, gradient)
+            return
+        grads: dict[int, Tensor] = {id(root._node): gradient}
+        for node in _topological_order(root._node):
+            grad = grads.pop(id(node), None)
+            if grad is None:
+                continue
+            if node.retained is not None:
+                owner = node.retained()
+                if owner is not None:
+                    owner.grad = _accumulate(owner.grad, grad)
+            if node.vjp is None:
+                raise BackwardError(
+                    f"backward() reached '{node.name}', whose saved tensors were already "
+                    "freed by an earlier backward() through this graph. Pass "
+                    "retain_graph=True to the first backward() if you need to run it twice."
+                )
+            node.check_saved()
+            input_grads = node.vjp(grad)
+            if not retain_graph:
+                node.release()
+            for edge, meta, input_grad in zip(node.edges, node.input_meta, input_grads):
+                if edge is None or input_grad is None:
+                    continue
+                shape, dtype = meta
+                if input_grad.shape != shape:
+                    input_grad = input_grad.sum_to_shape(shape)
+                if input_grad.dtype is not dtype:
+                    input_grad = input_grad.to(dtype)
+                if isinstance(edge, Node):
+                    key = id(edge)
+                    grads[key] = _accumulate(grads.get(key), input_grad)
+                else:  # a leaf tensor
+                    edge.grad = _accumulate(edge.grad, input_grad)

@@ -1,0 +1,128 @@
+"""The Backend protocol: the small seam between the Tensor front end and a device.
+
+A backend owns flat buffers of one dtype and runs a handful of primitive kernels over
+*views* of them. It knows nothing of autograd, broadcasting rules or the public API: the
+front end resolves those and hands the backend fully specified views (broadcast
+dimensions arrive as stride 0; outputs are allocated by the front end).
+
+Every backend implements the same primitives:
+
+=================  =====================================================================
+``empty``          allocate an uninitialised buffer of ``numel`` elements
+``from_numpy``     copy a contiguous host array into a new buffer
+``to_numpy``       copy a view back to a host NumPy array of the view's shape
+``elementwise``    ``outputs[...] = fn(*inputs)`` for a :class:`ScalarFunction`
+``reduce``         ``sum``, ``max``, ``min``, ``argmax``, ``argmin`` over some axes
+``matmul``         batched matrix product (batch dims already broadcast)
+``take``           gather along one dim with an integer index tensor
+``index_add``      scatter-add along one dim (the gradient of ``take``)
+``random``         fill a contiguous view with uniform, normal or integer samples
+``synchronize``    wait for queued work (a no-op on the CPU)
+=================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import textwrap
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from ..dtypes import DType
+
+
+class View(NamedTuple):
+    """A strided window on a flat buffer; strides and offset count elements."""
+
+    buffer: Any
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class ScalarFunction:
+    """Source text of a scalar function ``def <name>(x0, x1, ...)`` returning one value
+    (or a tuple of ``nout`` values). Backends compile it into their elementwise kernels:
+    the CPU with ``numba.njit``, CUDA with ``numba.cuda.jit(device=True)``. The source may
+    use the ``math`` module and nothing else from outside the function."""
+
+    name: str
+    source: str
+    nin: int
+    nout: int = 1
+    key: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        digest = hashlib.sha256(f"{self.name}\n{self.source}".encode()).hexdigest()[:16]
+        object.__setattr__(self, "key", digest)
+
+    @classmethod
+    def from_python(cls, fn: Callable[..., Any], nout: int = 1) -> ScalarFunction:
+        source = textwrap.dedent(inspect.getsource(fn))
+        nin = len(inspect.signature(fn).parameters)
+        return cls(fn.__name__, source, nin, nout)
+
+
+Operand = View | int | float | bool
+
+
+class Backend(Protocol):
+    """What every device backend provides. See the module docstring for the table."""
+
+    name: str
+
+    def empty(self, numel: int, dtype: DType) -> Any: ...
+
+    def from_numpy(self, array: Any) -> Any: ...
+
+    def to_numpy(self, view: View) -> Any: ...
+
+    def elementwise(
+        self,
+        fn: ScalarFunction,
+        outputs: Sequence[View],
+        inputs: Sequence[Operand],
+        compute_dtypes: Sequence[DType],
+    ) -> None:
+        """For every index of ``outputs[0].shape``: ``outputs[...] = fn(*inputs)``.
+
+        Input views are already broadcast to the output shape (stride 0 where expanded);
+        Python scalars are passed as kernel arguments. Each input is converted to its
+        entry of ``compute_dtypes`` before ``fn`` sees it; results are converted to the
+        output dtypes on store."""
+        ...
+
+    def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
+        """Reduce ``x`` over ``axes`` into the contiguous ``out`` (the kept dims in order).
+        ``kind`` is ``sum``, ``max``, ``min``, ``argmax`` or ``argmin``; the arg kinds take
+        exactly one axis and write int64 positions along it."""
+        ...
+
+    def matmul(self, out: View, a: View, b: View) -> None:
+        """``out[..., i, j] = sum_k a[..., i, k] * b[..., k, j]``; equal batch shapes."""
+        ...
+
+    def take(self, out: View, x: View, dim: int, index: View) -> Any:
+        """``out = x`` indexed along ``dim`` by the int64 ``index`` (any shape).
+
+        Returns None, or an offending index value if one was out of range."""
+        ...
+
+    def index_add(self, out: View, dim: int, index: View, source: View) -> Any:
+        """``out`` indexed along ``dim`` by ``index`` += ``source`` (duplicates add up).
+
+        Returns None, or an offending index value if one was out of range."""
+        ...
+
+    def random(self, out: View, distribution: str, low: float, high: float) -> None:
+        """Fill the contiguous ``out`` with ``uniform`` [low, high), ``normal`` (mean low,
+        std high) or ``integers`` [low, high) samples from the backend's generator."""
+        ...
+
+    def manual_seed(self, seed: int) -> None: ...
+
+    def synchronize(self) -> None: ...

@@ -1,0 +1,258 @@
+"""The CPU backend: flat NumPy buffers and Numba kernels.
+
+* elementwise and reduction kernels are generated from scalar functions (see
+  ``codegen.py``), compiled with ``numba.njit(parallel=True)`` and cached on disk;
+* ``matmul`` calls NumPy's BLAS (OpenBLAS in the NumPy wheels), which beats any loop
+  Numba generates;
+* gather and scatter-add are hand-written kernels (``kernels.py``);
+* random numbers come from NumPy's PCG64 generator.
+"""
+
+from __future__ import annotations
+
+import time
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from ...debug import debug_level, log
+from ...device import Device
+from ...dtypes import DType, float64, int64
+from ...shapes import coalesce, contiguous_strides
+from ..base import ScalarFunction, View
+from . import codegen
+
+_ACC_SUM = {"float32": float64, "float64": float64}
+
+
+def _numpy_view(view: View) -> np.ndarray:
+    """A NumPy array that shares the view's memory."""
+    itemsize = view.dtype.itemsize
+    return np.lib.stride_tricks.as_strided(
+        view.buffer[view.offset :],
+        shape=view.shape,
+        strides=tuple(s * itemsize for s in view.strides),
+        writeable=True,
+    )
+
+
+class CPUBackend:
+    name = "cpu"
+
+    def __init__(self, device: Device) -> None:
+        import numba
+
+        self.device = device
+        self._numba = numba
+        self._elementwise_kernels: dict[tuple, Any] = {}
+        self._reduce_kernels: dict[tuple, Any] = {}
+        self._rng = np.random.default_rng()
+        self._dummy: dict[str, np.ndarray] = {}
+
+    # --- memory ---------------------------------------------------------------------
+    def empty(self, numel: int, dtype: DType) -> np.ndarray:
+        return np.empty(numel, dtype=dtype.numpy)
+
+    def from_numpy(self, array: np.ndarray) -> np.ndarray:
+        return np.array(array, copy=True, order="C").reshape(-1)
+
+    def to_numpy(self, view: View) -> np.ndarray:
+        return np.array(_numpy_view(view), copy=True)
+
+    def numpy_view(self, view: View) -> np.ndarray:
+        """Zero-copy NumPy array over the view (the CPU's ``Tensor.numpy()``)."""
+        return _numpy_view(view)
+
+    def synchronize(self) -> None:
+        pass
+
+    # --- elementwise ----------------------------------------------------------------
+    def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
+        shape = outputs[0].shape
+        numel = prod(shape)
+        if numel == 0:
+            return
+        kinds = tuple("array" if isinstance(x, View) else "scalar" for x in inputs)
+        key = (
+            fn.key,
+            kinds,
+            tuple(d.name for d in compute_dtypes),
+            tuple(o.dtype.name for o in outputs),
+        )
+        kernel = self._elementwise_kernels.get(key)
+        if kernel is None:
+            source = codegen.elementwise_source(
+                fn.name,
+                fn.source,
+                fn.nout,
+                kinds,
+                compute_dtypes,
+                [o.dtype for o in outputs],
+            )
+            kernel = _load_kernel(source, f"cpu_{fn.name}")
+            self._elementwise_kernels[key] = kernel
+
+        views = list(outputs) + [x for x in inputs if isinstance(x, View)]
+        contiguous = contiguous_strides(shape)
+        if all(v.strides == contiguous for v in views):
+            run_shape: tuple[int, ...] = (numel,)
+            run_strides = [(1,)] * len(views)
+        else:
+            run_shape, run_strides = coalesce(shape, [v.strides for v in views])
+        args: list[Any] = [v.buffer for v in outputs]
+        for x, dtype in zip(inputs, compute_dtypes):
+            args.append(x.buffer if isinstance(x, View) else dtype.numpy.type(x))
+        shape_array = np.array(run_shape, dtype=np.int64)
+        offsets = np.array([v.offset for v in views], dtype=np.int64)
+        strides = np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape))
+        _launch(fn.name, kernel, shape, shape_array, offsets, strides, codegen.CHUNK, *args)
+
+    # --- reductions -----------------------------------------------------------------
+    def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
+        if prod(out.shape) == 0:
+            return
+        kept = [d for d in range(len(x.shape)) if d not in axes]
+        kept_shape = tuple(x.shape[d] for d in kept)
+        kshape, (kstrides, _) = coalesce(
+            kept_shape,
+            [tuple(x.strides[d] for d in kept), contiguous_strides(kept_shape)],
+        )
+        red_shape = tuple(x.shape[d] for d in axes)
+        rshape, (rstrides,) = coalesce(red_shape, [tuple(x.strides[d] for d in axes)])
+        n_out, n_red = prod(kept_shape), prod(red_shape)
+
+        if kind == "sum":
+            acc = _ACC_SUM.get(x.dtype.name, int64)
+        else:
+            acc = x.dtype
+        key = (kind, x.dtype.name, acc.name, out.dtype.name)
+        kernel = self._reduce_kernels.get(key)
+        if kernel is None:
+            source = codegen.reduce_source(kind, x.dtype, acc, out.dtype)
+            kernel = _load_kernel(source, f"cpu_reduce_{kind}")
+            self._reduce_kernels[key] = kernel
+
+        threads = self._numba.get_num_threads()
+        nsplit = 1
+        if n_out < 4 * threads and n_red >= 2 * codegen.CHUNK:
+            nsplit = min(-(-4 * threads // n_out), -(-n_red // codegen.CHUNK))
+        if nsplit > 1:
+            partial_value = np.empty(n_out * nsplit, dtype=acc.numpy)
+            partial_index = np.empty(n_out * nsplit, dtype=np.int64)
+        else:
+            partial_value = self._dummy_array(acc)
+            partial_index = self._dummy_array(int64)
+        _launch(
+            f"reduce_{kind}",
+            kernel,
+            x.shape,
+            np.array(kshape, dtype=np.int64),
+            np.array(kstrides, dtype=np.int64),
+            np.array(rshape, dtype=np.int64),
+            np.array(rstrides, dtype=np.int64),
+            x.buffer,
+            x.offset,
+            out.buffer[out.offset : out.offset + n_out],
+            partial_value,
+            partial_index,
+            nsplit,
+        )
+
+    def _dummy_array(self, dtype: DType) -> np.ndarray:
+        array = self._dummy.get(dtype.name)
+        if array is None:
+            array = self._dummy[dtype.name] = np.zeros(1, dtype=dtype.numpy)
+        return array
+
+    # --- matmul ---------------------------------------------------------------------
+    def matmul(self, out: View, a: View, b: View) -> None:
+        start = time.perf_counter() if debug_level() >= 2 else 0.0
+        np.matmul(_numpy_view(a), _numpy_view(b), out=_numpy_view(out))
+        if debug_level() >= 2:
+            _log_launch("matmul(BLAS)", out.shape, start)
+
+    # --- gather / scatter -------------------------------------------------------------
+    def _split_at(self, shape: tuple[int, ...], dim: int) -> tuple[int, int, int]:
+        return prod(shape[:dim]), shape[dim], prod(shape[dim + 1 :])
+
+    def take(self, out: View, x: View, dim: int, index: View) -> Any:
+        from .kernels import take_kernel
+
+        x_array = np.ascontiguousarray(_numpy_view(x)).reshape(-1)
+        index_array = np.ascontiguousarray(_numpy_view(index), dtype=np.int64).reshape(-1)
+        pre, size, post = self._split_at(x.shape, dim)
+        error = np.zeros(2, dtype=np.int64)
+        target = out.buffer[out.offset : out.offset + prod(out.shape)]
+        _launch(
+            "take", take_kernel, out.shape, x_array, pre, size, post, index_array, target, error
+        )
+        return int(error[0]) if error[1] else None
+
+    def index_add(self, out: View, dim: int, index: View, source: View) -> Any:
+        from .kernels import index_add_kernel
+
+        index_array = np.ascontiguousarray(_numpy_view(index), dtype=np.int64).reshape(-1)
+        source_array = np.ascontiguousarray(_numpy_view(source)).reshape(-1)
+        pre, size, post = self._split_at(out.shape, dim)
+        error = np.zeros(2, dtype=np.int64)
+        target = out.buffer[out.offset : out.offset + prod(out.shape)]
+        _launch(
+            "index_add",
+            index_add_kernel,
+            out.shape,
+            target,
+            pre,
+            size,
+            post,
+            index_array,
+            source_array,
+            error,
+        )
+        return int(error[0]) if error[1] else None
+
+    # --- random -----------------------------------------------------------------------
+    def manual_seed(self, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def random(self, out: View, distribution: str, low: float, high: float) -> None:
+        n = prod(out.shape)
+        target = out.buffer[out.offset : out.offset + n]
+        if distribution == "uniform":
+            target[:] = self._rng.random(n, dtype=out.dtype.numpy.type) * (high - low) + low
+        elif distribution == "normal":
+            samples = self._rng.standard_normal(n, dtype=out.dtype.numpy.type)
+            target[:] = samples * high + low
+        elif distribution == "integers":
+            target[:] = self._rng.integers(int(low), int(high), n, dtype=out.dtype.numpy.type)
+        else:
+            raise ValueError(f"unknown distribution {distribution!r}")
+
+
+def _load_kernel(source: str, prefix: str) -> Any:
+    from ...codecache import load_module
+
+    return load_module(source, prefix).kernel
+
+
+def _launch(name: str, kernel: Any, shape: tuple[int, ...], *args: Any) -> None:
+    if debug_level() < 1:
+        kernel(*args)
+        return
+    compiled_before = len(kernel.signatures)
+    start = time.perf_counter()
+    kernel(*args)
+    if len(kernel.signatures) != compiled_before:
+        elapsed = time.perf_counter() - start
+        log(f"compiled {name} for {len(kernel.signatures)} signature(s) in {elapsed:.2f} s")
+    elif debug_level() >= 2:
+        _log_launch(name, shape, start)
+
+
+def _log_launch(name: str, shape: tuple[int, ...], start: float) -> None:
+    elapsed = (time.perf_counter() - start) * 1e6
+    log(f"cpu {name:<24} shape={shape!s:<20} {elapsed:9.1f} us")
+
+
+def create_backend(device: Device) -> CPUBackend:
+    return CPUBackend(device)

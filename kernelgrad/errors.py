@@ -1,0 +1,36 @@
+"""Exception types. Each subclasses the builtin a PyTorch user would catch.
+
+Messages follow one rule: say what is wrong (with the shapes, dtypes or devices
+involved), name the operation, and say what to do instead.
+"""
+
+from __future__ import annotations
+
+
+class ShapeError(ValueError):
+    """Shapes that cannot be combined: broadcasting, matmul, reshape, bad dims."""
+
+
+class DeviceMismatchError(RuntimeError):
+    """An operation received tensors that live on different devices."""
+
+
+class ScalarAccessError(RuntimeError):
+    """Element-by-element access to accelerator memory (a device round trip per element)."""
+
+
+class InplaceError(RuntimeError):
+    """An in-place change that would make a gradient wrong, or that autograd cannot record."""
+
+
+class BackwardError(RuntimeError):
+    """``backward()`` cannot run: nothing requires grad, the graph was freed, or a bad
+    ``gradient`` argument."""
+
+
+class KernelError(RuntimeError):
+    """A compiled kernel failed; the message names the kernel, the shapes and the launch."""
+
+
+def format_shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"

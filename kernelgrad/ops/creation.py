@@ -1,0 +1,329 @@
+"""Creating tensors: from data, constant fills, ranges, and random numbers.
+
+Every function takes ``dtype=``, ``device=`` (the default device when None, see
+``kg.device``) and ``requires_grad=``. Shapes may be given as ``zeros(3, 4)`` or
+``zeros((3, 4))``. Python floats give the default float type (float32), Python ints
+int64, and NumPy arrays keep their dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..backends import get_backend, loaded_backends
+from ..device import Device, as_device, default_device
+from ..dtypes import DType, as_dtype, bool_, default_float, int64
+from ..shapes import normalize_size
+from ..tensor import Tensor
+from . import register
+from .elementwise import IDENTITY
+
+register("full", "creation", ("kg.full", "kg.zeros", "kg.ones", "kg.empty"), False)
+register("from_data", "creation", ("kg.tensor", "kg.from_numpy", "kg.arange"), False)
+register("random", "random", ("kg.rand", "kg.randn", "kg.randint"), False)
+
+
+def _device(device: Any) -> Device:
+    return default_device() if device is None else as_device(device)
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _infer_dtype(data: Any) -> DType:
+    """The dtype kg.tensor gives ``data`` when none is requested."""
+    if isinstance(data, np.ndarray):
+        return as_dtype(data.dtype)
+    if isinstance(data, np.generic):
+        return as_dtype(data.dtype)
+    array = np.asarray(data)
+    if array.dtype.kind == "b":
+        return bool_
+    if array.dtype.kind in "iu":
+        return int64
+    if array.dtype.kind == "f":
+        return default_float()
+    raise TypeError(
+        f"cannot make a tensor from {type(data).__name__} data with NumPy dtype "
+        f"{array.dtype}; give numbers, nested lists of numbers, or a NumPy array"
+    )
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (a number, nested lists, a NumPy array or
+    another tensor).
+
+    >>> import kernelgrad as kg
+    >>> kg.tensor([[1, 2], [3, 4]]).dtype
+    kg.int64
+    >>> kg.tensor([1.5, 2.0]).dtype
+    kg.float32
+    """
+    if isinstance(data, Tensor):
+        result = data.detach().to(device=device, dtype=dtype)
+        if result is data or result._storage is data._storage:
+            result = result.clone()
+        return _finish(result, requires_grad)
+    target = _device(device)
+    try:
+        chosen = as_dtype(dtype) if dtype is not None else _infer_dtype(data)
+        array = np.asarray(data, dtype=chosen.numpy)
+    except ValueError as error:
+        raise ValueError(
+            f"cannot make a tensor from this data: {error}. Nested lists must be "
+            "rectangular (every row the same length)"
+        ) from None
+    backend = get_backend(target)
+    buffer = backend.from_numpy(np.ascontiguousarray(array))
+    return _finish(Tensor._from_buffer(buffer, array.shape, chosen, target), requires_grad)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Like :func:`tensor`, but returns ``data`` itself when it already matches."""
+    if isinstance(data, Tensor):
+        return data.to(device=device, dtype=dtype)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A CPU tensor that shares memory with a contiguous NumPy array."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a NumPy array, got {type(array).__name__}")
+    dtype = as_dtype(array.dtype)
+    if array.dtype != dtype.numpy or not array.flags.c_contiguous:
+        raise TypeError(
+            f"from_numpy shares memory, so it needs a C-contiguous array of a supported "
+            f"dtype (got {array.dtype}, contiguous={array.flags.c_contiguous}); use "
+            "kg.tensor(array) to copy instead"
+        )
+    device = as_device("cpu")
+    return Tensor._from_buffer(array.reshape(-1), array.shape, dtype, device)
+
+
+def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    shape = normalize_size(size, "empty")
+    chosen = as_dtype(dtype) if dtype is not None else default_float()
+    return _finish(Tensor._empty(shape, chosen, _device(device)), requires_grad)
+
+
+def full(
+    size: Any,
+    fill_value: Any,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value``; the dtype follows the value."""
+    shape = normalize_size((size,), "full")
+    if dtype is None:
+        dtype = _infer_dtype(fill_value)
+    result = Tensor._empty(shape, as_dtype(dtype), _device(device))
+    if result.numel():
+        result._backend.elementwise(IDENTITY.scalar, [result._view()], [fill_value], [result.dtype])
+    return _finish(result, requires_grad)
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros: ``kg.zeros(2, 3)`` or ``kg.zeros((2, 3))``.
+
+    >>> import kernelgrad as kg
+    >>> kg.zeros(2, 3).shape
+    (2, 3)
+    """
+    shape = normalize_size(size, "zeros")
+    return full(
+        shape, 0, dtype=dtype or default_float(), device=device, requires_grad=requires_grad
+    )
+
+
+def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    shape = normalize_size(size, "ones")
+    return full(
+        shape, 1, dtype=dtype or default_float(), device=device, requires_grad=requires_grad
+    )
+
+
+def _like(x: Tensor, dtype: Any, device: Any) -> tuple[DType, Any]:
+    return (as_dtype(dtype) if dtype is not None else x.dtype), (device or x.device)
+
+
+def zeros_like(
+    x: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return full(x.shape, 0, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def ones_like(
+    x: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return full(x.shape, 1, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def full_like(
+    x: Tensor, fill_value: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return full(x.shape, fill_value, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def empty_like(
+    x: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return empty(x.shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def arange(
+    start: Any,
+    end: Any = None,
+    step: Any = 1,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Values from ``start`` (inclusive) to ``end`` (exclusive) in steps of ``step``.
+
+    >>> import kernelgrad as kg
+    >>> kg.arange(4).tolist(), kg.arange(0, 1, 0.25).tolist()
+    ([0, 1, 2, 3], [0.0, 0.25, 0.5, 0.75])
+    """
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    is_float = any(isinstance(v, float) for v in (start, end, step))
+    chosen = as_dtype(dtype) if dtype is not None else (default_float() if is_float else int64)
+    count = max(0, math.ceil((end - start) / step))
+    values = start + np.arange(count, dtype=np.float64 if is_float else np.int64) * step
+    return tensor(values, dtype=chosen, device=device, requires_grad=requires_grad)
+
+
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    if steps < 0:
+        raise ValueError("linspace: steps must be non-negative")
+    values = np.linspace(start, end, steps)
+    chosen = as_dtype(dtype) if dtype is not None else default_float()
+    return tensor(values, dtype=chosen, device=device, requires_grad=requires_grad)
+
+
+def eye(
+    n: int, m: int | None = None, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """The identity matrix (``n`` x ``m``, square by default)."""
+    chosen = as_dtype(dtype) if dtype is not None else default_float()
+    return tensor(np.eye(n, m), dtype=chosen, device=device, requires_grad=requires_grad)
+
+
+# --- random numbers --------------------------------------------------------------------------
+class _SeedState:
+    seed: ClassVar[int | None] = None
+    seeded_devices: ClassVar[set[Device]] = set()
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the random generators of every device (those in use and those to come).
+
+    Each backend has its own generator: the same seed gives reproducible numbers on one
+    device, not the same numbers on different devices."""
+    _SeedState.seed = int(seed)
+    _SeedState.seeded_devices = set()
+    for device, backend in loaded_backends().items():
+        backend.manual_seed(int(seed))
+        _SeedState.seeded_devices.add(device)
+
+
+def _random(
+    shape: tuple[int, ...], dtype: DType, device: Any, kind: str, low: float, high: float
+) -> Tensor:
+    target = _device(device)
+    backend = get_backend(target)
+    if _SeedState.seed is not None and target not in _SeedState.seeded_devices:
+        backend.manual_seed(_SeedState.seed)  # a device first used after manual_seed
+        _SeedState.seeded_devices.add(target)
+    result = Tensor._empty(shape, dtype, target)
+    if result.numel():
+        backend.random(result._view(), kind, low, high)
+    return result
+
+
+def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    shape = normalize_size(size, "rand")
+    chosen = as_dtype(dtype) if dtype is not None else default_float()
+    _check_float(chosen, "rand")
+    return _finish(_random(shape, chosen, device, "uniform", 0.0, 1.0), requires_grad)
+
+
+def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Standard normal samples (mean 0, standard deviation 1)."""
+    shape = normalize_size(size, "randn")
+    chosen = as_dtype(dtype) if dtype is not None else default_float()
+    _check_float(chosen, "randn")
+    return _finish(_random(shape, chosen, device, "normal", 0.0, 1.0), requires_grad)
+
+
+def randint(
+    low: int, high: int | None = None, size: Any = None, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """Integers uniform in [low, high): ``kg.randint(10, (3,))`` or ``kg.randint(2, 10, (3,))``."""
+    if size is None:
+        if isinstance(high, (tuple, list)):
+            low, high, size = 0, low, high
+        else:
+            raise TypeError("randint: give the size, e.g. kg.randint(0, 10, (3, 4))")
+    if high is None:
+        low, high = 0, low
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    shape = normalize_size((size,), "randint")
+    chosen = as_dtype(dtype) if dtype is not None else int64
+    return _random(shape, chosen, device, "integers", low, high)
+
+
+def rand_like(x: Tensor, dtype: Any = None, device: Any = None) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return rand(x.shape, dtype=d, device=dev)
+
+
+def randn_like(x: Tensor, dtype: Any = None, device: Any = None) -> Tensor:
+    d, dev = _like(x, dtype, device)
+    return randn(x.shape, dtype=d, device=dev)
+
+
+def _check_float(dtype: DType, op: str) -> None:
+    if not dtype.is_floating_point:
+        raise TypeError(f"{op} makes floating point numbers; use randint for integers")
+
+
+def uniform_(x: Tensor, low: float = 0.0, high: float = 1.0) -> Tensor:
+    """Fill ``x`` in place with uniform samples in [low, high) (used by ``nn.init``)."""
+    samples = _random(x.shape, x.dtype, x.device, "uniform", low, high)
+    from .elementwise import copy_into
+
+    copy_into(x, samples)
+    return x
+
+
+def normal_(x: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    """Fill ``x`` in place with normal samples (used by ``nn.init``)."""
+    samples = _random(x.shape, x.dtype, x.device, "normal", mean, std)
+    from .elementwise import copy_into
+
+    copy_into(x, samples)
+    return x

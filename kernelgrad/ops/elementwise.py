@@ -1,0 +1,623 @@
+"""Elementwise primitives: each is one scalar Python function plus a dtype rule and a VJP.
+
+The scalar function is the whole definition of the operation: the CPU backend compiles
+it with ``numba.njit``, the CUDA backend with ``numba.cuda.jit(device=True)``. Adding an
+operation means adding one record here, never a per-device rewrite.
+
+VJPs are written in Tensor ops, so they run on every backend and are differentiable
+themselves. Gradients of broadcast inputs are reduced to the input's shape by the
+autograd engine, so a VJP may return a gradient of the broadcast (output) shape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import autograd
+from ..backends.base import ScalarFunction
+from ..dtypes import DType, bool_, default_float, result_type
+from ..errors import DeviceMismatchError
+from ..shapes import broadcast_shapes
+from ..tensor import Tensor
+from . import register
+
+DtypeRule = Callable[[Sequence[Any]], tuple[list[DType], DType]]
+
+
+# --- dtype rules ------------------------------------------------------------------------
+def promote(operands: Sequence[Any]) -> tuple[list[DType], DType]:
+    dtype = result_type(*operands)
+    return [dtype] * len(operands), dtype
+
+
+def to_float(operands: Sequence[Any]) -> tuple[list[DType], DType]:
+    dtype = result_type(*operands)
+    if not dtype.is_floating_point:
+        dtype = default_float()
+    return [dtype] * len(operands), dtype
+
+
+def compare(operands: Sequence[Any]) -> tuple[list[DType], DType]:
+    dtype = result_type(*operands)
+    return [dtype] * len(operands), bool_
+
+
+def logical(operands: Sequence[Any]) -> tuple[list[DType], DType]:
+    return [bool_] * len(operands), bool_
+
+
+def select(operands: Sequence[Any]) -> tuple[list[DType], DType]:
+    dtype = result_type(*operands[1:])
+    return [bool_, dtype, dtype], dtype
+
+
+@dataclass(eq=False)
+class ElementwiseOp:
+    name: str
+    scalar: ScalarFunction
+    dtype_rule: DtypeRule
+    vjp: Callable[..., Sequence[Tensor | None]] | None = None
+    # what the VJP reads: "inputs", "output", "both" or "none"
+    saves: str = "inputs"
+    reject_bool: bool = False
+
+    def __call__(self, *operands: Any) -> Tensor:
+        return apply(self, *operands)
+
+
+OPS: dict[str, ElementwiseOp] = {}
+
+
+def defop(
+    fn: Callable,
+    dtype_rule: DtypeRule,
+    vjp: Callable | None = None,
+    saves: str = "inputs",
+    bindings: tuple[str, ...] = (),
+    name: str | None = None,
+    reject_bool: bool = False,
+) -> ElementwiseOp:
+    op_name = name or fn.__name__
+    op = ElementwiseOp(op_name, ScalarFunction.from_python(fn), dtype_rule, vjp, saves, reject_bool)
+    OPS[op_name] = op
+    register(op_name, "elementwise", bindings, vjp is not None)
+    return op
+
+
+# --- applying an elementwise op ------------------------------------------------------------
+def _common_device(op_name: str, tensors: Sequence[Tensor]):
+    device = tensors[0].device
+    for t in tensors[1:]:
+        if t.device != device:
+            raise DeviceMismatchError(
+                f"{op_name}: expected all tensors on one device, but found {device} and "
+                f"{t.device}. Move them first, e.g. `b = b.to({str(device)!r})`; kernelgrad "
+                "never moves data between devices implicitly"
+            )
+    return device
+
+
+def _as_operand(value: Any, op_name: str) -> Any:
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        from .creation import tensor
+
+        return tensor(value)
+    raise TypeError(
+        f"{op_name}: unsupported operand of type {type(value).__name__}; expected a Tensor "
+        "or a Python number"
+    )
+
+
+def _scalar_from_tensor(t: Tensor) -> Any:
+    """A 0-dim CPU tensor that needs no gradient mixes with tensors on any device as a
+    plain number (as in PyTorch)."""
+    return t.item()
+
+
+def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> Tensor:
+    operands = [_as_operand(x, op.name) for x in raw_operands]
+    tensors = [x for x in operands if isinstance(x, Tensor)]
+    if not tensors:
+        from .creation import tensor
+
+        operands[0] = tensor(operands[0])
+        tensors = [operands[0]]
+    if len(tensors) > 1:
+        devices = {t.device for t in tensors}
+        if len(devices) > 1:
+            # 0-dim CPU tensors act as numbers next to tensors on another device.
+            operands = [
+                _scalar_from_tensor(x)
+                if isinstance(x, Tensor)
+                and x.ndim == 0
+                and x.device.type == "cpu"
+                and not x.requires_grad
+                and any(t.device.type != "cpu" for t in tensors)
+                else x
+                for x in operands
+            ]
+            tensors = [x for x in operands if isinstance(x, Tensor)]
+    device = _common_device(op.name, tensors)
+    compute_dtypes, out_dtype = op.dtype_rule(operands)
+    if op.reject_bool and out_dtype is bool_:
+        raise TypeError(
+            f"{op.name} is not defined for bool tensors; convert first, e.g. "
+            "`x.to(kg.int64)`, or use `~x` / `kg.logical_not(x)` to invert a mask"
+        )
+    if len(tensors) == 1:
+        shape = tensors[0].shape
+    else:
+        shape = broadcast_shapes(*(t.shape for t in tensors), op=op.name)
+    if out is None:
+        result = Tensor._empty(shape, out_dtype, device)
+    else:
+        result = out
+    inputs = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in operands]
+    result._backend.elementwise(op.scalar, [result._view()], inputs, compute_dtypes)
+
+    if op.vjp is not None and out is None and autograd.needs_grad(*tensors):
+        vjp = op.vjp
+        if op.saves == "inputs":
+            saved = tuple(tensors)
+
+            def backward(grad: Tensor) -> Sequence[Tensor | None]:
+                return vjp(grad, *operands)
+        elif op.saves == "output":
+            saved = (result,)
+
+            def backward(grad: Tensor) -> Sequence[Tensor | None]:
+                return vjp(grad, result.detach())
+        elif op.saves == "both":
+            saved = tuple(tensors) + (result,)
+
+            def backward(grad: Tensor) -> Sequence[Tensor | None]:
+                return vjp(grad, result.detach(), *operands)
+        else:
+            saved = ()
+
+            def backward(grad: Tensor) -> Sequence[Tensor | None]:
+                return vjp(grad, *operands)
+
+        autograd.record(op.name, operands, result, backward, saved)
+    return result
+
+
+def _grad_if(x: Any, value: Callable[[], Tensor]) -> Tensor | None:
+    """Compute a gradient only for inputs that are tensors requiring grad."""
+    return value() if isinstance(x, Tensor) and x.requires_grad else None
+
+
+# --- unary ------------------------------------------------------------------------------------
+def neg(x):
+    return -x
+
+
+def exp(x):
+    return math.exp(x)
+
+
+def log(x):
+    return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+
+
+def log1p(x):
+    return math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan)
+
+
+def expm1(x):
+    return math.expm1(x)
+
+
+def sqrt(x):
+    return math.sqrt(x) if x >= 0 else math.nan
+
+
+def sin(x):
+    return math.sin(x)
+
+
+def cos(x):
+    return math.cos(x)
+
+
+def tanh(x):
+    return math.tanh(x)
+
+
+def sigmoid(x):
+    if x >= 0:
+        z = math.exp(-x)
+        return 1.0 / (1.0 + z)
+    z = math.exp(x)
+    return z / (1.0 + z)
+
+
+def relu(x):
+    return 0 if x <= 0 else x
+
+
+def abs_(x):
+    return abs(x)
+
+
+def sign(x):
+    return (x > 0) - (x < 0)
+
+
+def reciprocal(x):
+    return 1.0 / x
+
+
+def erf(x):
+    return math.erf(x)
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + math.erf(x * 0.7071067811865476))
+
+
+def logical_not(x):
+    return not x
+
+
+def identity(x):
+    return x
+
+
+def isnan(x):
+    return x != x
+
+
+NEG = defop(
+    neg, promote, lambda g, x: (-g,), "none", ("Tensor.__neg__", "kg.neg"), reject_bool=True
+)
+EXP = defop(exp, to_float, lambda g, y: (g * y,), "output", ("Tensor.exp", "kg.exp"))
+LOG = defop(log, to_float, lambda g, x: (g / x,), "inputs", ("Tensor.log", "kg.log"))
+LOG1P = defop(log1p, to_float, lambda g, x: (g / (x + 1),), "inputs", ("Tensor.log1p", "kg.log1p"))
+EXPM1 = defop(expm1, to_float, lambda g, y: (g * (y + 1),), "output", ("Tensor.expm1", "kg.expm1"))
+SQRT = defop(sqrt, to_float, lambda g, y: (g / (y * 2),), "output", ("Tensor.sqrt", "kg.sqrt"))
+SIN = defop(sin, to_float, lambda g, x: (g * x.cos(),), "inputs", ("Tensor.sin", "kg.sin"))
+COS = defop(cos, to_float, lambda g, x: (-g * x.sin(),), "inputs", ("Tensor.cos", "kg.cos"))
+RECIPROCAL = defop(
+    reciprocal, to_float, lambda g, y: (-g * y * y,), "output", ("Tensor.reciprocal",)
+)
+ERF = defop(
+    erf,
+    to_float,
+    lambda g, x: (g * (x * x * -1).exp() * (2 / math.sqrt(math.pi)),),
+    "inputs",
+    ("Tensor.erf", "kg.erf"),
+)
+ABS = defop(
+    abs_, promote, lambda g, x: (g * x.sign(),), "inputs", ("Tensor.abs", "kg.abs"), name="abs"
+)
+SIGN = defop(sign, promote, None, bindings=("Tensor.sign", "kg.sign"))
+LOGICAL_NOT = defop(
+    logical_not,
+    logical,
+    None,
+    bindings=("Tensor.logical_not", "Tensor.__invert__", "kg.logical_not"),
+)
+ISNAN = defop(isnan, compare, None, bindings=("Tensor.isnan", "kg.isnan"))
+# A cast: the output dtype is chosen by the caller (see ``cast``).
+IDENTITY = defop(
+    identity, promote, lambda g, x: (g,), "none", ("Tensor.to", "Tensor.contiguous", "Tensor.clone")
+)
+
+
+# Gradients of the activations are fused into one kernel each (the "explicitly fused"
+# ops DESIGN.md allows): relu'(x) * g would otherwise take two or three kernels.
+def relu_grad(g, y):
+    return g if y > 0 else 0
+
+
+def sigmoid_grad(g, y):
+    return g * y * (1.0 - y)
+
+
+def tanh_grad(g, y):
+    return g * (1.0 - y * y)
+
+
+def gelu_grad(g, x):
+    cdf = 0.5 * (1.0 + math.erf(x * 0.7071067811865476))
+    pdf = math.exp(-0.5 * x * x) * 0.3989422804014327
+    return g * (cdf + x * pdf)
+
+
+RELU_GRAD = defop(
+    relu_grad,
+    promote,
+    lambda gg, g, y: (RELU_GRAD(gg, y), None),
+    "inputs",
+    ("kg.ops.elementwise.RELU_GRAD",),
+)
+SIGMOID_GRAD = defop(
+    sigmoid_grad,
+    to_float,
+    lambda gg, g, y: (SIGMOID_GRAD(gg, y), _grad_if(y, lambda: gg * g * (1 - y * 2))),
+    "inputs",
+    ("kg.ops.elementwise.SIGMOID_GRAD",),
+)
+TANH_GRAD = defop(
+    tanh_grad,
+    to_float,
+    lambda gg, g, y: (TANH_GRAD(gg, y), _grad_if(y, lambda: gg * g * y * -2)),
+    "inputs",
+    ("kg.ops.elementwise.TANH_GRAD",),
+)
+GELU_GRAD = defop(
+    gelu_grad,
+    to_float,
+    lambda gg, g, x: (GELU_GRAD(gg, x), None),
+    "inputs",
+    ("kg.ops.elementwise.GELU_GRAD",),
+)
+RELU = defop(relu, promote, lambda g, y: (RELU_GRAD(g, y),), "output", ("Tensor.relu", "kg.relu"))
+SIGMOID = defop(
+    sigmoid,
+    to_float,
+    lambda g, y: (SIGMOID_GRAD(g, y),),
+    "output",
+    ("Tensor.sigmoid", "kg.sigmoid"),
+)
+TANH = defop(tanh, to_float, lambda g, y: (TANH_GRAD(g, y),), "output", ("Tensor.tanh", "kg.tanh"))
+GELU = defop(gelu, to_float, lambda g, x: (GELU_GRAD(g, x),), "inputs", ("kg.nn.functional.gelu",))
+
+
+# --- binary -----------------------------------------------------------------------------------
+def add(x, y):
+    return x + y
+
+
+def sub(x, y):
+    return x - y
+
+
+def mul(x, y):
+    return x * y
+
+
+def div(x, y):
+    return x / y
+
+
+def pow_(x, y):
+    return x**y
+
+
+def maximum(x, y):
+    return x if (x > y or x != x) else y
+
+
+def minimum(x, y):
+    return x if (x < y or x != x) else y
+
+
+def floor_divide(x, y):
+    return x // y
+
+
+def remainder(x, y):
+    return x % y
+
+
+def eq(x, y):
+    return x == y
+
+
+def ne(x, y):
+    return x != y
+
+
+def lt(x, y):
+    return x < y
+
+
+def le(x, y):
+    return x <= y
+
+
+def gt(x, y):
+    return x > y
+
+
+def ge(x, y):
+    return x >= y
+
+
+def logical_and(x, y):
+    return (x != 0) and (y != 0)
+
+
+def logical_or(x, y):
+    return (x != 0) or (y != 0)
+
+
+def logical_xor(x, y):
+    return (x != 0) != (y != 0)
+
+
+def _pow_vjp(g, x, y):
+    grad_x = _grad_if(x, lambda: g * y * x ** (y - 1))
+    grad_y = None
+    if isinstance(y, Tensor) and y.requires_grad:
+        base = x if isinstance(x, Tensor) else y * 0 + x
+        safe_log = where(base > 0, base, 1).log()
+        grad_y = g * base**y * safe_log
+    return grad_x, grad_y
+
+
+def _max_min_vjp(pick: Callable) -> Callable:
+    def vjp(g, x, y):
+        chosen = pick(x, y).to(g.dtype)
+        ties = (x == y).to(g.dtype) * 0.5
+        weight_x = chosen + ties
+        return (
+            _grad_if(x, lambda: g * weight_x),
+            _grad_if(y, lambda: g * (1 - weight_x)),
+        )
+
+    return vjp
+
+
+ADD = defop(add, promote, lambda g, x, y: (g, g), "none", ("Tensor.__add__", "kg.add"))
+SUB = defop(sub, promote, lambda g, x, y: (g, -g), "none", ("Tensor.__sub__", "kg.sub"))
+MUL = defop(
+    mul,
+    promote,
+    lambda g, x, y: (_grad_if(x, lambda: g * y), _grad_if(y, lambda: g * x)),
+    "inputs",
+    ("Tensor.__mul__", "kg.mul"),
+)
+DIV = defop(
+    div,
+    to_float,
+    lambda g, x, y: (_grad_if(x, lambda: g / y), _grad_if(y, lambda: -g * x / (y * y))),
+    "inputs",
+    ("Tensor.__truediv__", "kg.div"),
+)
+POW = defop(pow_, promote, _pow_vjp, "inputs", ("Tensor.__pow__", "kg.pow"), name="pow")
+MAXIMUM = defop(maximum, promote, _max_min_vjp(lambda x, y: x > y), "inputs", ("kg.maximum",))
+MINIMUM = defop(minimum, promote, _max_min_vjp(lambda x, y: x < y), "inputs", ("kg.minimum",))
+FLOOR_DIVIDE = defop(floor_divide, promote, None, bindings=("Tensor.__floordiv__",))
+REMAINDER = defop(
+    remainder,
+    promote,
+    lambda g, x, y: (_grad_if(x, lambda: g), _grad_if(y, lambda: -g * (x // y))),
+    "inputs",
+    ("Tensor.__mod__",),
+)
+EQ = defop(eq, compare, None, bindings=("Tensor.__eq__", "kg.eq"))
+NE = defop(ne, compare, None, bindings=("Tensor.__ne__", "kg.ne"))
+LT = defop(lt, compare, None, bindings=("Tensor.__lt__", "kg.lt"))
+LE = defop(le, compare, None, bindings=("Tensor.__le__", "kg.le"))
+GT = defop(gt, compare, None, bindings=("Tensor.__gt__", "kg.gt"))
+GE = defop(ge, compare, None, bindings=("Tensor.__ge__", "kg.ge"))
+LOGICAL_AND = defop(logical_and, logical, None, bindings=("Tensor.__and__", "kg.logical_and"))
+LOGICAL_OR = defop(logical_or, logical, None, bindings=("Tensor.__or__", "kg.logical_or"))
+LOGICAL_XOR = defop(logical_xor, logical, None, bindings=("Tensor.__xor__", "kg.logical_xor"))
+
+
+# --- ternary ---------------------------------------------------------------------------------
+def where_(condition, x, y):
+    return x if condition else y
+
+
+def clamp_(x, low, high):
+    return low if x < low else (high if x > high else x)
+
+
+WHERE = defop(
+    where_,
+    select,
+    lambda g, c, x, y: (
+        None,
+        _grad_if(x, lambda: where(c, g, 0)),
+        _grad_if(y, lambda: where(c, 0, g)),
+    ),
+    "inputs",
+    ("kg.where",),
+    name="where",
+)
+
+
+def _clamp_vjp(g, x, low, high):
+    inside = (x >= low) & (x <= high)
+    return (
+        where(inside, g, 0),
+        _grad_if(low, lambda: where(x < low, g, 0)),
+        _grad_if(high, lambda: where(x > high, g, 0)),
+    )
+
+
+CLAMP = defop(clamp_, promote, _clamp_vjp, "inputs", ("Tensor.clamp", "kg.clamp"), name="clamp")
+
+
+# --- public helpers ---------------------------------------------------------------------------
+def where(condition: Any, x: Any, y: Any) -> Tensor:
+    """``x`` where ``condition`` is true, else ``y`` (broadcast together).
+
+    >>> import kernelgrad as kg
+    >>> kg.where(kg.tensor([True, False]), kg.tensor([1.0, 2.0]), 0.0).tolist()
+    [1.0, 0.0]
+    """
+    if isinstance(condition, Tensor) and condition.dtype is not bool_:
+        condition = condition != 0
+    return apply(WHERE, condition, x, y)
+
+
+def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    """Limit every element to ``[min, max]``; either bound may be None or a tensor.
+
+    >>> import kernelgrad as kg
+    >>> kg.tensor([-2.0, 0.5, 3.0]).clamp(0, 1).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    if min is None and max is None:
+        raise ValueError("clamp: give at least one of min and max")
+    dtype = x.dtype
+    low, high = min, max
+    if low is None:
+        low = -math.inf if dtype.is_floating_point else int(np.iinfo(dtype.numpy).min)
+    if high is None:
+        high = math.inf if dtype.is_floating_point else int(np.iinfo(dtype.numpy).max)
+    return apply(CLAMP, x, low, high)
+
+
+def cast(x: Tensor, dtype: DType) -> Tensor:
+    """Convert to ``dtype`` (a copy); differentiable between floating types."""
+    result = Tensor._empty(x.shape, dtype, x.device)
+    result._backend.elementwise(IDENTITY.scalar, [result._view()], [x._view()], [dtype])
+    if dtype.is_floating_point and x.dtype.is_floating_point and autograd.needs_grad(x):
+        source_dtype = x.dtype
+        autograd.record("cast", (x,), result, lambda g: (cast(g, source_dtype),))
+    return result
+
+
+def copy_into(target: Tensor, source: Any) -> None:
+    """Write ``source`` (a tensor broadcast to ``target``'s shape, or a number) into the
+    memory of ``target`` (any view), converting dtype. No autograd; bumps the version."""
+    if isinstance(source, Tensor):
+        if source.device != target.device:
+            source = source.to(target.device)
+        shape = broadcast_shapes(target.shape, source.shape, op="copy")
+        if shape != target.shape:
+            raise ValueError(
+                f"cannot copy a tensor of shape {source.shape} into one of shape {target.shape}"
+            )
+        if source._storage is target._storage and _overlaps(source, target):
+            source = source.clone()
+        inputs: list[Any] = [source._broadcast_view(target.shape)]
+    else:
+        inputs = [_as_operand(source, "copy")]
+    target._backend.elementwise(IDENTITY.scalar, [target._view()], inputs, [target.dtype])
+    target._storage.version += 1
+
+
+def _overlaps(a: Tensor, b: Tensor) -> bool:
+    """Conservative: do two views of one buffer touch any common element range?"""
+    if a._view()[1:] == b._view()[1:]:
+        return False  # identical views: elementwise in place is safe
+
+    def extent(t: Tensor) -> tuple[int, int]:
+        low = high = t._offset
+        for size, stride in zip(t.shape, t._strides):
+            if size > 1:
+                if stride > 0:
+                    high += (size - 1) * stride
+                else:
+                    low += (size - 1) * stride
+        return low, high
+
+    (a0, a1), (b0, b1) = extent(a), extent(b)
+    return a0 <= b1 and b0 <= a1

@@ -1,0 +1,315 @@
+"""Indexing: ``__getitem__`` / ``__setitem__``, and the gather/scatter primitives.
+
+Basic indices (integers, slices with any step including negative, ``None``, ``...``)
+produce views. Integer tensors (or lists, or boolean masks) are *advanced* indices:
+they gather with the ``take`` primitive, whose gradient is ``index_add`` (scatter-add).
+Several advanced indices are combined into one linear index over the dims they cover,
+so every gather is one ``take`` kernel.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from .. import autograd
+from ..dtypes import int64
+from ..errors import DeviceMismatchError, InplaceError, ShapeError, format_shape
+from ..shapes import normalize_dim
+from ..tensor import Tensor, _check_scalar_access
+from . import register
+from .elementwise import copy_into, where
+from .movement import slice_view
+
+register("take", "indexing", ("Tensor.index_select", "Tensor.__getitem__", "kg.take"), True)
+register("index_add", "indexing", ("kg.index_add",), True)
+
+
+def _index_tensor(index: Any, device: Any, op: str) -> Tensor:
+    from .creation import tensor
+
+    if not isinstance(index, Tensor):
+        index = tensor(index, device=device)
+    if index.device != device:
+        raise DeviceMismatchError(
+            f"{op}: the index tensor is on {index.device} but the indexed tensor is on "
+            f"{device}; move the index with `.to({str(device)!r})`"
+        )
+    if index.dtype.is_floating_point or index.dtype.is_bool:
+        raise TypeError(
+            f"{op}: indices must be an integer tensor, got {index.dtype} (use `.long()`; "
+            "boolean masks are only accepted directly inside `t[mask]`)"
+        )
+    return index
+
+
+def take(x: Tensor, dim: int, index: Any) -> Tensor:
+    """Select entries along ``dim`` with an integer tensor of any shape (``index_select``
+    generalised). The result's shape is ``x.shape[:dim] + index.shape + x.shape[dim+1:]``.
+
+    >>> import kernelgrad as kg
+    >>> kg.take(kg.tensor([[1, 2], [3, 4], [5, 6]]), 0, kg.tensor([2, 0])).tolist()
+    [[5, 6], [1, 2]]
+    """
+    if x.ndim == 0:
+        raise ShapeError("take: cannot index a 0-d tensor along a dimension")
+    d = normalize_dim(dim, x.ndim, "take")
+    index = _index_tensor(index, x.device, "take")
+    shape = x.shape[:d] + index.shape + x.shape[d + 1 :]
+    result = Tensor._empty(shape, x.dtype, x.device)
+    if result.numel():
+        flat_index = index.reshape(-1)
+        bad = x._backend.take(result._view(), x._view(), d, flat_index._view())
+        if bad is not None:
+            raise IndexError(
+                f"index {bad} is out of bounds for dimension {d} with size {x.shape[d]} "
+                f"(tensor of shape {format_shape(x.shape)})"
+            )
+    if autograd.needs_grad(x):
+        source_shape = x.shape
+
+        def backward(g: Tensor) -> tuple[Tensor]:
+            from .creation import zeros
+
+            return (index_add(zeros(source_shape, dtype=g.dtype, device=g.device), d, index, g),)
+
+        autograd.record("take", (x,), result, backward)
+    return result
+
+
+def index_add(target: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
+    """A copy of ``target`` with ``source`` added at the positions ``index`` selects
+    along ``dim`` (repeated indices accumulate). ``source`` has the shape
+    ``target.shape[:dim] + index.shape + target.shape[dim+1:]``."""
+    d = normalize_dim(dim, target.ndim, "index_add")
+    index = _index_tensor(index, target.device, "index_add")
+    expected = target.shape[:d] + index.shape + target.shape[d + 1 :]
+    if source.shape != expected:
+        raise ShapeError(
+            f"index_add: source has shape {format_shape(source.shape)}, expected "
+            f"{format_shape(expected)} for a target of shape {format_shape(target.shape)} "
+            f"and an index of shape {format_shape(index.shape)} along dim {d}"
+        )
+    result = target.detach().clone()
+    if source.numel():
+        flat_source = source.detach().reshape(
+            target.shape[:d] + (index.numel(),) + target.shape[d + 1 :]
+        )
+        bad = result._backend.index_add(
+            result._view(), d, index.reshape(-1)._view(), flat_source.contiguous()._view()
+        )
+        if bad is not None:
+            raise IndexError(
+                f"index {bad} is out of bounds for dimension {d} with size {target.shape[d]}"
+            )
+    if autograd.needs_grad(target, source):
+        autograd.record(
+            "index_add",
+            (target, source),
+            result,
+            lambda g: (g, take(g, d, index)),
+        )
+    return result
+
+
+def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``torch.gather``: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (same rank)."""
+    from .creation import arange
+
+    d = normalize_dim(dim, x.ndim, "gather")
+    index = _index_tensor(index, x.device, "gather")
+    if index.ndim != x.ndim:
+        raise ShapeError(
+            f"gather: index must have as many dims as the input ({x.ndim}), got "
+            f"{format_shape(index.shape)}"
+        )
+    for k in range(x.ndim):
+        if k != d and index.shape[k] > x.shape[k]:
+            raise ShapeError(
+                f"gather: index shape {format_shape(index.shape)} exceeds input shape "
+                f"{format_shape(x.shape)} in dimension {k}"
+            )
+    size = x.shape[d]
+    _check_bounds(index, size, d)
+    base = x.contiguous()
+    strides = base._strides
+    linear = where(index < 0, index + size, index) * strides[d]
+    for k in range(x.ndim):
+        if k != d:
+            positions = arange(index.shape[k], device=x.device) * strides[k]
+            linear = linear + positions.reshape((-1,) + (1,) * (x.ndim - 1 - k))
+    return take(base.reshape(-1), 0, linear)
+
+
+def _check_bounds(index: Tensor, size: int, dim: int) -> None:
+    """Raise IndexError naming an out-of-range index (one device read)."""
+    if index.numel() == 0:
+        return
+    bad = ((index < -size) | (index >= size)).any()
+    if bad.item():
+        value = where((index < -size) | (index >= size), index, 0).abs().max().item()
+        raise IndexError(f"index {value} is out of bounds for dimension {dim} with size {size}")
+
+
+# --- __getitem__ ---------------------------------------------------------------------------------
+def _normalise_key(x: Tensor, key: Any) -> list[Any]:
+    from .creation import tensor
+
+    if not isinstance(key, tuple):
+        key = (key,)
+    entries: list[Any] = []
+    for k in key:
+        if k is None or k is Ellipsis or isinstance(k, slice):
+            entries.append(k)
+        elif isinstance(k, (bool, np.bool_)):
+            raise IndexError("a Python bool is not a valid index; use a boolean tensor mask")
+        elif isinstance(k, Tensor):
+            entries.append(k)
+        elif isinstance(k, (list, np.ndarray)):
+            entries.append(tensor(k, device=x.device))
+        elif hasattr(k, "__index__"):
+            entries.append(int(k.__index__()))
+        else:
+            raise IndexError(
+                f"unsupported index {k!r}: use integers, slices, None, ..., or integer / "
+                "boolean tensors"
+            )
+    # Boolean masks become integer indices (their positions), one per masked dim.
+    expanded: list[Any] = []
+    for k in entries:
+        if isinstance(k, Tensor) and k.dtype.is_bool:
+            positions = np.nonzero(k.cpu().numpy() if k.device.type != "cpu" else k.numpy())
+            expanded.extend(tensor(p.astype(np.int64), device=x.device) for p in positions)
+            if k.ndim == 0:
+                raise IndexError("0-d boolean masks are not supported")
+        else:
+            expanded.append(k)
+    consumed = sum(1 for k in expanded if k is not None and k is not Ellipsis)
+    ellipses = [i for i, k in enumerate(expanded) if k is Ellipsis]
+    if len(ellipses) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > x.ndim:
+        raise IndexError(
+            f"too many indices for a tensor of dimension {x.ndim} (shape "
+            f"{format_shape(x.shape)}): {consumed} were given"
+        )
+    if ellipses:
+        i = ellipses[0]
+        expanded[i : i + 1] = [slice(None)] * (x.ndim - consumed)
+    else:
+        expanded += [slice(None)] * (x.ndim - consumed)
+    return expanded
+
+
+def getitem(x: Tensor, key: Any) -> Tensor:
+    entries = _normalise_key(x, key)
+    shape: list[int] = []
+    strides: list[int] = []
+    offset = x._offset
+    basic_key: list[Any] = []
+    advanced: list[tuple[int, Tensor]] = []  # (dim in the basic view, index)
+    d = 0
+    for k in entries:
+        if k is None:
+            shape.append(1)
+            strides.append(0)
+            basic_key.append(None)
+            continue
+        size, stride = x.shape[d], x._strides[d]
+        if isinstance(k, int):
+            if not -size <= k < size:
+                raise IndexError(
+                    f"index {k} is out of bounds for dimension {d} with size {size} "
+                    f"(tensor of shape {format_shape(x.shape)})"
+                )
+            offset += (k % size) * stride
+            basic_key.append(k)
+        elif isinstance(k, slice):
+            start, stop, step = k.indices(size)
+            length = len(range(start, stop, step))
+            if length:
+                offset += start * stride
+            shape.append(length)
+            strides.append(stride * step)
+            basic_key.append(slice(start, stop, step) if length else slice(0, 0, 1))
+        else:  # an integer index tensor: keep the dim, gather afterwards
+            advanced.append((len(shape), _index_tensor(k, x.device, "indexing")))
+            shape.append(size)
+            strides.append(stride)
+            basic_key.append(slice(None))
+        d += 1
+    view = x
+    if tuple(shape) != x.shape or offset != x._offset or tuple(strides) != x._strides:
+        view = slice_view(x, tuple(shape), tuple(strides), offset, tuple(basic_key))
+    if not advanced:
+        return view
+    if len(advanced) == 1:
+        position, index = advanced[0]
+        return take(view, position, index)
+    return _multi_take(view, advanced)
+
+
+def _multi_take(view: Tensor, advanced: list[tuple[int, Tensor]]) -> Tensor:
+    """Several integer index tensors: broadcast them, combine into one linear index over
+    the dims they cover (moved to the front when not adjacent, as NumPy does)."""
+    from ..shapes import broadcast_shapes
+
+    positions = [p for p, _ in advanced]
+    indices = [i for _, i in advanced]
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    if not adjacent:
+        rest = [d for d in range(view.ndim) if d not in positions]
+        view = view.permute(*(positions + rest))
+        positions = list(range(len(positions)))
+    shape = broadcast_shapes(*(i.shape for i in indices), op="indexing")
+    sizes = [view.shape[p] for p in positions]
+    linear = None
+    for index, size, k in zip(indices, sizes, range(len(sizes))):
+        _check_bounds(index, size, positions[k])
+        wrapped = where(index < 0, index + size, index).to(int64)
+        term = wrapped * prod(sizes[k + 1 :])
+        linear = term if linear is None else linear + term
+    assert linear is not None
+    merged = view.flatten(positions[0], positions[-1])
+    return take(merged, positions[0], linear.expand(*shape))
+
+
+# --- __setitem__ ---------------------------------------------------------------------------------
+def setitem(x: Tensor, key: Any, value: Any) -> None:
+    if autograd.is_grad_enabled() and (x.requires_grad or getattr(value, "requires_grad", False)):
+        raise InplaceError(
+            "assigning into a tensor with `t[...] = value` is not recorded by autograd when "
+            "the tensor or the value requires grad. Build the result out of place instead "
+            "(e.g. `t = kg.where(mask, value, t)` or `kg.cat([...])`), or wrap the "
+            "assignment in `with kg.no_grad():` if no gradient should flow through it."
+        )
+    entries = _normalise_key(x, key)
+    if (
+        all(isinstance(k, int) for k in entries if k is not None)
+        and len([k for k in entries if k is not None]) == x.ndim
+    ):
+        _check_scalar_access(x, "assigning to a single element")
+    if any(isinstance(k, Tensor) for k in entries):
+        _advanced_setitem(x, entries, value)
+        return
+    with autograd.no_grad():
+        target = getitem(x, tuple(entries))
+    if target.numel():
+        copy_into(target, value)
+    else:
+        x._storage.version += 1
+
+
+def _advanced_setitem(x: Tensor, entries: list[Any], value: Any) -> None:
+    if x.device.type != "cpu":
+        raise NotImplementedError(
+            f"assignment through integer or boolean index tensors is not implemented for "
+            f"{x.device} tensors yet; use `t = kg.where(mask, value, t)` for masks"
+        )
+    key = tuple(k.numpy() if isinstance(k, Tensor) else k for k in entries)
+    if isinstance(value, Tensor):
+        value = value.cpu().numpy()
+    x.numpy()[key] = value
+    x._storage.version += 1

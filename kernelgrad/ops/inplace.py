@@ -1,0 +1,118 @@
+"""In-place operations (``add_``, ``x += y``, ``fill_``, ``copy_``, ...).
+
+Without autograd involvement they write straight into the tensor's memory (no new
+buffer) and bump its storage version. When autograd is involved:
+
+* a leaf that requires grad cannot be changed in place (that would lose the value its
+  gradient is defined at): do parameter updates under ``kg.no_grad()``;
+* an intermediate result can: the operation is recorded out of place and the tensor's
+  history is rebased onto it, as PyTorch does. Tensors saved for backward that the
+  write overwrote are caught by the version check at backward time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import autograd
+from ..errors import InplaceError, ShapeError, format_shape
+from ..shapes import broadcast_shapes
+from ..tensor import Tensor
+from .elementwise import ElementwiseOp, _overlaps, apply, clamp, copy_into
+
+
+def _check_autograd(x: Tensor, others: tuple[Any, ...], op_name: str) -> bool:
+    """True when the in-place op must be recorded in the graph."""
+    if not autograd.is_grad_enabled():
+        return False
+    involved = x.requires_grad or any(getattr(o, "requires_grad", False) for o in others)
+    if not involved:
+        return False
+    if x.requires_grad and x._node is None:
+        raise InplaceError(
+            f"{op_name}: a leaf tensor that requires grad (a parameter) cannot be modified "
+            "in place while gradients are being recorded. Wrap the update in `with "
+            "kg.no_grad():` (as optimizers do), or use an out-of-place op."
+        )
+    if x._base is not None:
+        raise InplaceError(
+            f"{op_name}: in-place modification of a view of another tensor is not recorded "
+            "by autograd. Use the out-of-place form (e.g. `y = y + 1`), or `.clone()` first."
+        )
+    return True
+
+
+def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
+    if _check_autograd(x, others, f"{op.name}_"):
+        source = x.clone() if op.saves in ("inputs", "both") else x
+        result = apply(op, source, *others)
+        if result.shape != x.shape:
+            raise ShapeError(
+                f"{op.name}_: the result of shape {format_shape(result.shape)} cannot be "
+                f"written into a tensor of shape {format_shape(x.shape)}"
+            )
+        _check_dtype(op, result.dtype, x)
+        copy_into(x, result.detach())
+        x._node = result._node
+        x.requires_grad = True
+        return x
+
+    operands = (x, *others)
+    tensors = [o for o in operands if isinstance(o, Tensor)]
+    shape = broadcast_shapes(*(t.shape for t in tensors), op=f"{op.name}_")
+    if shape != x.shape:
+        raise ShapeError(
+            f"{op.name}_: operands broadcast to {format_shape(shape)}, which cannot be "
+            f"written into a tensor of shape {format_shape(x.shape)}"
+        )
+    _, out_dtype = op.dtype_rule(list(operands))
+    _check_dtype(op, out_dtype, x)
+    if any(t is not x and t._storage is x._storage and _overlaps(t, x) for t in tensors):
+        copy_into(x, apply(op, *operands))  # partial overlap: compute first, then write
+        return x
+    apply(op, *operands, out=x)
+    x._storage.version += 1
+    return x
+
+
+def _check_dtype(op: ElementwiseOp, result_dtype: Any, x: Tensor) -> None:
+    if result_dtype.category > x.dtype.category:
+        raise TypeError(
+            f"{op.name}_: the result has dtype {result_dtype}, which cannot be stored in "
+            f"place in a {x.dtype} tensor; use the out-of-place form, or convert the "
+            f"tensor first (e.g. `x = x.float()`)"
+        )
+
+
+def clamp_(x: Tensor, low: Any = None, high: Any = None) -> Tensor:
+    if _check_autograd(x, (low, high), "clamp_"):
+        result = clamp(x.clone(), low, high)
+        copy_into(x, result.detach())
+        x._node = result._node
+        x.requires_grad = True
+        return x
+    copy_into(x, clamp(x, low, high))
+    return x
+
+
+def fill_(x: Tensor, value: Any) -> Tensor:
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise ShapeError("fill_: the value must be a number or a one-element tensor")
+        value = value.item()
+    _check_autograd(x, (), "fill_")
+    copy_into(x, value)
+    if x.requires_grad and x._node is not None:
+        x._node = None
+        x.requires_grad = False
+    return x
+
+
+def copy_(x: Tensor, source: Any) -> Tensor:
+    if _check_autograd(x, (source,), "copy_"):
+        raise InplaceError(
+            "copy_: copying into a tensor while recording gradients is not supported; "
+            "use the source tensor directly, or wrap the copy in `with kg.no_grad():`"
+        )
+    copy_into(x, source)
+    return x

@@ -1,0 +1,271 @@
+"""Reductions: the primitives ``sum``, ``max``, ``min``, ``argmax``, ``argmin``, and the
+composites built from them (``mean``, ``var``, ``std``, ``logsumexp``, ``softmax``, ...).
+
+``dim`` may be None (every dim), an int, or a tuple of ints; ``keepdim`` keeps reduced
+dims as size 1. As in PyTorch, ``x.max(dim=int)`` returns ``(values, indices)``, while
+``x.max()`` and ``x.amax(dims)`` return values only.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from .. import autograd
+from ..dtypes import as_dtype, bool_, default_float, int64
+from ..errors import ShapeError, format_shape
+from ..shapes import normalize_dim, normalize_dims
+from ..tensor import Tensor, ValuesIndices
+from . import register
+from .elementwise import cast, where
+
+register("sum", "reduce", ("Tensor.sum", "Tensor.mean", "kg.sum"), True)
+register("max", "reduce", ("Tensor.max", "Tensor.amax", "kg.max"), True)
+register("min", "reduce", ("Tensor.min", "Tensor.amin", "kg.min"), True)
+register("argmax", "reduce", ("Tensor.argmax", "kg.argmax"), False)
+register("argmin", "reduce", ("Tensor.argmin", "kg.argmin"), False)
+
+
+def _kept_shape(x: Tensor, axes: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
+    if keepdim:
+        return tuple(1 if d in axes else s for d, s in enumerate(x.shape))
+    return tuple(s for d, s in enumerate(x.shape) if d not in axes)
+
+
+def _run(kind: str, x: Tensor, axes: tuple[int, ...], out_dtype: Any) -> Tensor:
+    """The backend reduction; returns the result without kept dims."""
+    shape = _kept_shape(x, axes, keepdim=False)
+    result = Tensor._empty(shape, out_dtype, x.device)
+    if not axes:
+        from .elementwise import IDENTITY
+
+        result._backend.elementwise(IDENTITY.scalar, [result._view()], [x._view()], [out_dtype])
+        return result
+    x._backend.reduce(kind, result._view(), x._view(), axes)
+    return result
+
+
+def _expand_back(g: Tensor, x_shape: tuple[int, ...], axes: tuple[int, ...]) -> Tensor:
+    """Reshape a reduced gradient to keepdim form and broadcast it to ``x_shape``."""
+    kept = tuple(1 if d in axes else s for d, s in enumerate(x_shape))
+    return g.reshape(kept).expand(*x_shape)
+
+
+def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
+    """Sum over ``dim`` (all dims when None). Integer and bool inputs sum to int64.
+
+    >>> import kernelgrad as kg
+    >>> kg.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(dim=0).tolist()
+    [4.0, 6.0]
+    """
+    axes = normalize_dims(dim, x.ndim, "sum")
+    if dtype is not None:
+        x = x.to(as_dtype(dtype))
+    out_dtype = x.dtype if x.dtype.is_floating_point else int64
+    result = _run("sum", x, axes, out_dtype)
+    if autograd.needs_grad(x):
+        shape = x.shape
+        autograd.record("sum", (x,), result, lambda g: (_expand_back(g, shape, axes),))
+    return result.reshape(_kept_shape(x, axes, keepdim)) if keepdim else result
+
+
+def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Arithmetic mean; integer inputs give the default float type."""
+    axes = normalize_dims(dim, x.ndim, "mean")
+    count = 1
+    for d in axes:
+        count *= x.shape[d]
+    if not x.dtype.is_floating_point:
+        x = x.to(default_float())
+    total = sum(x, axes, keepdim)
+    return total / count if count else total * float("nan")
+
+
+def _check_nonempty(x: Tensor, axes: tuple[int, ...], op: str) -> None:
+    if builtins.any(x.shape[d] == 0 for d in axes) or (not axes and x.numel() == 0):
+        raise ShapeError(
+            f"{op}: cannot reduce over an empty dimension (shape {format_shape(x.shape)}); "
+            "there is no identity value for this reduction"
+        )
+
+
+def _extreme_values(kind: str, x: Tensor, axes: tuple[int, ...], keepdim: bool) -> Tensor:
+    """max/min values over several dims; ties share the gradient equally."""
+    _check_nonempty(x, axes, kind)
+    result = _run(kind, x, axes, x.dtype)
+    if autograd.needs_grad(x):
+        shape = x.shape
+        source = x.detach()
+
+        def backward(g: Tensor) -> tuple[Tensor]:
+            best = _expand_back(result, shape, axes)
+            mask = (source == best).to(g.dtype)
+            count = mask.sum(dim=axes, keepdim=True)
+            return (_expand_back(g, shape, axes) * mask / count,)
+
+        autograd.record(kind, (x,), result, backward, (x,))
+    return result.reshape(_kept_shape(x, axes, keepdim)) if keepdim else result
+
+
+def _extreme_with_indices(kind: str, x: Tensor, dim: int, keepdim: bool) -> ValuesIndices:
+    d = normalize_dim(dim, x.ndim, kind)
+    axes = (d,) if x.ndim else ()
+    _check_nonempty(x, axes, kind)
+    indices = _arg(f"arg{kind}", x, d)
+    values = _run(kind, x, axes, x.dtype)
+    if autograd.needs_grad(x):
+        from .creation import arange
+
+        shape = x.shape
+
+        def backward(g: Tensor) -> tuple[Tensor]:
+            positions = arange(shape[d], device=g.device).reshape(
+                (-1,) + (1,) * (len(shape) - 1 - d)
+            )
+            chosen = positions == _expand_back(indices, shape, axes)
+            return (where(chosen, _expand_back(g, shape, axes), 0),)
+
+        autograd.record(kind, (x,), values, backward)
+    if keepdim:
+        kept = _kept_shape(x, axes, True)
+        return ValuesIndices(values.reshape(kept), indices.reshape(kept))
+    return ValuesIndices(values, indices)
+
+
+def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    """``x.max()`` is the largest value; ``x.max(dim)`` returns ``(values, indices)``.
+
+    >>> import kernelgrad as kg
+    >>> values, indices = kg.tensor([[1, 5], [7, 2]]).max(dim=1)
+    >>> values.tolist(), indices.tolist()
+    ([5, 7], [1, 0])
+    """
+    if dim is None or isinstance(dim, (tuple, list)):
+        return _extreme_values("max", x, normalize_dims(dim, x.ndim, "max"), keepdim)
+    return _extreme_with_indices("max", x, dim, keepdim)
+
+
+def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
+    """``x.min()`` is the smallest value; ``x.min(dim)`` returns ``(values, indices)``."""
+    if dim is None or isinstance(dim, (tuple, list)):
+        return _extreme_values("min", x, normalize_dims(dim, x.ndim, "min"), keepdim)
+    return _extreme_with_indices("min", x, dim, keepdim)
+
+
+def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return _extreme_values("max", x, normalize_dims(dim, x.ndim, "amax"), keepdim)
+
+
+def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return _extreme_values("min", x, normalize_dims(dim, x.ndim, "amin"), keepdim)
+
+
+def _arg(kind: str, x: Tensor, d: int) -> Tensor:
+    if x.ndim == 0:
+        from .creation import zeros
+
+        return zeros((), dtype=int64, device=x.device)
+    return _run(kind, x, (d,), int64)
+
+
+def _argreduce(kind: str, x: Tensor, dim: Any, keepdim: bool) -> Tensor:
+    if dim is None:
+        _check_nonempty(x, tuple(range(x.ndim)), kind)
+        flat = x.reshape(-1)
+        result = _arg(kind, flat, 0)
+        return result.reshape((1,) * x.ndim) if keepdim else result
+    d = normalize_dim(dim, x.ndim, kind)
+    _check_nonempty(x, (d,) if x.ndim else (), kind)
+    result = _arg(kind, x, d)
+    if keepdim and x.ndim:
+        return result.reshape(_kept_shape(x, (d,), True))
+    return result
+
+
+def argmax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Position of the largest value (first one on ties; NaN counts as largest). With
+    ``dim=None`` the position in the flattened tensor."""
+    return _argreduce("argmax", x, dim, keepdim)
+
+
+def argmin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return _argreduce("argmin", x, dim, keepdim)
+
+
+def var(
+    x: Tensor,
+    dim: Any = None,
+    correction: Any = None,
+    keepdim: bool = False,
+    unbiased: Any = None,
+) -> Tensor:
+    """Variance with Bessel's correction by default (``correction=1``), as PyTorch.
+
+    >>> import kernelgrad as kg
+    >>> kg.tensor([1.0, 2.0, 3.0, 4.0]).var().item()
+    1.6666666269302368
+    """
+    if correction is None:
+        correction = 1 if unbiased is None else int(bool(unbiased))
+    axes = normalize_dims(dim, x.ndim, "var")
+    count = 1
+    for d in axes:
+        count *= x.shape[d]
+    if not x.dtype.is_floating_point:
+        x = x.to(default_float())
+    centered = x - mean(x, axes, keepdim=True)
+    total = sum(centered * centered, axes, keepdim)
+    return total / (count - correction) if count > correction else total * float("nan")
+
+
+def std(x: Tensor, dim: Any = None, correction: Any = None, keepdim: bool = False) -> Tensor:
+    return var(x, dim, correction, keepdim).sqrt()
+
+
+def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` computed stably (the maximum is subtracted first)."""
+    axes = normalize_dims(dim, x.ndim, "logsumexp")
+    peak = amax(x.detach(), axes, keepdim=True)
+    peak = where(peak.abs() == float("inf"), 0.0, peak)
+    shifted = (x - peak).exp().sum(dim=axes, keepdim=True).log() + peak
+    return shifted if keepdim else shifted.squeeze(axes) if axes else shifted
+
+
+def softmax(x: Tensor, dim: int) -> Tensor:
+    """``exp(x) / exp(x).sum(dim)``, with the maximum subtracted for stability."""
+    d = normalize_dim(dim, x.ndim, "softmax")
+    if not x.dtype.is_floating_point:
+        x = x.to(default_float())
+    shifted = x - amax(x.detach(), d, keepdim=True)
+    exps = shifted.exp()
+    return exps / exps.sum(dim=d, keepdim=True)
+
+
+def log_softmax(x: Tensor, dim: int) -> Tensor:
+    """``x - logsumexp(x, dim)``, stable for large inputs."""
+    d = normalize_dim(dim, x.ndim, "log_softmax")
+    if not x.dtype.is_floating_point:
+        x = x.to(default_float())
+    return x - logsumexp(x, d, keepdim=True)
+
+
+def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """True where any element (over ``dim``) is non-zero."""
+    mask = x if x.dtype is bool_ else x != 0
+    axes = normalize_dims(dim, x.ndim, "any")
+    if mask.numel() == 0:
+        from .creation import zeros
+
+        return zeros(_kept_shape(mask, axes, keepdim), dtype=bool_, device=x.device)
+    return cast(_extreme_values("max", mask, axes, keepdim), bool_)
+
+
+def all(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001
+    """True where every element (over ``dim``) is non-zero."""
+    mask = x if x.dtype is bool_ else x != 0
+    axes = normalize_dims(dim, x.ndim, "all")
+    if mask.numel() == 0:
+        from .creation import ones
+
+        return ones(_kept_shape(mask, axes, keepdim), dtype=bool_, device=x.device)
+    return cast(_extreme_values("min", mask, axes, keepdim), bool_)

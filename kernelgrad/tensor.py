@@ -1,0 +1,801 @@
+"""The Tensor: a strided view (shape, strides, offset, dtype) of a device buffer.
+
+Views (``reshape``, ``permute``, ``expand``, slicing, ...) share the buffer and never copy;
+kernels receive the strides. Operations run on the device the tensor lives on; mixing
+devices is an error. Every operation is implemented in ``kernelgrad.ops``; this class
+only binds them as methods and operators, the way PyTorch users expect.
+
+>>> import kernelgrad as kg
+>>> x = kg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+>>> y = (x * x).sum()
+>>> y.backward()
+>>> x.grad.tolist()
+[[2.0, 4.0], [6.0, 8.0]]
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import namedtuple
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from . import autograd
+from .backends import get_backend
+from .backends.base import View
+from .device import Device, as_device
+from .dtypes import DType, as_dtype, bool_, default_float, float64, int32, int64
+from .errors import ScalarAccessError, ShapeError, format_shape
+from .shapes import broadcast_strides, contiguous_strides, is_contiguous
+
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
+
+
+class Storage:
+    """A device buffer and the counter that in-place writes increment."""
+
+    __slots__ = ("__weakref__", "backend", "buffer", "device", "version")
+
+    def __init__(self, buffer: Any, device: Device, backend: Any) -> None:
+        self.buffer = buffer
+        self.device = device
+        self.backend = backend
+        self.version = 0
+
+
+# --- scalar access guard ----------------------------------------------------------------------
+class _ScalarAccess(threading.local):
+    def __init__(self) -> None:
+        self.allowed = 0
+
+
+_scalar_access = _ScalarAccess()
+
+
+class allow_scalar:
+    """Allow element-by-element reads and writes of accelerator tensors in a block.
+
+    Each such access is a device round trip (microseconds, not nanoseconds), so a Python
+    loop over a GPU tensor is thousands of times slower than one kernel; kernelgrad
+    refuses it unless asked.
+
+    >>> import kernelgrad as kg
+    >>> with kg.allow_scalar():
+    ...     pass
+    """
+
+    def __enter__(self) -> None:
+        _scalar_access.allowed += 1
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _scalar_access.allowed -= 1
+
+
+def _check_scalar_access(t: Tensor, what: str) -> None:
+    if t._storage.device.type == "cpu" or _scalar_access.allowed:
+        return
+    raise ScalarAccessError(
+        f"{what} on a tensor in {t.device} memory: each element access is a separate "
+        "device round trip, so a Python loop over it would be thousands of times slower "
+        "than one kernel. Instead: use whole-tensor operations (`kg.where(t > 1, 1, t)`, "
+        "`t.clamp(0, 1)`, masks, reductions), write the loop as a `@kg.kernel` that runs on "
+        f"the device, or copy it to the host once with `t.cpu()`. If you really mean it, "
+        "wrap the code in `with kg.allow_scalar():`. (`.item()` of a one-element tensor, "
+        "such as a loss, is always allowed.)"
+    )
+
+
+class Tensor:
+    """An n-dimensional array on a device, with optional gradient tracking."""
+
+    __slots__ = (
+        "__weakref__",
+        "_base",
+        "_node",
+        "_offset",
+        "_storage",
+        "_strides",
+        "dtype",
+        "grad",
+        "requires_grad",
+        "shape",
+    )
+    __array_priority__ = 1000  # make NumPy defer to our reflected operators
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("create tensors with kg.tensor(data), kg.zeros(shape), kg.ones(...), etc.")
+
+    # --- construction helpers (used by ops) ---------------------------------------------
+    @classmethod
+    def _make(
+        cls,
+        storage: Storage,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int,
+        dtype: DType,
+    ) -> Tensor:
+        t = object.__new__(cls)
+        t._storage = storage
+        t.shape = shape
+        t._strides = strides
+        t._offset = offset
+        t.dtype = dtype
+        t.requires_grad = False
+        t.grad = None
+        t._node = None
+        t._base = None
+        return t
+
+    @classmethod
+    def _empty(cls, shape: tuple[int, ...], dtype: DType, device: Device) -> Tensor:
+        backend = get_backend(device)
+        buffer = backend.empty(prod(shape), dtype)
+        return cls._make(
+            Storage(buffer, device, backend), shape, contiguous_strides(shape), 0, dtype
+        )
+
+    @classmethod
+    def _from_buffer(
+        cls, buffer: Any, shape: tuple[int, ...], dtype: DType, device: Device
+    ) -> Tensor:
+        storage = Storage(buffer, device, get_backend(device))
+        return cls._make(storage, shape, contiguous_strides(shape), 0, dtype)
+
+    def _view(self) -> View:
+        return View(self._storage.buffer, self.shape, self._strides, self._offset, self.dtype)
+
+    def _broadcast_view(self, shape: tuple[int, ...]) -> View:
+        if shape == self.shape:
+            return self._view()
+        strides = broadcast_strides(self.shape, self._strides, shape)
+        return View(self._storage.buffer, shape, strides, self._offset, self.dtype)
+
+    @property
+    def _backend(self) -> Any:
+        return self._storage.backend
+
+    # --- metadata -----------------------------------------------------------------------------
+    @property
+    def device(self) -> Device:
+        return self._storage.device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return self.shape
+        from .shapes import normalize_dim
+
+        return self.shape[normalize_dim(dim, self.ndim, "size")]
+
+    def stride(self, dim: int | None = None) -> Any:
+        if dim is None:
+            return self._strides
+        from .shapes import normalize_dim
+
+        return self._strides[normalize_dim(dim, self.ndim, "stride")]
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+    def is_contiguous(self) -> bool:
+        return is_contiguous(self.shape, self._strides)
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self) -> Any:
+        return self._node
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Tensor:
+        return self.transpose(-2, -1)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    __hash__ = object.__hash__
+
+    # --- conversion to Python / NumPy -------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A NumPy array with the same values. On the CPU it shares memory (as in PyTorch);
+        tensors on another device must be copied with ``.cpu()`` first."""
+        if self.device.type != "cpu":
+            raise TypeError(
+                f"can't convert a tensor on {self.device} to NumPy directly; copy it to host "
+                "memory first with `t.cpu().numpy()` (or `t.tolist()` for small tensors)"
+            )
+        return self._backend.numpy_view(self._view())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self.cpu().numpy() if self.device.type != "cpu" else self.numpy()
+        return array.astype(dtype) if dtype is not None else array
+
+    def _host_copy(self) -> np.ndarray:
+        return self._backend.to_numpy(self._view())
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number (allowed on every device)."""
+        if self.numel() != 1:
+            raise ValueError(
+                f"item() needs a tensor with exactly one element, but this one has shape "
+                f"{format_shape(self.shape)} ({self.numel()} elements); reduce it first "
+                "(e.g. `.sum()`, `.mean()`) or use `.tolist()`"
+            )
+        return self._host_copy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        if self.numel() > 1:
+            _check_scalar_access(self, "tolist()")
+        return self._host_copy().tolist()
+
+    def _one_element(self, what: str) -> Any:
+        if self.numel() != 1:
+            raise ValueError(
+                f"{what} of a tensor with {self.numel()} elements is ambiguous; use "
+                "`.any()` or `.all()` for a mask, or reduce the tensor first"
+            )
+        _check_scalar_access(self, what)
+        return self._host_copy().reshape(()).item()
+
+    def __bool__(self) -> bool:
+        return bool(self._one_element("converting to bool (an `if` or `while` test)"))
+
+    def __float__(self) -> float:
+        return float(self._one_element("float()"))
+
+    def __int__(self) -> int:
+        return int(self._one_element("int()"))
+
+    def __index__(self) -> int:
+        if self.dtype.is_floating_point or self.dtype is bool_:
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return int(self._one_element("using a tensor as an index"))
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        _check_scalar_access(self, "iterating over a tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self) -> str:
+        from .printing import tensor_repr
+
+        return tensor_repr(self)
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    # --- autograd -----------------------------------------------------------------------------
+    def backward(
+        self, gradient: Any = None, retain_graph: bool = False, create_graph: bool = False
+    ) -> None:
+        """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf requiring grad."""
+        autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+
+    def detach(self) -> Tensor:
+        """The same data (shared memory), cut from the graph."""
+        t = Tensor._make(self._storage, self.shape, self._strides, self._offset, self.dtype)
+        t._base = self._base
+        return t
+
+    def detach_(self) -> Tensor:
+        self._node = None
+        self.requires_grad = False
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if requires_grad and not self.dtype.is_floating_point:
+            raise TypeError(
+                f"only floating point tensors can require gradients, but this one is "
+                f"{self.dtype}; convert it first, e.g. `x.float()`"
+            )
+        if not requires_grad and self._node is not None:
+            raise RuntimeError(
+                "requires_grad_(False) only works on leaf tensors; use `.detach()` to cut a "
+                "computed tensor from the graph"
+            )
+        self.requires_grad = requires_grad
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor during backward."""
+        if self._node is None:
+            return
+        import weakref
+
+        self._node.retained = weakref.ref(self)
+
+    def sum_to_shape(self, shape: tuple[int, ...]) -> Tensor:
+        """Sum over the dimensions that broadcasting added or expanded to reach ``shape``."""
+        if self.shape == shape:
+            return self
+        lead = self.ndim - len(shape)
+        dims = list(range(lead))
+        dims += [lead + i for i, s in enumerate(shape) if s == 1 and self.shape[lead + i] != 1]
+        result = self.sum(dim=tuple(dims), keepdim=True) if dims else self
+        return result.reshape(shape)
+
+    # --- device and dtype ---------------------------------------------------------------------
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)``.
+
+        Returns ``self`` when nothing changes. Moving between devices is differentiable."""
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                device, dtype = arg.device, arg.dtype
+            elif isinstance(arg, (Device, str)) and not (
+                isinstance(arg, str) and _is_dtype_name(arg)
+            ):
+                device = arg
+            else:
+                dtype = arg
+        result = self
+        if dtype is not None:
+            dtype = as_dtype(dtype)
+            if dtype is not self.dtype:
+                from .ops.elementwise import cast
+
+                result = cast(result, dtype)
+        if device is not None:
+            device = as_device(device)
+            if device != result.device:
+                from .ops.movement import transfer
+
+                result = transfer(result, device)
+        return result
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, device: int | None = None) -> Tensor:
+        return self.to("cuda" if device is None else f"cuda:{device}")
+
+    def float(self) -> Tensor:
+        return self.to(default_float())
+
+    def double(self) -> Tensor:
+        return self.to(float64)
+
+    def int(self) -> Tensor:
+        return self.to(int32)
+
+    def long(self) -> Tensor:
+        return self.to(int64)
+
+    def bool(self) -> Tensor:
+        return self.to(bool_)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
+    def clone(self) -> Tensor:
+        from .ops.elementwise import cast
+
+        return cast(self, self.dtype)
+
+    def contiguous(self) -> Tensor:
+        return self if self.is_contiguous() else self.clone()
+
+    # --- arithmetic operators -----------------------------------------------------------------
+    def __add__(self, other: Any) -> Tensor:
+        return _ew.ADD(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ew.ADD(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ew.SUB(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ew.SUB(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ew.MUL(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ew.MUL(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ew.DIV(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ew.DIV(other, self)
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        return _ew.FLOOR_DIVIDE(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _ew.FLOOR_DIVIDE(other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        return _ew.REMAINDER(self, other)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return _ew.REMAINDER(other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return _ew.POW(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _ew.POW(other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _linalg.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _linalg.matmul(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ew.NEG(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return _ew.ABS(self)
+
+    def __invert__(self) -> Tensor:
+        if self.dtype is not bool_:
+            raise TypeError("~ is only defined for bool tensors here; use -x - 1 for integers")
+        return _ew.LOGICAL_NOT(self)
+
+    def __and__(self, other: Any) -> Tensor:
+        return _ew.LOGICAL_AND(self, other)
+
+    __rand__ = __and__
+
+    def __or__(self, other: Any) -> Tensor:
+        return _ew.LOGICAL_OR(self, other)
+
+    __ror__ = __or__
+
+    def __xor__(self, other: Any) -> Tensor:
+        return _ew.LOGICAL_XOR(self, other)
+
+    __rxor__ = __xor__
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ew.EQ(self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ew.NE(self, other)
+
+    def __lt__(self, other: Any) -> Tensor:
+        return _ew.LT(self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return _ew.LE(self, other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return _ew.GT(self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return _ew.GE(self, other)
+
+    # in-place operators
+    def __iadd__(self, other: Any) -> Tensor:
+        return _inplace.apply_inplace(_ew.ADD, self, other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return _inplace.apply_inplace(_ew.SUB, self, other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return _inplace.apply_inplace(_ew.MUL, self, other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return _inplace.apply_inplace(_ew.DIV, self, other)
+
+    # --- named elementwise methods ------------------------------------------------------------
+    def add(self, other: Any, alpha: Any = 1) -> Tensor:
+        return _ew.ADD(self, other if alpha == 1 else other * alpha)
+
+    def sub(self, other: Any, alpha: Any = 1) -> Tensor:
+        return _ew.SUB(self, other if alpha == 1 else other * alpha)
+
+    def mul(self, other: Any) -> Tensor:
+        return _ew.MUL(self, other)
+
+    def div(self, other: Any) -> Tensor:
+        return _ew.DIV(self, other)
+
+    def pow(self, other: Any) -> Tensor:
+        return _ew.POW(self, other)
+
+    def exp(self) -> Tensor:
+        return _ew.EXP(self)
+
+    def log(self) -> Tensor:
+        return _ew.LOG(self)
+
+    def log1p(self) -> Tensor:
+        return _ew.LOG1P(self)
+
+    def expm1(self) -> Tensor:
+        return _ew.EXPM1(self)
+
+    def sqrt(self) -> Tensor:
+        return _ew.SQRT(self)
+
+    def rsqrt(self) -> Tensor:
+        return _ew.RECIPROCAL(_ew.SQRT(self))
+
+    def sin(self) -> Tensor:
+        return _ew.SIN(self)
+
+    def cos(self) -> Tensor:
+        return _ew.COS(self)
+
+    def tanh(self) -> Tensor:
+        return _ew.TANH(self)
+
+    def sigmoid(self) -> Tensor:
+        return _ew.SIGMOID(self)
+
+    def relu(self) -> Tensor:
+        return _ew.RELU(self)
+
+    def abs(self) -> Tensor:
+        return _ew.ABS(self)
+
+    def sign(self) -> Tensor:
+        return _ew.SIGN(self)
+
+    def reciprocal(self) -> Tensor:
+        return _ew.RECIPROCAL(self)
+
+    def erf(self) -> Tensor:
+        return _ew.ERF(self)
+
+    def square(self) -> Tensor:
+        return _ew.MUL(self, self)
+
+    def logical_not(self) -> Tensor:
+        return _ew.LOGICAL_NOT(self)
+
+    def isnan(self) -> Tensor:
+        return _ew.ISNAN(self)
+
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        return _ew.clamp(self, min, max)
+
+    clip = clamp
+
+    def maximum(self, other: Any) -> Tensor:
+        return _ew.MAXIMUM(self, other)
+
+    def minimum(self, other: Any) -> Tensor:
+        return _ew.MINIMUM(self, other)
+
+    def where(self, condition: Any, other: Any) -> Tensor:
+        return _ew.where(condition, self, other)
+
+    # --- in-place methods ---------------------------------------------------------------------
+    def add_(self, other: Any, alpha: Any = 1) -> Tensor:
+        return _inplace.apply_inplace(_ew.ADD, self, other if alpha == 1 else other * alpha)
+
+    def sub_(self, other: Any, alpha: Any = 1) -> Tensor:
+        return _inplace.apply_inplace(_ew.SUB, self, other if alpha == 1 else other * alpha)
+
+    def mul_(self, other: Any) -> Tensor:
+        return _inplace.apply_inplace(_ew.MUL, self, other)
+
+    def div_(self, other: Any) -> Tensor:
+        return _inplace.apply_inplace(_ew.DIV, self, other)
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        return _inplace.clamp_(self, min, max)
+
+    def relu_(self) -> Tensor:
+        return _inplace.apply_inplace(_ew.RELU, self)
+
+    def zero_(self) -> Tensor:
+        return _inplace.fill_(self, 0)
+
+    def fill_(self, value: Any) -> Tensor:
+        return _inplace.fill_(self, value)
+
+    def copy_(self, source: Any) -> Tensor:
+        return _inplace.copy_(self, source)
+
+    # --- reductions ---------------------------------------------------------------------------
+    def sum(self, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+        return _reduce.sum(self, dim, keepdim, dtype)
+
+    def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _reduce.mean(self, dim, keepdim)
+
+    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+        if isinstance(dim, Tensor):
+            return _ew.MAXIMUM(self, dim)
+        return _reduce.max(self, dim, keepdim)
+
+    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+        if isinstance(dim, Tensor):
+            return _ew.MINIMUM(self, dim)
+        return _reduce.min(self, dim, keepdim)
+
+    def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _reduce.amax(self, dim, keepdim)
+
+    def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _reduce.amin(self, dim, keepdim)
+
+    def argmax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _reduce.argmax(self, dim, keepdim)
+
+    def argmin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _reduce.argmin(self, dim, keepdim)
+
+    def var(
+        self, dim: Any = None, correction: Any = None, keepdim: bool = False, unbiased: Any = None
+    ) -> Tensor:
+        return _reduce.var(self, dim, correction, keepdim, unbiased)
+
+    def std(
+        self, dim: Any = None, correction: Any = None, keepdim: bool = False, unbiased: Any = None
+    ) -> Tensor:
+        return _reduce.var(self, dim, correction, keepdim, unbiased).sqrt()
+
+    def logsumexp(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _reduce.logsumexp(self, dim, keepdim)
+
+    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _reduce.any(self, dim, keepdim)
+
+    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _reduce.all(self, dim, keepdim)
+
+    def softmax(self, dim: int) -> Tensor:
+        return _reduce.softmax(self, dim)
+
+    def log_softmax(self, dim: int) -> Tensor:
+        return _reduce.log_softmax(self, dim)
+
+    # --- movement -----------------------------------------------------------------------------
+    def reshape(self, *shape: Any) -> Tensor:
+        return _movement.reshape(self, shape)
+
+    def view(self, *shape: Any) -> Tensor:
+        if (
+            len(shape) == 1
+            and not isinstance(shape[0], (tuple, list))
+            and not hasattr(shape[0], "__index__")
+        ):
+            return self.to(shape[0])  # view(dtype) is not a reinterpretation here
+        return _movement.view(self, shape)
+
+    def view_as(self, other: Tensor) -> Tensor:
+        return _movement.view(self, (other.shape,))
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        return _movement.reshape(self, (other.shape,))
+
+    def permute(self, *dims: Any) -> Tensor:
+        return _movement.permute(self, dims)
+
+    def transpose(self, dim0: int, dim1: int) -> Tensor:
+        return _movement.transpose(self, dim0, dim1)
+
+    def t(self) -> Tensor:
+        if self.ndim > 2:
+            raise ShapeError(f"t() expects a tensor with at most 2 dimensions, got {self.ndim}")
+        return self.T
+
+    def expand(self, *sizes: Any) -> Tensor:
+        return _movement.expand(self, sizes)
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return _movement.expand(self, (other.shape,))
+
+    def broadcast_to(self, shape: Any) -> Tensor:
+        return _movement.expand(self, (shape,))
+
+    def squeeze(self, dim: Any = None) -> Tensor:
+        return _movement.squeeze(self, dim)
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        return _movement.unsqueeze(self, dim)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        return _movement.flatten(self, start_dim, end_dim)
+
+    def unflatten(self, dim: int, sizes: Any) -> Tensor:
+        return _movement.unflatten(self, dim, sizes)
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        return _movement.narrow(self, dim, start, length)
+
+    def unfold(self, dimension: int, size: int, step: int, dilation: int = 1) -> Tensor:
+        return _movement.unfold(self, dimension, size, step, dilation)
+
+    def flip(self, dims: Any) -> Tensor:
+        return _movement.flip(self, dims)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        return _movement.chunk(self, chunks, dim)
+
+    def split(self, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
+        return _movement.split(self, split_size, dim)
+
+    def repeat(self, *sizes: Any) -> Tensor:
+        return _movement.repeat(self, sizes)
+
+    # --- indexing -----------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Tensor:
+        return _indexing.getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _indexing.setitem(self, key, value)
+
+    def take_along(self, dim: int, index: Tensor) -> Tensor:
+        """``index_select``: pick entries of ``dim`` by an integer tensor of any shape."""
+        return _indexing.take(self, dim, index)
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        return _indexing.take(self, dim, index)
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        return _indexing.gather(self, dim, index)
+
+    # --- linear algebra -----------------------------------------------------------------------
+    def matmul(self, other: Any) -> Tensor:
+        return _linalg.matmul(self, other)
+
+
+def _is_dtype_name(text: str) -> bool:
+    try:
+        as_dtype(text)
+        return True
+    except TypeError:
+        return False
+
+
+# Bound at the end: the op modules import Tensor from this module.
+from .ops import elementwise as _ew  # noqa: E402
+from .ops import indexing as _indexing  # noqa: E402
+from .ops import inplace as _inplace  # noqa: E402
+from .ops import linalg as _linalg  # noqa: E402
+from .ops import movement as _movement  # noqa: E402
+from .ops import reduce as _reduce  # noqa: E402

@@ -162,6 +162,34 @@ class Node:
         self.saved = ()
 
 
+class SavedOutput:
+    """An operation's output saved for its own backward, without a reference cycle.
+
+    Saving the output tensor itself would make output -> node -> closure -> output a
+    cycle that keeps the buffer alive until the garbage collector runs. Instead the
+    closure keeps a detached tensor (same memory) and a weak reference to the node; under
+    ``create_graph`` the node is re-attached so that second derivatives flow through it.
+    """
+
+    __slots__ = ("_node_ref", "data")
+
+    def __init__(self, output: Tensor) -> None:
+        self.data = output.detach()
+        self._node_ref: weakref.ref | None = None
+
+    def bind(self, node: Node | None) -> None:
+        self._node_ref = weakref.ref(node) if node is not None else None
+
+    def get(self) -> Tensor:
+        node = self._node_ref() if self._node_ref is not None else None
+        if node is None or not _mode.enabled:
+            return self.data
+        attached = self.data.detach()
+        attached._node = node
+        attached.requires_grad = True
+        return attached
+
+
 def record(
     name: str,
     inputs: Sequence[Any],
@@ -220,14 +248,30 @@ def _accumulate(existing: Tensor | None, grad: Tensor) -> Tensor:
     return grad if existing is None else existing + grad
 
 
+def _own(grad: Tensor, handed_out: set[int]) -> Tensor:
+    """A leaf's ``.grad`` must own its memory: optimizers update it in place. Copy when
+    the gradient is a view (e.g. a stride-0 expansion) or was already given to another
+    leaf (``a + b`` passes the same gradient object to both)."""
+    if grad._base is not None or not grad.is_contiguous() or id(grad) in handed_out:
+        grad = grad.clone()
+    handed_out.add(id(grad))
+    return grad
+
+
 def backward(
     root: Tensor,
     gradient: Tensor | None = None,
-    retain_graph: bool = False,
+    retain_graph: bool | None = None,
     create_graph: bool = False,
 ) -> None:
-    """Compute d(root)/d(leaf) for every leaf that requires grad, adding into ``.grad``."""
+    """Compute d(root)/d(leaf) for every leaf that requires grad, adding into ``.grad``.
+
+    ``retain_graph`` defaults to ``create_graph`` (a graph built for second derivatives
+    must stay alive for the second backward)."""
     from .tensor import Tensor
+
+    if retain_graph is None:
+        retain_graph = create_graph
 
     if not root.requires_grad:
         raise BackwardError(
@@ -264,8 +308,9 @@ def backward(
 
     with set_grad_enabled(create_graph):
         gradient = gradient if create_graph else gradient.detach()
+        handed_out: set[int] = {id(gradient)}  # the caller's tensor is not ours to give
         if root._node is None:  # a leaf: d root / d root
-            root.grad = _accumulate(root.grad, gradient)
+            root.grad = _accumulate(root.grad, _own(gradient, handed_out))
             return
         grads: dict[int, Tensor] = {id(root._node): gradient}
         for node in _topological_order(root._node):
@@ -297,5 +342,7 @@ def backward(
                 if isinstance(edge, Node):
                     key = id(edge)
                     grads[key] = _accumulate(grads.get(key), input_grad)
-                else:  # a leaf tensor
-                    edge.grad = _accumulate(edge.grad, input_grad)
+                elif edge.grad is None:  # a leaf tensor, first gradient
+                    edge.grad = _own(input_grad, handed_out)
+                else:
+                    edge.grad = edge.grad + input_grad

@@ -23,8 +23,11 @@ def tensor_repr(t: Tensor) -> str:
     prefix = "tensor("
     options = {"separator": ", ", "prefix": prefix, "threshold": _MAX_ELEMENTS, "edgeitems": 3}
     if values.dtype.kind == "f":
+        # As PyTorch: integral values print as "1.", anything else with 4 decimals.
+        finite = values[np.isfinite(values)]
+        integral = finite.size == 0 or bool(np.all(finite == np.round(finite)))
         options["precision"] = 4
-        options["floatmode"] = "maxprec_equal"
+        options["floatmode"] = "maxprec_equal" if integral else "fixed"
         options["suppress_small"] = True
     if values.size == 0:
         body = f"[], size={t.shape}" if t.ndim > 1 else "[]"

@@ -304,7 +304,7 @@ class Tensor:
 
     # --- autograd -----------------------------------------------------------------------------
     def backward(
-        self, gradient: Any = None, retain_graph: bool = False, create_graph: bool = False
+        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
     ) -> None:
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf requiring grad."""
         autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)

@@ -30,9 +30,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     backend = config.getoption("--backend")
-    if backend == "cuda" and "numba" not in sys.modules:
-        if not os.environ.get("KG_TEST_REAL_GPU"):
-            os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+    simulate = backend == "cuda" and not os.environ.get("KG_TEST_REAL_GPU")
+    if simulate and "numba" not in sys.modules:
+        os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
     from hypothesis import HealthCheck, settings
 
     common = {

@@ -166,21 +166,22 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
 
     if op.vjp is not None and out is None and autograd.needs_grad(*tensors):
         vjp = op.vjp
+        saved_output = autograd.SavedOutput(result)
         if op.saves == "inputs":
             saved = tuple(tensors)
 
             def backward(grad: Tensor) -> Sequence[Tensor | None]:
                 return vjp(grad, *operands)
         elif op.saves == "output":
-            saved = (result,)
+            saved = (saved_output.data,)
 
             def backward(grad: Tensor) -> Sequence[Tensor | None]:
-                return vjp(grad, result.detach())
+                return vjp(grad, saved_output.get())
         elif op.saves == "both":
-            saved = tuple(tensors) + (result,)
+            saved = (*tensors, saved_output.data)
 
             def backward(grad: Tensor) -> Sequence[Tensor | None]:
-                return vjp(grad, result.detach(), *operands)
+                return vjp(grad, saved_output.get(), *operands)
         else:
             saved = ()
 
@@ -188,6 +189,7 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
                 return vjp(grad, *operands)
 
         autograd.record(op.name, operands, result, backward, saved)
+        saved_output.bind(result._node)
     return result
 
 
@@ -355,10 +357,18 @@ TANH_GRAD = defop(
     "inputs",
     ("kg.ops.elementwise.TANH_GRAD",),
 )
+
+
+def _gelu_grad_vjp(gg, g, x):
+    # d/dx [g * (cdf(x) + x * pdf(x))] = g * pdf(x) * (2 - x^2)
+    pdf = (x * x * -0.5).exp() * 0.3989422804014327
+    return GELU_GRAD(gg, x), _grad_if(x, lambda: gg * g * pdf * (2 - x * x))
+
+
 GELU_GRAD = defop(
     gelu_grad,
     to_float,
-    lambda gg, g, x: (GELU_GRAD(gg, x), None),
+    _gelu_grad_vjp,
     "inputs",
     ("kg.ops.elementwise.GELU_GRAD",),
 )
@@ -371,7 +381,9 @@ SIGMOID = defop(
     ("Tensor.sigmoid", "kg.sigmoid"),
 )
 TANH = defop(tanh, to_float, lambda g, y: (TANH_GRAD(g, y),), "output", ("Tensor.tanh", "kg.tanh"))
-GELU = defop(gelu, to_float, lambda g, x: (GELU_GRAD(g, x),), "inputs", ("kg.nn.functional.gelu",))
+GELU = defop(
+    gelu, to_float, lambda g, x: (GELU_GRAD(g, x),), "inputs", ("kg.ops.elementwise.GELU",)
+)
 
 
 # --- binary -----------------------------------------------------------------------------------

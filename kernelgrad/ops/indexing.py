@@ -203,8 +203,22 @@ def _normalise_key(x: Tensor, key: Any) -> list[Any]:
     return expanded
 
 
+def _ints_as_advanced(entries: list[Any], device: Any) -> list[Any]:
+    """NumPy and PyTorch treat integers as advanced indices when index tensors are
+    present; that only changes the result when the integers and the index tensors are
+    not adjacent (the broadcast index dims then move to the front)."""
+    from .creation import tensor
+
+    positions = [i for i, k in enumerate(entries) if isinstance(k, (int, Tensor)) and k is not None]
+    if not any(isinstance(entries[i], Tensor) for i in positions):
+        return entries
+    if positions == list(range(positions[0], positions[-1] + 1)):
+        return entries
+    return [tensor(k, device=device) if isinstance(k, int) else k for k in entries]
+
+
 def getitem(x: Tensor, key: Any) -> Tensor:
-    entries = _normalise_key(x, key)
+    entries = _ints_as_advanced(_normalise_key(x, key), x.device)
     shape: list[int] = []
     strides: list[int] = []
     offset = x._offset
@@ -233,7 +247,10 @@ def getitem(x: Tensor, key: Any) -> Tensor:
                 offset += start * stride
             shape.append(length)
             strides.append(stride * step)
-            basic_key.append(slice(start, stop, step) if length else slice(0, 0, 1))
+            # slice.indices() gives stop=-1 for a negative step that runs past the start;
+            # re-applied, -1 would mean "the last element", so store None instead.
+            key_stop = stop if stop >= 0 else None
+            basic_key.append(slice(start, key_stop, step) if length else slice(0, 0, 1))
         else:  # an integer index tensor: keep the dim, gather afterwards
             advanced.append((len(shape), _index_tensor(k, x.device, "indexing")))
             shape.append(size)

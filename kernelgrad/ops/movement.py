@@ -33,7 +33,7 @@ register("expand", "movement", ("Tensor.expand", "Tensor.broadcast_to"), True)
 register("slice", "movement", ("Tensor.__getitem__", "Tensor.narrow"), True)
 register("unfold", "movement", ("Tensor.unfold",), True)
 register("transfer", "movement", ("Tensor.to", "Tensor.cpu", "Tensor.cuda"), True)
-register("pad", "movement", ("kg.nn.functional.pad",), True)
+register("pad", "movement", ("kg.ops.movement.pad",), True)
 register("cat", "movement", ("kg.cat", "kg.stack"), True)
 
 

@@ -96,9 +96,10 @@ def _extreme_values(kind: str, x: Tensor, axes: tuple[int, ...], keepdim: bool) 
     if autograd.needs_grad(x):
         shape = x.shape
         source = x.detach()
+        values = result.detach()  # not `result`: that would be a reference cycle
 
         def backward(g: Tensor) -> tuple[Tensor]:
-            best = _expand_back(result, shape, axes)
+            best = _expand_back(values, shape, axes)
             mask = (source == best).to(g.dtype)
             count = mask.sum(dim=axes, keepdim=True)
             return (_expand_back(g, shape, axes) * mask / count,)
@@ -246,7 +247,12 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
     d = normalize_dim(dim, x.ndim, "log_softmax")
     if not x.dtype.is_floating_point:
         x = x.to(default_float())
-    return x - logsumexp(x, d, keepdim=True)
+    # Subtracting the (constant) maximum first keeps the digits that x - logsumexp(x)
+    # would lose when |x| is large.
+    peak = amax(x.detach(), d, keepdim=True)
+    peak = where(peak.abs() == float("inf"), 0.0, peak)
+    shifted = x - peak
+    return shifted - shifted.exp().sum(dim=d, keepdim=True).log()
 
 
 def any(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:  # noqa: A001

@@ -239,12 +239,15 @@ def _launch(name: str, kernel: Any, shape: tuple[int, ...], *args: Any) -> None:
     if debug_level() < 1:
         kernel(*args)
         return
-    compiled_before = len(kernel.signatures)
+    signatures_before = len(kernel.signatures)
+    misses_before = sum(kernel.stats.cache_misses.values())
     start = time.perf_counter()
     kernel(*args)
-    if len(kernel.signatures) != compiled_before:
+    if len(kernel.signatures) != signatures_before:
         elapsed = time.perf_counter() - start
-        log(f"compiled {name} for {len(kernel.signatures)} signature(s) in {elapsed:.2f} s")
+        compiled = sum(kernel.stats.cache_misses.values()) != misses_before
+        action = "compiled" if compiled else "loaded from the disk cache"
+        log(f"{action} {name} (signature {len(kernel.signatures)}) in {elapsed:.2f} s")
     elif debug_level() >= 2:
         _log_launch(name, shape, start)
 

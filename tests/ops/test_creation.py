@@ -1,0 +1,42 @@
+"""Creation primitives (full, from_data, random) beyond tests/test_tensor.py."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import kernelgrad as kg
+from tests.helpers import assert_close
+
+COVERED = {"full", "from_data", "random"}
+
+
+def test_full_fills_every_dtype(device):
+    for dtype, value in (
+        (kg.float32, 1.5),
+        (kg.float64, -2.0),
+        (kg.int32, 3),
+        (kg.int64, -4),
+        (kg.bool, True),
+    ):
+        t = kg.full((2, 2), value, dtype=dtype, device=device)
+        assert t.dtype == dtype
+        assert_close(t, np.full((2, 2), value, dtype=dtype.numpy))
+
+
+def test_tensor_from_nested_lists_and_arrays(device):
+    assert_close(kg.tensor([[1, 2], [3, 4]], device=device), [[1, 2], [3, 4]])
+    assert_close(kg.as_tensor(np.arange(3), device=device), [0, 1, 2])
+    t = kg.ones(2, device=device)
+    assert kg.as_tensor(t) is t
+
+
+def test_uniform_and_normal_fill_in_place(device):
+    from kernelgrad.ops.creation import normal_, uniform_
+
+    kg.manual_seed(0)
+    t = kg.zeros(500, device=device)
+    uniform_(t, -2.0, 2.0)
+    values = t.cpu().numpy()
+    assert values.min() >= -2 and values.max() < 2 and values.std() > 0.5
+    normal_(t, 3.0, 0.1)
+    assert abs(t.mean().item() - 3.0) < 0.05

@@ -1,0 +1,364 @@
+"""Elementwise ops: values against NumPy on tensors with random layouts and broadcasting,
+dtype promotion, and gradients against central differences."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import kernelgrad as kg
+from kernelgrad.ops import elementwise as ew
+from tests.helpers import assert_close, check_grad, float_arrays, tensor_with_layout, tensors
+
+_erf = np.vectorize(math.erf)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+
+
+# name -> (kernelgrad function, NumPy reference, input range)
+UNARY = {
+    "neg": (lambda t: -t, np.negative, (-3, 3)),
+    "exp": (kg.exp, np.exp, (-3, 3)),
+    "log": (kg.log, np.log, (0.1, 5)),
+    "log1p": (kg.log1p, np.log1p, (-0.5, 3)),
+    "expm1": (kg.expm1, np.expm1, (-3, 3)),
+    "sqrt": (kg.sqrt, np.sqrt, (0.1, 5)),
+    "sin": (kg.sin, np.sin, (-3, 3)),
+    "cos": (kg.cos, np.cos, (-3, 3)),
+    "tanh": (kg.tanh, np.tanh, (-3, 3)),
+    "sigmoid": (kg.sigmoid, _sigmoid, (-8, 8)),
+    "relu": (kg.relu, lambda x: np.maximum(x, 0), (-3, 3)),
+    "abs": (kg.abs, np.abs, (-3, 3)),
+    "sign": (kg.sign, np.sign, (-3, 3)),
+    "reciprocal": (lambda t: t.reciprocal(), np.reciprocal, (0.5, 3)),
+    "erf": (kg.erf, _erf, (-2, 2)),
+    "gelu": (ew.GELU, _gelu, (-3, 3)),
+}
+# Ops whose gradient is checked (away from kinks: relu and abs get |x| >= 0.1).
+DIFFERENTIABLE_UNARY = [n for n in UNARY if n != "sign"]
+
+BINARY = {
+    "add": (lambda a, b: a + b, np.add),
+    "sub": (lambda a, b: a - b, np.subtract),
+    "mul": (lambda a, b: a * b, np.multiply),
+    "div": (lambda a, b: a / b, np.divide),
+    "maximum": (kg.maximum, np.maximum),
+    "minimum": (kg.minimum, np.minimum),
+    "pow": (lambda a, b: a.abs() ** b if isinstance(a, kg.Tensor) else abs(a) ** b, None),
+}
+COMPARISONS = {
+    "eq": (lambda a, b: a == b, np.equal),
+    "ne": (lambda a, b: a != b, np.not_equal),
+    "lt": (lambda a, b: a < b, np.less),
+    "le": (lambda a, b: a <= b, np.less_equal),
+    "gt": (lambda a, b: a > b, np.greater),
+    "ge": (lambda a, b: a >= b, np.greater_equal),
+}
+LOGICAL = {
+    "logical_and": (lambda a, b: a & b, np.logical_and),
+    "logical_or": (lambda a, b: a | b, np.logical_or),
+    "logical_xor": (lambda a, b: a ^ b, np.logical_xor),
+}
+
+# Primitives this module tests (checked by tests/test_registry.py).
+COVERED = (
+    set(UNARY)
+    | set(BINARY)
+    | set(COMPARISONS)
+    | set(LOGICAL)
+    | {
+        "floor_divide",
+        "remainder",
+        "where",
+        "clamp",
+        "identity",
+        "logical_not",
+        "isnan",
+        "relu_grad",
+        "sigmoid_grad",
+        "tanh_grad",
+        "gelu_grad",
+    }
+)
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@given(data=st.data())
+def test_unary_matches_numpy(name, data, device):
+    fn, reference, (low, high) = UNARY[name]
+    values, t = data.draw(tensors(device, low=low, high=high))
+    expected = reference(values.astype(np.float64)).astype(np.float32)
+    assert_close(fn(t), expected, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE_UNARY)
+def test_unary_gradient(name, device):
+    fn, _, (low, high) = UNARY[name]
+    values = np.random.default_rng(1).uniform(low, high, (2, 3))
+    if name in ("relu", "abs"):
+        values = np.where(np.abs(values) < 0.1, 0.5, values)
+    check_grad(fn, values, device=device)
+
+
+@st.composite
+def broadcast_pair(draw, device, low=-3.0, high=3.0):
+    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4))
+    a_shape, b_shape = shapes.input_shapes
+    a = draw(tensors(device, shape=a_shape, low=low, high=high))
+    b = draw(tensors(device, shape=b_shape, low=low, high=high))
+    return a, b
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@given(data=st.data())
+def test_binary_matches_numpy_with_broadcasting(name, data, device):
+    fn, reference = BINARY[name]
+    low = 0.5 if name in ("div", "pow") else -3.0
+    (a, ta), (b, tb) = data.draw(broadcast_pair(device, low=low))
+    if name == "pow":
+        expected = np.abs(a.astype(np.float64)) ** b
+    else:
+        expected = reference(a.astype(np.float64), b.astype(np.float64))
+    assert_close(fn(ta, tb), expected.astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_gradient_with_broadcasting(name, device):
+    fn, _ = BINARY[name]
+    rng = np.random.default_rng(2)
+    a = rng.uniform(0.5, 2.0, (2, 3))
+    b = rng.uniform(0.5, 2.0, (3,))
+    if name in ("maximum", "minimum"):
+        b = b + 0.05  # keep away from ties
+    check_grad(fn, a, b, device=device)
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow"])
+def test_binary_with_python_scalars_on_both_sides(name, device):
+    fn, _ = BINARY[name]
+    a = np.array([[0.5, 1.5, 2.0]], dtype=np.float32)
+    t = kg.tensor(a, device=device)
+    if name == "pow":
+        assert_close(t**2, a**2)
+        assert_close(2.0**t, 2.0**a, rtol=1e-6)
+        return
+    reference = BINARY[name][1]
+    assert_close(fn(t, 2.5), reference(a, np.float32(2.5)))
+    assert_close(fn(2.5, t), reference(np.float32(2.5), a))
+
+
+@pytest.mark.parametrize("name", sorted(COMPARISONS))
+@given(data=st.data())
+def test_comparisons_return_bool(name, data, device):
+    fn, reference = COMPARISONS[name]
+    (a, ta), (b, tb) = data.draw(broadcast_pair(device, low=-2, high=2))
+    # Round so that ties actually occur.
+    a, b = np.round(a), np.round(b)
+    ta, tb = kg.tensor(a, device=device), kg.tensor(b, device=device)
+    result = fn(ta, tb)
+    assert result.dtype == kg.bool
+    assert_close(result, reference(a, b))
+    assert not result.requires_grad
+
+
+@pytest.mark.parametrize("name", sorted(LOGICAL))
+def test_logical_ops(name, device):
+    fn, reference = LOGICAL[name]
+    a = np.array([True, False, True, False])
+    b = np.array([True, True, False, False])
+    result = fn(kg.tensor(a, device=device), kg.tensor(b, device=device))
+    assert result.dtype == kg.bool
+    assert_close(result, reference(a, b))
+    assert_close(~kg.tensor(a, device=device), ~a)
+    assert_close(kg.logical_not(kg.tensor([0, 2], device=device)), [True, False])
+
+
+def test_floor_divide_and_remainder_follow_python_semantics(device):
+    a = np.array([7, -7, 7, -7])
+    b = np.array([2, 2, -2, -2])
+    ta, tb = kg.tensor(a, device=device), kg.tensor(b, device=device)
+    assert_close(ta // tb, a // b)
+    assert_close(ta % tb, a % b)
+    x = np.array([5.5, -5.5], dtype=np.float32)
+    assert_close(kg.tensor(x, device=device) % 2.0, np.mod(x, 2.0))
+    assert_close(kg.tensor(x, device=device) // 2.0, np.floor_divide(x, 2.0))
+
+
+def test_remainder_gradient(device):
+    check_grad(
+        lambda a, b: a % b, np.array([2.3, -1.7, 5.1]), np.array([1.5, 1.5, 2.0]), device=device
+    )
+
+
+def test_nan_propagates_through_maximum_and_minimum(device):
+    a = kg.tensor([math.nan, 1.0, 2.0], device=device)
+    b = kg.tensor([0.0, math.nan, 1.0], device=device)
+    assert_close(kg.maximum(a, b), [math.nan, math.nan, 2.0])
+    assert_close(kg.minimum(a, b), [math.nan, math.nan, 1.0])
+    assert_close(kg.relu(a), [math.nan, 1.0, 2.0])
+    assert_close(a.isnan(), [True, False, False])
+
+
+def test_maximum_splits_gradient_on_ties(device):
+    a = kg.tensor([1.0, 2.0, 3.0], requires_grad=True, device=device)
+    b = kg.tensor([1.0, 1.0, 4.0], requires_grad=True, device=device)
+    kg.maximum(a, b).sum().backward()
+    assert_close(a.grad, [0.5, 1.0, 0.0])
+    assert_close(b.grad, [0.5, 0.0, 1.0])
+
+
+def test_where_values_and_gradient(device):
+    condition = np.array([[True, False, True]])
+    a = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    b = np.array([-1.0, -2.0, -3.0])
+    c = kg.tensor(condition, device=device)
+    assert_close(
+        kg.where(c, kg.tensor(a, device=device), kg.tensor(b, device=device)),
+        np.where(condition, a, b),
+    )
+    assert_close(kg.where(c, 1.0, 0.0), np.where(condition, 1.0, 0.0))
+    check_grad(lambda x, y: kg.where(c, x, y), a, b, device=device)
+    # A non-bool condition means "non-zero".
+    assert_close(kg.where(kg.tensor([0, 3], device=device), 1, 2), [2, 1])
+
+
+def test_clamp_values_and_gradient(device):
+    values = np.array([-2.0, -0.5, 0.3, 0.9, 2.0])
+    t = kg.tensor(values, device=device)
+    assert_close(t.clamp(-1, 1), np.clip(values, -1, 1))
+    assert_close(t.clamp(min=0), np.maximum(values, 0))
+    assert_close(t.clamp(max=0), np.minimum(values, 0))
+    assert_close(kg.tensor([5, -5], device=device).clamp(0, 3), [3, 0])
+    check_grad(lambda x: x.clamp(-1, 1), values, device=device)
+    with pytest.raises(ValueError, match="at least one"):
+        t.clamp()
+
+
+def test_clamp_with_tensor_bounds(device):
+    values = np.array([[0.0, 5.0], [-5.0, 2.0]])
+    low = np.array([1.0, -1.0])
+    high = np.array([[2.0], [3.0]])
+    result = kg.tensor(values, device=device).clamp(
+        kg.tensor(low, device=device), kg.tensor(high, device=device)
+    )
+    assert_close(result, np.minimum(np.maximum(values, low), high))
+    check_grad(
+        lambda x, lo: x.clamp(lo, 10.0), np.array([[0.5, 5.0], [-5.0, 2.0]]), low, device=device
+    )
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "gelu"])
+def test_fused_activation_gradients_are_twice_differentiable(name, device):
+    fn = UNARY[name][0]
+    values = np.array([-1.5, 0.5, 2.0])
+
+    def first_derivative(points):
+        x = kg.tensor(points, dtype=kg.float64, requires_grad=True, device=device)
+        fn(x).sum().backward()
+        return x.grad.cpu().numpy()
+
+    x = kg.tensor(values, dtype=kg.float64, requires_grad=True, device=device)
+    fn(x).sum().backward(create_graph=True)
+    grad = x.grad
+    assert grad.requires_grad
+    x.grad = None
+    grad.sum().backward()
+    eps = 1e-5
+    numeric = (first_derivative(values + eps) - first_derivative(values - eps)) / (2 * eps)
+    assert_close(x.grad, numeric, rtol=1e-4, atol=1e-6)
+
+
+def test_relu_gradient_fused_kernel(device):
+    t = kg.tensor([-1.0, 0.0, 2.0], requires_grad=True, device=device)
+    t.relu().sum().backward()
+    assert_close(t.grad, [0.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "expected"),
+    [
+        (kg.int32, kg.int64, kg.int64),
+        (kg.int64, kg.float32, kg.float32),
+        (kg.float32, kg.float64, kg.float64),
+        (kg.bool, kg.int32, kg.int32),
+        (kg.bool, kg.float32, kg.float32),
+    ],
+)
+def test_binary_dtype_promotion(left, right, expected, device):
+    a = kg.ones(2, dtype=left, device=device)
+    b = kg.ones(2, dtype=right, device=device)
+    assert (a + b).dtype == expected
+    assert (b * a).dtype == expected
+
+
+def test_python_scalars_are_weak(device):
+    f32 = kg.ones(2, device=device)
+    i32 = kg.ones(2, dtype=kg.int32, device=device)
+    assert (f32 * 2).dtype == kg.float32
+    assert (f32 * 2.5).dtype == kg.float32
+    assert (i32 + 1).dtype == kg.int32
+    assert (i32 * 0.5).dtype == kg.float32
+    assert (i32 / 2).dtype == kg.float32
+    assert_close(i32 / 2, [0.5, 0.5])
+    assert (kg.tensor([True], device=device) + 1).dtype == kg.int64
+
+
+def test_unary_float_ops_promote_integers(device):
+    t = kg.tensor([1, 4], device=device)
+    assert t.sqrt().dtype == kg.float32
+    assert_close(t.sqrt(), [1.0, 2.0])
+    assert (-t).dtype == kg.int64
+
+
+def test_negating_bool_is_an_error(device):
+    with pytest.raises(TypeError, match="logical_not"):
+        -kg.tensor([True, False], device=device)
+
+
+def test_float64_is_computed_in_float64(device):
+    x = kg.tensor([1e-10], dtype=kg.float64, device=device)
+    assert_close(x + 1.0 - 1.0, [1e-10], rtol=1e-6, atol=0)
+
+
+def test_cast_roundtrip_and_gradient(device):
+    values = np.array([1.7, -1.7, 0.2], dtype=np.float32)
+    t = kg.tensor(values, device=device)
+    assert_close(t.to(kg.int32), values.astype(np.int32))
+    assert_close(t.to(kg.bool), values.astype(bool))
+    x = kg.tensor(values, requires_grad=True, device=device)
+    (x.to(kg.float64) * 3).sum().backward()
+    assert x.grad.dtype == kg.float32
+    assert_close(x.grad, [3.0, 3.0, 3.0])
+
+
+def test_special_values(device):
+    t = kg.tensor([0.0, -1.0, math.inf, -math.inf], device=device)
+    assert_close(t.log(), [-math.inf, math.nan, math.inf, math.nan])
+    assert_close(t.exp(), [1.0, math.exp(-1), math.inf, 0.0], rtol=1e-6)
+    assert_close(t.sigmoid(), [0.5, _sigmoid(-1.0), 1.0, 0.0], rtol=1e-6)
+    assert_close(kg.tensor([1000.0], device=device).exp(), [math.inf])
+
+
+@given(data=st.data())
+def test_float64_inputs_with_layouts(data, device):
+    values, t = data.draw(tensors(device, dtype=np.float64))
+    assert_close(t * 2 + 1, values * 2 + 1)
+
+
+@given(values=float_arrays(hnp.array_shapes(max_dims=3, max_side=4)))
+def test_layout_does_not_change_results(values):
+    expected = np.tanh(values.astype(np.float64)) * 2
+    for layout in ("contiguous", "permuted", "strided", "offset"):
+        t = tensor_with_layout(values, layout, "cpu")
+        assert_close(t.tanh() * 2, expected.astype(np.float32), rtol=2e-6, atol=2e-6)

@@ -1,0 +1,143 @@
+"""Integer-array and mask indexing (gather), index_add (scatter-add), setitem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+from tests.helpers import assert_close, check_grad
+
+COVERED = {"take", "index_add"}
+
+
+@pytest.fixture
+def values():
+    return np.arange(60.0).reshape(3, 4, 5)
+
+
+def test_integer_array_indexing_matches_numpy(values, device):
+    t = kg.tensor(values, device=device)
+    index = np.array([2, 0, 2, -1])
+    assert_close(t[kg.tensor(index, device=device)], values[index])
+    assert_close(t[:, [1, 3]], values[:, [1, 3]])
+    assert_close(t[1, :, [[0, 4], [2, 2]]], values[1, :, [[0, 4], [2, 2]]])
+    assert_close(
+        t[kg.arange(3, device=device), kg.tensor([0, 3, 1], device=device)],
+        values[np.arange(3), [0, 3, 1]],
+    )
+    assert_close(t[:, [0, 2], [1, 4]], values[:, [0, 2], [1, 4]])
+    # Non-adjacent advanced indices move to the front, as in NumPy.
+    assert_close(t[[0, 2], :, [1, 4]], values[[0, 2], :, [1, 4]])
+    assert_close(t.T[[1, 0]], values.T[[1, 0]])
+
+
+def test_boolean_mask_indexing(values, device):
+    t = kg.tensor(values, device=device)
+    mask = values > 30
+    assert_close(t[t > 30], values[mask])
+    row_mask = np.array([True, False, True])
+    assert_close(t[kg.tensor(row_mask, device=device)], values[row_mask])
+
+
+def test_out_of_range_indices_raise(values, device):
+    t = kg.tensor(values, device=device)
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
+        t[kg.tensor([0, 3], device=device)]
+    with pytest.raises(IndexError, match="out of bounds"):
+        t[kg.arange(3, device=device), kg.tensor([0, 9, 1], device=device)]
+    with pytest.raises(TypeError, match="integer"):
+        t[kg.tensor([0.0, 1.0], device=device)]
+
+
+def test_take_and_index_select(device):
+    values = np.arange(12.0).reshape(3, 4)
+    t = kg.tensor(values, device=device)
+    index = kg.tensor([[2, 0], [1, 1]], device=device)
+    assert_close(kg.take(t, 1, index), values[:, [[2, 0], [1, 1]]])
+    assert_close(t.index_select(0, kg.tensor([2, 2, 0], device=device)), values[[2, 2, 0]])
+
+
+def test_gather_matches_torch_semantics(device):
+    values = np.arange(12.0).reshape(3, 4)
+    index = np.array([[0, 3], [2, 2], [1, 0]])
+    t = kg.tensor(values, device=device)
+    assert_close(t.gather(1, kg.tensor(index, device=device)), np.take_along_axis(values, index, 1))
+    index0 = np.array([[2, 1, 0, 0]])
+    assert_close(
+        t.gather(0, kg.tensor(index0, device=device)), np.take_along_axis(values, index0, 0)
+    )
+    with pytest.raises(IndexError, match="out of bounds"):
+        t.gather(1, kg.tensor([[4]], device=device))
+
+
+def test_index_add_accumulates_repeated_indices(device):
+    target = kg.zeros(4, 2, device=device)
+    source = kg.ones(3, 2, device=device)
+    result = kg.index_add(target, 0, kg.tensor([1, 1, 3], device=device), source)
+    assert_close(result, [[0, 0], [2, 2], [0, 0], [1, 1]])
+    with pytest.raises(kg.ShapeError, match="expected"):
+        kg.index_add(target, 0, kg.tensor([1], device=device), source)
+
+
+def test_gather_gradients_accumulate(device):
+    index = kg.tensor([0, 2, 0, 0], device=device)
+    check_grad(
+        lambda x: x[index] * 2, np.random.default_rng(5).standard_normal((3, 2)), device=device
+    )
+    rows = kg.arange(3, device=device)
+    cols = kg.tensor([1, 0, 1], device=device)
+    check_grad(
+        lambda x: x[rows, cols], np.random.default_rng(6).standard_normal((3, 2)), device=device
+    )
+    check_grad(
+        lambda x: x.gather(1, kg.tensor([[1, 1], [0, 1], [0, 0]], device=device)),
+        np.random.default_rng(7).standard_normal((3, 2)),
+        device=device,
+    )
+    check_grad(
+        lambda t, s: kg.index_add(t, 1, kg.tensor([0, 0, 2], device=device), s),
+        np.random.default_rng(8).standard_normal((2, 3)),
+        np.random.default_rng(9).standard_normal((2, 3)),
+        device=device,
+    )
+
+
+def test_setitem_basic(device):
+    values = np.zeros((3, 4))
+    t = kg.tensor(values, device=device)
+    t[1] = 5.0
+    t[:, 2] = kg.tensor([1.0, 2.0, 3.0], device=device)
+    t[2, ::2] = kg.tensor([7.0, 8.0], device=device)
+    values[1] = 5.0
+    values[:, 2] = [1, 2, 3]
+    values[2, ::2] = [7, 8]
+    assert_close(t, values)
+    version = t._storage.version
+    t[0] = 1.0
+    assert t._storage.version > version
+
+
+def test_setitem_advanced_on_cpu():
+    t = kg.zeros(5)
+    t[kg.tensor([1, 3])] = 2.0
+    t[t > 1.5] = 4.0
+    assert_close(t, [0, 4, 0, 4, 0])
+
+
+def test_setitem_refuses_tensors_that_need_grad(device):
+    w = kg.zeros(3, requires_grad=True, device=device)
+    with pytest.raises(kg.InplaceError, match=r"kg\.where"):
+        w[0] = 1.0
+    with kg.no_grad():
+        w[0] = 1.0
+    assert_close(w.detach(), [1.0, 0.0, 0.0])
+
+
+def test_overlapping_copy_is_safe(device):
+    t = kg.arange(6.0, device=device)
+    t[1:] = t[:-1].clone()
+    assert_close(t, [0, 0, 1, 2, 3, 4])
+    u = kg.arange(6.0, device=device)
+    u[1:] = u[:-1]  # overlapping source and target: computed before writing
+    assert_close(u, [0, 0, 1, 2, 3, 4])

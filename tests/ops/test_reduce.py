@@ -1,0 +1,231 @@
+"""Reductions against NumPy over none, one or several dims, with keepdim, on tensors
+with random layouts; their gradients against central differences."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import kernelgrad as kg
+from tests.helpers import assert_close, check_grad, tensors
+
+COVERED = {"sum", "max", "min", "argmax", "argmin"}
+
+
+@st.composite
+def tensor_and_dims(draw, device, dtype=np.float32, low=-3.0, high=3.0):
+    values, t = draw(tensors(device, dtype=dtype, low=low, high=high))
+    ndim = values.ndim
+    kind = draw(st.sampled_from(["none", "int", "tuple"]))
+    if kind == "none" or ndim == 0:
+        dims = None
+    elif kind == "int":
+        dims = draw(st.integers(-ndim, ndim - 1))
+    else:
+        dims = tuple(
+            draw(st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True))
+        )
+    keepdim = draw(st.booleans())
+    return values, t, dims, keepdim
+
+
+def _np_axis(dims):
+    return tuple(dims) if isinstance(dims, tuple) else dims
+
+
+@given(data=st.data())
+def test_sum_and_mean(data, device):
+    values, t, dims, keepdim = data.draw(tensor_and_dims(device))
+    reference = values.astype(np.float64)
+    assert_close(
+        t.sum(dim=dims, keepdim=keepdim),
+        reference.sum(axis=_np_axis(dims), keepdims=keepdim).astype(np.float32),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    assert_close(
+        t.mean(dim=dims, keepdim=keepdim),
+        reference.mean(axis=_np_axis(dims), keepdims=keepdim).astype(np.float32),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+@given(data=st.data())
+def test_amax_and_amin(data, device):
+    values, t, dims, keepdim = data.draw(tensor_and_dims(device))
+    axis = _np_axis(dims)
+    assert_close(t.amax(dim=dims, keepdim=keepdim), values.max(axis=axis, keepdims=keepdim))
+    assert_close(t.amin(dim=dims, keepdim=keepdim), values.min(axis=axis, keepdims=keepdim))
+
+
+@given(data=st.data())
+def test_max_min_with_dim_return_values_and_indices(data, device):
+    values, t = data.draw(tensors(device, low=-2, high=2))
+    values = np.round(values)  # ties: the first occurrence wins, as in NumPy
+    t = kg.tensor(values, device=device)
+    if values.ndim == 0:
+        return
+    dim = data.draw(st.integers(0, values.ndim - 1))
+    keepdim = data.draw(st.booleans())
+    maximum = t.max(dim, keepdim=keepdim)
+    assert_close(maximum.values, values.max(axis=dim, keepdims=keepdim))
+    assert_close(maximum.indices, np.argmax(values, axis=dim, keepdims=keepdim))
+    minimum = t.min(dim=dim, keepdim=keepdim)
+    assert_close(minimum.values, values.min(axis=dim, keepdims=keepdim))
+    assert_close(minimum.indices, np.argmin(values, axis=dim, keepdims=keepdim))
+
+
+@given(data=st.data())
+def test_argmax_argmin(data, device):
+    values, t = data.draw(tensors(device, low=-2, high=2))
+    values = np.round(values)
+    t = kg.tensor(values, device=device)
+    assert_close(t.argmax(), np.argmax(values))
+    assert_close(t.argmin(), np.argmin(values))
+    if values.ndim:
+        dim = data.draw(st.integers(-values.ndim, values.ndim - 1))
+        assert_close(t.argmax(dim), np.argmax(values, axis=dim))
+        assert_close(t.argmin(dim, keepdim=True), np.argmin(values, axis=dim, keepdims=True))
+    assert t.argmax().dtype == kg.int64
+
+
+@given(data=st.data())
+def test_var_std(data, device):
+    values, t, dims, keepdim = data.draw(tensor_and_dims(device))
+    axis = _np_axis(dims)
+    reference = values.astype(np.float64)
+    count = (
+        reference.size
+        if dims is None
+        else np.prod([reference.shape[d] for d in np.atleast_1d(dims)])
+    )
+    if count < 2:
+        return
+    assert_close(
+        t.var(dim=dims, keepdim=keepdim),
+        reference.var(axis=axis, ddof=1, keepdims=keepdim).astype(np.float32),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    assert_close(
+        t.std(dim=dims, correction=0, keepdim=keepdim),
+        reference.std(axis=axis, keepdims=keepdim).astype(np.float32),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_var_unbiased_flag(device):
+    t = kg.tensor([1.0, 2.0, 3.0, 4.0], device=device)
+    assert_close(t.var(unbiased=False), np.var([1, 2, 3, 4]))
+    assert_close(t.var(), np.var([1, 2, 3, 4], ddof=1))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_])
+def test_integer_and_bool_sums_are_int64(dtype, device):
+    values = np.arange(12).reshape(3, 4).astype(dtype)
+    t = kg.tensor(values, device=device)
+    assert t.sum().dtype == kg.int64
+    assert_close(t.sum(0), values.sum(0).astype(np.int64))
+    assert t.max().dtype == kg.as_dtype(values.dtype) if hasattr(kg, "as_dtype") else True
+    assert_close(t.max(1).values, values.max(1))
+    assert t.mean().dtype == kg.float32
+
+
+def test_sum_dtype_argument(device):
+    t = kg.tensor([1, 2, 3], device=device)
+    assert t.sum(dtype=kg.float64).dtype == kg.float64
+
+
+def test_large_reductions_split_across_threads(device, simulated):
+    if simulated:
+        pytest.skip("large reductions are exercised by the CUDA backend's own tests")
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal(300_001).astype(np.float32)
+    t = kg.tensor(values)
+    assert_close(t.sum(), values.astype(np.float64).sum(), rtol=1e-5, atol=1e-3)
+    assert_close(t.max(), values.max())
+    assert_close(t.argmin(), values.argmin())
+    wide = rng.standard_normal((3, 70_000)).astype(np.float32)
+    assert_close(kg.tensor(wide).sum(1), wide.astype(np.float64).sum(1), rtol=1e-5, atol=1e-3)
+    assert_close(kg.tensor(wide).argmax(1), wide.argmax(1))
+    assert_close(kg.tensor(wide).T.sum(0), wide.astype(np.float64).sum(1), rtol=1e-5, atol=1e-3)
+
+
+def test_nan_handling(device):
+    t = kg.tensor([[1.0, math.nan, 3.0], [4.0, 5.0, 6.0]], device=device)
+    assert_close(t.max(1).values, [math.nan, 6.0])
+    assert_close(t.argmax(1), [1, 2])
+    assert_close(t.sum(1), [math.nan, 15.0])
+    assert_close(t.min(), math.nan)
+
+
+def test_empty_reductions(device):
+    empty = kg.zeros(0, 3, device=device)
+    assert_close(empty.sum(0), [0.0, 0.0, 0.0])
+    assert_close(empty.sum(), 0.0)
+    with pytest.raises(kg.ShapeError, match="empty"):
+        empty.max()
+    with pytest.raises(kg.ShapeError, match="empty"):
+        empty.argmax(0)
+
+
+def test_bad_dims_name_the_problem(device):
+    t = kg.zeros(2, 3, device=device)
+    with pytest.raises(kg.ShapeError, match="out of range"):
+        t.sum(2)
+    with pytest.raises(kg.ShapeError, match="out of range"):
+        t.max(dim=-3)
+
+
+def test_any_all(device):
+    t = kg.tensor([[0, 1], [0, 0]], device=device)
+    assert t.any().item() is True
+    assert t.all().item() is False
+    assert_close(t.any(1), [True, False])
+    assert_close((t == 0).all(0), [True, False])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x.sum(),
+        lambda x: x.sum(1),
+        lambda x: x.sum((0, 2), keepdim=True),
+        lambda x: x.mean(0),
+        lambda x: x.var(1),
+        lambda x: x.std(),
+        lambda x: x.amax(1),
+        lambda x: x.amin((0, 1)),
+        lambda x: x.max(2).values,
+        lambda x: x.min(0).values,
+        lambda x: x.max(),
+        lambda x: x.logsumexp(1),
+        lambda x: x.softmax(-1),
+        lambda x: x.log_softmax(1),
+    ],
+)
+def test_reduction_gradients(fn, device):
+    values = np.random.default_rng(3).standard_normal((2, 3, 4))
+    check_grad(fn, values, device=device)
+
+
+def test_max_gradient_is_shared_between_ties(device):
+    t = kg.tensor([1.0, 3.0, 3.0], requires_grad=True, device=device)
+    t.max().backward()
+    assert_close(t.grad, [0.0, 0.5, 0.5])
+    u = kg.tensor([[3.0, 3.0]], requires_grad=True, device=device)
+    u.max(1).values.sum().backward()
+    assert_close(u.grad, [[1.0, 0.0]])  # with dim: the returned index gets it
+
+
+def test_softmax_is_stable_for_large_inputs(device):
+    t = kg.tensor([[1000.0, 1000.0], [-1000.0, 0.0]], device=device)
+    assert_close(t.softmax(1), [[0.5, 0.5], [0.0, 1.0]])
+    assert_close(t.log_softmax(1), [[-math.log(2), -math.log(2)], [-1000.0, 0.0]])
+    assert_close(t.logsumexp(1), [1000 + math.log(2), 0.0])

@@ -1,0 +1,195 @@
+"""The autograd engine: accumulation, broadcasting, graph freeing, deep chains, version
+checks, grad mode, higher-order gradients, and the error messages."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+from tests.helpers import assert_close
+
+
+def test_gradients_accumulate_across_backward_calls(device):
+    x = kg.tensor([1.0, 2.0], requires_grad=True, device=device)
+    (x * 3).sum().backward()
+    (x * x).sum().backward()
+    assert_close(x.grad, [3 + 2, 3 + 4])
+
+
+def test_a_tensor_used_twice_gets_both_contributions(device):
+    x = kg.tensor([2.0], requires_grad=True, device=device)
+    y = x * x + x
+    y.backward()
+    assert_close(x.grad, [5.0])
+
+
+def test_broadcast_gradients_are_reduced_to_input_shape(device):
+    x = kg.ones(3, 1, requires_grad=True, device=device)
+    b = kg.ones(4, requires_grad=True, device=device)
+    (x + b).sum().backward()
+    assert x.grad.shape == (3, 1)
+    assert_close(x.grad, [[4.0]] * 3)
+    assert_close(b.grad, [3.0] * 4)
+
+
+def test_non_scalar_backward_needs_a_gradient(device):
+    x = kg.ones(2, 2, requires_grad=True, device=device)
+    y = x * 2
+    with pytest.raises(kg.BackwardError, match=r"needs a `gradient` argument"):
+        y.backward()
+    y.backward(kg.full((2, 2), 0.5, device=device))
+    assert_close(x.grad, np.ones((2, 2)))
+    with pytest.raises(kg.BackwardError, match="shape"):
+        (x * 2).backward(kg.ones(3, device=device))
+
+
+def test_backward_on_a_tensor_without_grad_explains(device):
+    with pytest.raises(kg.BackwardError, match="requires_grad=True"):
+        kg.ones(2, device=device).sum().backward()
+
+
+def test_graph_is_freed_after_backward(device):
+    x = kg.ones(2, requires_grad=True, device=device)
+    y = (x.exp() * 2).sum()
+    y.backward()
+    with pytest.raises(kg.BackwardError, match="retain_graph=True"):
+        y.backward()
+    z = (x.exp() * 2).sum()
+    z.backward(retain_graph=True)
+    z.backward()
+    assert_close(x.grad, np.full(2, 2 * np.e * 3), rtol=1e-6)
+
+
+def test_a_chain_of_ten_thousand_ops_does_not_recurse(device, simulated):
+    if simulated:
+        pytest.skip("10,000 simulated launches take minutes; the engine is device-independent")
+    x = kg.tensor([1.0], requires_grad=True)
+    y = x
+    for _ in range(10_000):
+        y = y * 1.0001
+    y.sum().backward()
+    assert_close(x.grad, [1.0001**10_000], rtol=1e-3)
+
+
+def test_inplace_change_of_a_saved_tensor_is_caught(device):
+    x = kg.ones(3, requires_grad=True, device=device)
+    y = x * 2
+    z = y * y  # saves y
+    y += 1
+    with pytest.raises(kg.InplaceError, match="modified in place"):
+        z.sum().backward()
+
+
+def test_inplace_on_unsaved_intermediate_is_recorded(device):
+    x = kg.tensor([1.0, 2.0], requires_grad=True, device=device)
+    y = x * 2
+    y += 1  # add saves nothing: allowed, history rebased
+    y.mul_(3)  # mul needs the old value: a snapshot is taken
+    y.sum().backward()
+    assert_close(x.grad, [6.0, 6.0])
+    assert_close(y.detach(), [9.0, 15.0])
+
+
+def test_inplace_on_a_leaf_requiring_grad_is_refused(device):
+    w = kg.ones(2, requires_grad=True, device=device)
+    with pytest.raises(kg.InplaceError, match="no_grad"):
+        w.add_(1)
+    with kg.no_grad():
+        w.sub_(0.5)
+    assert_close(w.detach(), [0.5, 0.5])
+    assert w.requires_grad and w.is_leaf
+
+
+def test_no_grad_and_enable_grad(device):
+    x = kg.ones(2, requires_grad=True, device=device)
+    with kg.no_grad():
+        y = x * 2
+        with kg.enable_grad():
+            z = x * 2
+    assert not y.requires_grad and y.grad_fn is None
+    assert z.requires_grad
+    assert kg.is_grad_enabled()
+
+    @kg.no_grad()
+    def infer(t):
+        return t * 3
+
+    assert not infer(x).requires_grad
+    with kg.set_grad_enabled(False):
+        assert not (x + 1).requires_grad
+
+
+def test_detach_shares_memory_and_cuts_the_graph(device):
+    x = kg.ones(2, requires_grad=True, device=device)
+    y = x * 2
+    d = y.detach()
+    assert not d.requires_grad and d._storage is y._storage
+    (y + d).sum().backward()
+    assert_close(x.grad, [2.0, 2.0])
+
+
+def test_retain_grad_for_intermediates(device):
+    x = kg.tensor([1.0, 2.0], requires_grad=True, device=device)
+    y = x * 3
+    y.retain_grad()
+    (y * y).sum().backward()
+    assert_close(y.grad, [6.0, 12.0])
+    assert_close(x.grad, [18.0, 36.0])
+
+
+def test_requires_grad_only_for_floats(device):
+    with pytest.raises(TypeError, match="floating point"):
+        kg.tensor([1, 2], requires_grad=True, device=device)
+    t = kg.tensor([1.0], device=device).requires_grad_()
+    assert t.requires_grad
+
+
+def test_second_derivative(device):
+    x = kg.tensor([1.5, -0.5], dtype=kg.float64, requires_grad=True, device=device)
+    y = (x**3).sum()
+    y.backward(create_graph=True)
+    first = x.grad
+    assert_close(first, 3 * np.array([1.5, -0.5]) ** 2)
+    x.grad = None
+    first.sum().backward()
+    assert_close(x.grad, 6 * np.array([1.5, -0.5]))
+
+
+def test_leaf_gradient_is_its_own_memory(device):
+    a = kg.ones(3, requires_grad=True, device=device)
+    b = kg.ones(3, requires_grad=True, device=device)
+    (a + b).sum().backward()
+    assert a.grad._storage is not b.grad._storage
+    a.grad.zero_()
+    assert_close(b.grad, [1.0, 1.0, 1.0])
+    c = kg.ones(1, requires_grad=True, device=device)
+    c.expand(4).sum().backward()
+    assert c.grad.is_contiguous() and c.grad.shape == (1,)
+
+
+def test_the_graph_does_not_keep_intermediates_alive(device):
+    x = kg.ones(8, requires_grad=True, device=device)
+    hidden = x * 2
+    watcher = weakref.ref(hidden)
+    out = hidden.sum()  # sum's backward needs only shapes
+    del hidden
+    gc.collect()
+    assert watcher() is None
+    out.backward()
+    assert_close(x.grad, np.full(8, 2.0))
+
+
+def test_saved_outputs_do_not_form_reference_cycles(device):
+    x = kg.ones(4, requires_grad=True, device=device)
+    y = x.exp()  # exp saves its output for backward
+    watcher = weakref.ref(y)
+    gc.disable()
+    try:
+        del y
+        assert watcher() is None  # freed by reference counting alone
+    finally:
+        gc.enable()

@@ -51,6 +51,8 @@ class Device:
         return f"device(type='{self.type}', index={self.index})"
 
     def __eq__(self, other: object) -> bool:
+        if other is self:
+            return True
         if isinstance(other, str):
             try:
                 other = as_device(other)

@@ -6,6 +6,7 @@ flat buffer; element ``(i0, i1, ...)`` lives at ``offset + i0*strides[0] + i1*st
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from math import prod
 from typing import Any
@@ -31,13 +32,19 @@ def normalize_size(size: Sequence[Any], op: str = "tensor creation") -> Shape:
     return tuple(shape)
 
 
-def contiguous_strides(shape: Sequence[int]) -> Shape:
+@functools.lru_cache(maxsize=4096)
+def _contiguous_strides(shape: Shape) -> Shape:
     strides = [0] * len(shape)
     step = 1
     for d in range(len(shape) - 1, -1, -1):
         strides[d] = step
         step *= max(shape[d], 1)
     return tuple(strides)
+
+
+def contiguous_strides(shape: Sequence[int]) -> Shape:
+    """Row-major strides (in elements) of a tensor of ``shape``."""
+    return _contiguous_strides(tuple(shape))
 
 
 def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:

@@ -144,6 +144,15 @@ class Tensor:
         storage = Storage(buffer, device, get_backend(device))
         return cls._make(storage, shape, contiguous_strides(shape), 0, dtype)
 
+    @classmethod
+    def _empty_on(cls, like: Storage, shape: tuple[int, ...], dtype: DType) -> Tensor:
+        """A new contiguous tensor on the device (and backend) of the storage ``like``."""
+        backend = like.backend
+        buffer = backend.empty(prod(shape), dtype)
+        return cls._make(
+            Storage(buffer, like.device, backend), shape, contiguous_strides(shape), 0, dtype
+        )
+
     def _view(self) -> View:
         return View(self._storage.buffer, self.shape, self._strides, self._offset, self.dtype)
 

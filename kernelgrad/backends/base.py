@@ -54,6 +54,10 @@ class ScalarFunction:
     source: str
     nin: int
     nout: int = 1
+    # The standard math function this equals ("exp", "log", ...), if any: a backend may
+    # call a vendor routine for it instead of compiling ``source`` (the CPU backend uses
+    # NumPy's SIMD loops, which Numba's scalar libm calls cannot match).
+    library: str | None = None
     key: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -61,10 +65,12 @@ class ScalarFunction:
         object.__setattr__(self, "key", digest)
 
     @classmethod
-    def from_python(cls, fn: Callable[..., Any], nout: int = 1) -> ScalarFunction:
+    def from_python(
+        cls, fn: Callable[..., Any], nout: int = 1, library: str | None = None
+    ) -> ScalarFunction:
         source = textwrap.dedent(inspect.getsource(fn))
         nin = len(inspect.signature(fn).parameters)
-        return cls(fn.__name__, source, nin, nout)
+        return cls(fn.__name__, source, nin, nout, library)
 
 
 Operand = View | int | float | bool

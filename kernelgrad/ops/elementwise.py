@@ -30,8 +30,17 @@ DtypeRule = Callable[[Sequence[Any]], tuple[list[DType], DType]]
 
 
 # --- dtype rules ------------------------------------------------------------------------
+def _same_dtype(operands: Sequence[Any]) -> DType | None:
+    """The common dtype when every operand is a tensor of one dtype (the usual case)."""
+    first = getattr(operands[0], "dtype", None)
+    for x in operands:
+        if type(x) is not Tensor or x.dtype is not first:
+            return None
+    return first
+
+
 def promote(operands: Sequence[Any]) -> tuple[list[DType], DType]:
-    dtype = result_type(*operands)
+    dtype = _same_dtype(operands) or result_type(*operands)
     return [dtype] * len(operands), dtype
 
 
@@ -81,9 +90,13 @@ def defop(
     bindings: tuple[str, ...] = (),
     name: str | None = None,
     reject_bool: bool = False,
+    library: str | None = None,
 ) -> ElementwiseOp:
+    """Register one elementwise primitive. ``library`` names the standard math function
+    the scalar function equals, which backends may call from a vendor library."""
     op_name = name or fn.__name__
-    op = ElementwiseOp(op_name, ScalarFunction.from_python(fn), dtype_rule, vjp, saves, reject_bool)
+    scalar = ScalarFunction.from_python(fn, library=library)
+    op = ElementwiseOp(op_name, scalar, dtype_rule, vjp, saves, reject_bool)
     OPS[op_name] = op
     register(op_name, "elementwise", bindings, vjp is not None)
     return op
@@ -124,43 +137,39 @@ def _scalar_from_tensor(t: Tensor) -> Any:
 
 
 def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> Tensor:
-    operands = [_as_operand(x, op.name) for x in raw_operands]
-    tensors = [x for x in operands if isinstance(x, Tensor)]
+    operands = [x if type(x) is Tensor else _as_operand(x, op.name) for x in raw_operands]
+    tensors = [x for x in operands if type(x) is Tensor]
     if not tensors:
         from .creation import tensor
 
         operands[0] = tensor(operands[0])
         tensors = [operands[0]]
-    if len(tensors) > 1:
-        devices = {t.device for t in tensors}
-        if len(devices) > 1:
-            # 0-dim CPU tensors act as numbers next to tensors on another device.
+    first = tensors[0]
+    if len(tensors) > 1 and any(t._storage.device != first._storage.device for t in tensors):
+        # 0-dim CPU tensors act as numbers next to tensors on another device.
+        if any(t.device.type != "cpu" for t in tensors):
             operands = [
                 _scalar_from_tensor(x)
-                if isinstance(x, Tensor)
+                if type(x) is Tensor
                 and x.ndim == 0
                 and x.device.type == "cpu"
                 and not x.requires_grad
-                and any(t.device.type != "cpu" for t in tensors)
                 else x
                 for x in operands
             ]
-            tensors = [x for x in operands if isinstance(x, Tensor)]
-    device = _common_device(op.name, tensors)
+            tensors = [x for x in operands if type(x) is Tensor]
+        _common_device(op.name, tensors)  # raises, naming both devices, if still mixed
+        first = tensors[0]
     compute_dtypes, out_dtype = op.dtype_rule(operands)
     if op.reject_bool and out_dtype is bool_:
         raise TypeError(
             f"{op.name} is not defined for bool tensors; convert first, e.g. "
             "`x.to(kg.int64)`, or use `~x` / `kg.logical_not(x)` to invert a mask"
         )
-    if len(tensors) == 1:
-        shape = tensors[0].shape
-    else:
+    shape = first.shape
+    if len(tensors) > 1 and any(t.shape != shape for t in tensors):
         shape = broadcast_shapes(*(t.shape for t in tensors), op=op.name)
-    if out is None:
-        result = Tensor._empty(shape, out_dtype, device)
-    else:
-        result = out
+    result = Tensor._empty_on(first._storage, shape, out_dtype) if out is None else out
     inputs = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in operands]
     result._backend.elementwise(op.scalar, [result._view()], inputs, compute_dtypes)
 
@@ -282,13 +291,38 @@ def isnan(x):
 NEG = defop(
     neg, promote, lambda g, x: (-g,), "none", ("Tensor.__neg__", "kg.neg"), reject_bool=True
 )
-EXP = defop(exp, to_float, lambda g, y: (g * y,), "output", ("Tensor.exp", "kg.exp"))
-LOG = defop(log, to_float, lambda g, x: (g / x,), "inputs", ("Tensor.log", "kg.log"))
-LOG1P = defop(log1p, to_float, lambda g, x: (g / (x + 1),), "inputs", ("Tensor.log1p", "kg.log1p"))
-EXPM1 = defop(expm1, to_float, lambda g, y: (g * (y + 1),), "output", ("Tensor.expm1", "kg.expm1"))
-SQRT = defop(sqrt, to_float, lambda g, y: (g / (y * 2),), "output", ("Tensor.sqrt", "kg.sqrt"))
-SIN = defop(sin, to_float, lambda g, x: (g * x.cos(),), "inputs", ("Tensor.sin", "kg.sin"))
-COS = defop(cos, to_float, lambda g, x: (-g * x.sin(),), "inputs", ("Tensor.cos", "kg.cos"))
+EXP = defop(exp, to_float, lambda g, y: (g * y,), "output", ("Tensor.exp", "kg.exp"), library="exp")
+LOG = defop(log, to_float, lambda g, x: (g / x,), "inputs", ("Tensor.log", "kg.log"), library="log")
+LOG1P = defop(
+    log1p,
+    to_float,
+    lambda g, x: (g / (x + 1),),
+    "inputs",
+    ("Tensor.log1p", "kg.log1p"),
+    library="log1p",
+)
+EXPM1 = defop(
+    expm1,
+    to_float,
+    lambda g, y: (g * (y + 1),),
+    "output",
+    ("Tensor.expm1", "kg.expm1"),
+    library="expm1",
+)
+SQRT = defop(
+    sqrt,
+    to_float,
+    lambda g, y: (g / (y * 2),),
+    "output",
+    ("Tensor.sqrt", "kg.sqrt"),
+    library="sqrt",
+)
+SIN = defop(
+    sin, to_float, lambda g, x: (g * x.cos(),), "inputs", ("Tensor.sin", "kg.sin"), library="sin"
+)
+COS = defop(
+    cos, to_float, lambda g, x: (-g * x.sin(),), "inputs", ("Tensor.cos", "kg.cos"), library="cos"
+)
 RECIPROCAL = defop(
     reciprocal, to_float, lambda g, y: (-g * y * y,), "output", ("Tensor.reciprocal",)
 )
@@ -380,7 +414,14 @@ SIGMOID = defop(
     "output",
     ("Tensor.sigmoid", "kg.sigmoid"),
 )
-TANH = defop(tanh, to_float, lambda g, y: (TANH_GRAD(g, y),), "output", ("Tensor.tanh", "kg.tanh"))
+TANH = defop(
+    tanh,
+    to_float,
+    lambda g, y: (TANH_GRAD(g, y),),
+    "output",
+    ("Tensor.tanh", "kg.tanh"),
+    library="tanh",
+)
 GELU = defop(
     gelu, to_float, lambda g, x: (GELU_GRAD(g, x),), "inputs", ("kg.ops.elementwise.GELU",)
 )

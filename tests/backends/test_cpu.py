@@ -93,3 +93,49 @@ def test_wide_broadcast_and_transposed_inputs():
     assert_close(kg.tensor(a).T * 2, a.T * 2)
     c = rng.standard_normal((3, 40_000)).astype(np.float32)
     assert_close(kg.tensor(c)[:, ::-3] - 1, c[:, ::-3] - 1)
+
+
+def test_every_elementwise_path_agrees_with_numpy():
+    """Small and large (serial and parallel), flat and strided, short and long rows."""
+    rng = np.random.default_rng(1)
+    big = rng.standard_normal((64, 3, 30, 31)).astype(np.float32)  # > parallel threshold
+    small = big[:1, :, :6, :6]
+    for values in (big, small):
+        t = kg.tensor(values)
+        assert_close(t * 2, values * 2)  # flat
+        assert_close(t.permute(3, 1, 0, 2) + 1, values.transpose(3, 1, 0, 2) + 1)  # strided
+        assert_close(
+            t[:, :, ::2, ::-3] - t[:, :, 1::2, ::-3],
+            values[:, :, ::2, ::-3] - values[:, :, 1::2, ::-3],
+        )
+    # Rows of 5 elements over many outer dims (an im2col copy): the odometer carries.
+    image = rng.standard_normal((16, 3, 12, 12)).astype(np.float32)
+    patches = kg.tensor(image).unfold(2, 5, 1).unfold(3, 5, 1)
+    expected = np.lib.stride_tricks.sliding_window_view(image, (5, 5), axis=(2, 3))
+    assert_close(patches.contiguous(), expected)
+    # Long rows split into several chunks, with a broadcast operand of stride 0.
+    wide = rng.standard_normal((2, 50_000)).astype(np.float32)
+    column = rng.standard_normal((2, 1)).astype(np.float32)
+    assert_close(kg.tensor(wide) * kg.tensor(column), wide * column)
+
+
+def test_every_reduction_path_agrees_with_numpy():
+    rng = np.random.default_rng(2)
+    tall = rng.standard_normal((5000, 300)).astype(np.float32)
+    t = kg.tensor(tall)
+    # Columns kernel (reduce over the outer dim, kept elements contiguous).
+    assert_close(t.sum(0), tall.astype(np.float64).sum(0), rtol=1e-5, atol=1e-4)
+    assert_close(t.amax(0), tall.max(0))
+    assert_close(t.argmin(0), tall.argmin(0))
+    batch = rng.standard_normal((40, 8, 30, 30)).astype(np.float32)
+    assert_close(
+        kg.tensor(batch).sum((0, 2)), batch.astype(np.float64).sum((0, 2)), rtol=1e-5, atol=1e-4
+    )
+    # Row kernel, serial and parallel, with and without splitting the reduced range.
+    assert_close(t.sum(1), tall.astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+    assert_close(t[:3].sum(1), tall[:3].astype(np.float64).sum(1), rtol=1e-5, atol=1e-4)
+    assert_close(t.T.argmax(1), tall.T.argmax(1))
+    assert_close(kg.tensor(batch).mean((1, 3)), batch.mean((1, 3)), rtol=1e-5, atol=1e-5)
+    ints = rng.integers(-50, 50, (3000, 40))
+    assert_close(kg.tensor(ints).sum(0), ints.sum(0))
+    assert_close(kg.tensor(ints).max(0).values, ints.max(0))

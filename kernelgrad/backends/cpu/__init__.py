@@ -25,6 +25,51 @@ from . import codegen
 
 _ACC_SUM = {"float32": float64, "float64": float64}
 
+# Below this many elements a kernel runs on the calling thread: starting a parallel
+# region costs more than the work (PyTorch uses a similar grain size).
+PARALLEL_THRESHOLD = 32768
+# Accumulators per work item in the column reduction.
+COLUMN_BLOCK = 256
+
+
+# Standard math functions that NumPy evaluates with SIMD loops (see ScalarFunction.library).
+_NUMPY_UFUNCS = {
+    "exp": np.exp,
+    "log": np.log,
+    "log1p": np.log1p,
+    "expm1": np.expm1,
+    "sqrt": np.sqrt,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+}
+_pools: dict[int, Any] = {}
+
+
+def _thread_pool(threads: int) -> Any:
+    pool = _pools.get(threads)
+    if pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = _pools[threads] = ThreadPoolExecutor(threads, thread_name_prefix="kernelgrad")
+    return pool
+
+
+def _quiet_ufunc(ufunc: Any, source: np.ndarray, target: np.ndarray) -> None:
+    # Same results as the scalar definitions: inf/nan without NumPy's warnings.
+    with np.errstate(all="ignore"):
+        ufunc(source, out=target)
+
+
+def _interleave(arrays: list[Any], inputs: Any, scalars: list[Any], n_outputs: int) -> list[Any]:
+    """Kernel arguments in parameter order: outputs, then each input (array or scalar)."""
+    args = list(arrays[:n_outputs])
+    array_iter = iter(arrays[n_outputs:])
+    scalar_iter = iter(scalars)
+    for x in inputs:
+        args.append(next(array_iter) if type(x) is View else next(scalar_iter))
+    return args
+
 
 def _numpy_view(view: View) -> np.ndarray:
     """A NumPy array that shares the view's memory."""
@@ -45,8 +90,8 @@ class CPUBackend:
 
         self.device = device
         self._numba = numba
-        self._elementwise_kernels: dict[tuple, Any] = {}
-        self._reduce_kernels: dict[tuple, Any] = {}
+        self._elementwise_modules: dict[tuple, Any] = {}
+        self._reduce_modules: dict[tuple, Any] = {}
         self._rng = np.random.default_rng()
         self._dummy: dict[str, np.ndarray] = {}
 
@@ -73,15 +118,12 @@ class CPUBackend:
         numel = prod(shape)
         if numel == 0:
             return
-        kinds = tuple("array" if isinstance(x, View) else "scalar" for x in inputs)
-        key = (
-            fn.key,
-            kinds,
-            tuple(d.name for d in compute_dtypes),
-            tuple(o.dtype.name for o in outputs),
-        )
-        kernel = self._elementwise_kernels.get(key)
-        if kernel is None:
+        if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
+            return
+        kinds = tuple("array" if type(x) is View else "scalar" for x in inputs)
+        key = (fn.key, kinds, *compute_dtypes, None, *(o.dtype for o in outputs))
+        module = self._elementwise_modules.get(key)
+        if module is None:
             source = codegen.elementwise_source(
                 fn.name,
                 fn.source,
@@ -90,27 +132,85 @@ class CPUBackend:
                 compute_dtypes,
                 [o.dtype for o in outputs],
             )
-            kernel = _load_kernel(source, f"cpu_{fn.name}")
-            self._elementwise_kernels[key] = kernel
+            module = _load_module(source, f"cpu_{fn.name}")
+            self._elementwise_modules[key] = module
 
-        views = list(outputs) + [x for x in inputs if isinstance(x, View)]
+        views = [*outputs, *(x for x in inputs if type(x) is View)]
+        small = numel < PARALLEL_THRESHOLD
         contiguous = contiguous_strides(shape)
         if all(v.strides == contiguous for v in views):
-            run_shape: tuple[int, ...] = (numel,)
-            run_strides = [(1,)] * len(views)
-        else:
-            run_shape, run_strides = coalesce(shape, [v.strides for v in views])
-        args: list[Any] = [v.buffer for v in outputs]
-        for x, dtype in zip(inputs, compute_dtypes):
-            args.append(x.buffer if isinstance(x, View) else dtype.numpy.type(x))
+            # The common case: plain 1-D slices of the buffers, no index arithmetic.
+            args: list[Any] = [
+                x.buffer[x.offset : x.offset + numel]
+                if type(x) is View
+                else compute_dtypes[i - len(outputs)].numpy.type(x)
+                for i, x in enumerate((*outputs, *inputs))
+            ]
+            kernel = module.flat_serial if small else module.flat
+            if debug_level():
+                _launch(fn.name, kernel, shape, numel, *args)
+            else:
+                kernel(numel, *args)
+            return
+        scalars = [
+            dtype.numpy.type(x) for x, dtype in zip(inputs, compute_dtypes) if type(x) is not View
+        ]
+        run_shape, run_strides = coalesce(shape, [v.strides for v in views])
         shape_array = np.array(run_shape, dtype=np.int64)
         offsets = np.array([v.offset for v in views], dtype=np.int64)
         strides = np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape))
-        _launch(fn.name, kernel, shape, shape_array, offsets, strides, codegen.CHUNK, *args)
+        buffers = [v.buffer for v in views]
+        kernel = module.strided_serial if small else module.strided
+        _launch(
+            fn.name,
+            kernel,
+            shape,
+            shape_array,
+            offsets,
+            strides,
+            codegen.CHUNK,
+            *_interleave(buffers, inputs, scalars, len(outputs)),
+        )
+
+    def _library_call(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> bool:
+        """Run a standard math function (exp, log, tanh, ...) with NumPy's SIMD loops on
+        contiguous floating-point arrays, split across the cores. Returns False when the
+        call does not qualify (the generated kernel runs instead)."""
+        ufunc = _NUMPY_UFUNCS.get(fn.library)
+        if ufunc is None or len(inputs) != 1 or len(outputs) != 1:
+            return False
+        x, out = inputs[0], outputs[0]
+        if (
+            type(x) is not View
+            or not x.dtype.is_floating_point
+            or not (x.dtype is out.dtype is compute_dtypes[0])
+        ):
+            return False
+        contiguous = contiguous_strides(out.shape)
+        if x.strides != contiguous or out.strides != contiguous or x.shape != out.shape:
+            return False
+        n = prod(out.shape)
+        source = x.buffer[x.offset : x.offset + n]
+        target = out.buffer[out.offset : out.offset + n]
+        start = time.perf_counter() if debug_level() >= 2 else 0.0
+        threads = self._numba.get_num_threads()
+        if n < PARALLEL_THRESHOLD or threads == 1:
+            _quiet_ufunc(ufunc, source, target)
+        else:
+            bounds = [n * k // threads for k in range(threads + 1)]
+            pieces = [
+                (ufunc, source[bounds[k] : bounds[k + 1]], target[bounds[k] : bounds[k + 1]])
+                for k in range(threads)
+            ]
+            list(_thread_pool(threads).map(lambda piece: _quiet_ufunc(*piece), pieces))
+        if debug_level() >= 2:
+            _log_launch(f"{fn.name}(numpy)", out.shape, start)
+        return True
 
     # --- reductions -----------------------------------------------------------------
     def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
-        if prod(out.shape) == 0:
+        n_out = prod(out.shape)
+        if n_out == 0:
             return
         kept = [d for d in range(len(x.shape)) if d not in axes]
         kept_shape = tuple(x.shape[d] for d in kept)
@@ -120,22 +220,47 @@ class CPUBackend:
         )
         red_shape = tuple(x.shape[d] for d in axes)
         rshape, (rstrides,) = coalesce(red_shape, [tuple(x.strides[d] for d in axes)])
-        n_out, n_red = prod(kept_shape), prod(red_shape)
+        n_red = prod(red_shape)
 
-        if kind == "sum":
-            acc = _ACC_SUM.get(x.dtype.name, int64)
-        else:
-            acc = x.dtype
+        acc = _ACC_SUM.get(x.dtype.name, int64) if kind == "sum" else x.dtype
         key = (kind, x.dtype.name, acc.name, out.dtype.name)
-        kernel = self._reduce_kernels.get(key)
-        if kernel is None:
+        module = self._reduce_modules.get(key)
+        if module is None:
             source = codegen.reduce_source(kind, x.dtype, acc, out.dtype)
-            kernel = _load_kernel(source, f"cpu_reduce_{kind}")
-            self._reduce_kernels[key] = kernel
+            module = _load_module(source, f"cpu_reduce_{kind}")
+            self._reduce_modules[key] = module
+
+        target = out.buffer[out.offset : out.offset + n_out]
+        shapes = (
+            np.array(kshape, dtype=np.int64),
+            np.array(kstrides, dtype=np.int64),
+            np.array(rshape, dtype=np.int64),
+            np.array(rstrides, dtype=np.int64),
+        )
+        small = n_out * n_red < PARALLEL_THRESHOLD
+        # Reducing over outer dims while the kept elements are contiguous: accumulate
+        # whole blocks of columns at once (vectorised), one pass over the input.
+        if (
+            not small
+            and kstrides[-1] == 1
+            and kshape[-1] >= 8
+            and min(abs(s) for s in rstrides) > 1
+        ):
+            _launch(
+                f"reduce_{kind}(columns)",
+                module.columns,
+                x.shape,
+                *shapes,
+                x.buffer,
+                x.offset,
+                target,
+                COLUMN_BLOCK,
+            )
+            return
 
         threads = self._numba.get_num_threads()
         nsplit = 1
-        if n_out < 4 * threads and n_red >= 2 * codegen.CHUNK:
+        if not small and n_out < 4 * threads and n_red >= 2 * codegen.CHUNK:
             nsplit = min(-(-4 * threads // n_out), -(-n_red // codegen.CHUNK))
         if nsplit > 1:
             partial_value = np.empty(n_out * nsplit, dtype=acc.numpy)
@@ -145,15 +270,12 @@ class CPUBackend:
             partial_index = self._dummy_array(int64)
         _launch(
             f"reduce_{kind}",
-            kernel,
+            module.kernel_serial if small else module.kernel,
             x.shape,
-            np.array(kshape, dtype=np.int64),
-            np.array(kstrides, dtype=np.int64),
-            np.array(rshape, dtype=np.int64),
-            np.array(rstrides, dtype=np.int64),
+            *shapes,
             x.buffer,
             x.offset,
-            out.buffer[out.offset : out.offset + n_out],
+            target,
             partial_value,
             partial_index,
             nsplit,
@@ -177,7 +299,7 @@ class CPUBackend:
         return prod(shape[:dim]), shape[dim], prod(shape[dim + 1 :])
 
     def take(self, out: View, x: View, dim: int, index: View) -> Any:
-        from .kernels import take_kernel
+        from .kernels import take_kernel, take_kernel_serial
 
         x_array = np.ascontiguousarray(_numpy_view(x)).reshape(-1)
         index_array = np.ascontiguousarray(_numpy_view(index), dtype=np.int64).reshape(-1)
@@ -190,16 +312,17 @@ class CPUBackend:
         return int(error[0]) if error[1] else None
 
     def index_add(self, out: View, dim: int, index: View, source: View) -> Any:
-        from .kernels import index_add_kernel
+        from .kernels import index_add_kernel, index_add_kernel_serial
 
         index_array = np.ascontiguousarray(_numpy_view(index), dtype=np.int64).reshape(-1)
         source_array = np.ascontiguousarray(_numpy_view(source)).reshape(-1)
         pre, size, post = self._split_at(out.shape, dim)
         error = np.zeros(2, dtype=np.int64)
         target = out.buffer[out.offset : out.offset + prod(out.shape)]
+        parallel = source_array.size >= PARALLEL_THRESHOLD
         _launch(
             "index_add",
-            index_add_kernel,
+            index_add_kernel if parallel else index_add_kernel_serial,
             out.shape,
             target,
             pre,
@@ -229,10 +352,10 @@ class CPUBackend:
             raise ValueError(f"unknown distribution {distribution!r}")
 
 
-def _load_kernel(source: str, prefix: str) -> Any:
+def _load_module(source: str, prefix: str) -> Any:
     from ...codecache import load_module
 
-    return load_module(source, prefix).kernel
+    return load_module(source, prefix)
 
 
 def _launch(name: str, kernel: Any, shape: tuple[int, ...], *args: Any) -> None:

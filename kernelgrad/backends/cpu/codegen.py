@@ -1,22 +1,35 @@
 """Source generation for the CPU backend's Numba kernels.
 
-One elementwise kernel is generated per scalar function and operand pattern (which
-operands are arrays and which are scalars, plus the compute dtypes). It is compiled
-once per dtype signature and cached on disk (see ``kernelgrad.codecache``); shapes and
-strides are run-time arguments, so new shapes never recompile.
+One module is generated per scalar function and operand pattern (which operands are
+arrays and which are scalars, the compute dtypes and the output dtypes). It is compiled
+per dtype signature and cached on disk (see ``kernelgrad.codecache``); shapes and strides
+are run-time arguments, so new shapes never recompile.
 
-The generated elementwise kernel walks the (coalesced) output index space as rows of
-its last dimension, split into chunks that ``prange`` spreads over the cores. Inside a
-chunk, a fast path handles the common case where every operand has unit stride along
-the row: Numba then sees plain slices and LLVM vectorises the loop. Anything else
-(broadcast, transposed, sliced with steps) takes the general strided loop.
+Each elementwise module defines four kernels; Numba compiles each only when first used:
 
-Reductions are generated per kind (sum, max, min, argmax, argmin) in the same way.
+``flat(n, *operands)`` / ``flat_serial``
+    every array operand is contiguous with the output's shape: a plain loop over ``n``
+    elements of 1-D arrays, which LLVM vectorises.
+``strided(shape, offsets, strides, chunk, *operands)`` / ``strided_serial``
+    anything else (broadcast, transposed, sliced with steps, strided outputs). The index
+    space is treated as rows of its last dimension. Work items are blocks of whole rows
+    (or pieces of one long row); inside a block an odometer steps the row position, so
+    the per-row cost is an increment, not a division per dimension. A row whose operands
+    all have unit stride takes a slice-based loop that vectorises.
+
+The ``_serial`` twins run on the calling thread: for small tensors, starting a parallel
+region costs more than the work.
+
+Reductions are generated per kind (sum, max, min, argmax, argmin) in the same way, with
+an extra ``columns`` kernel for reducing over outer dimensions while the kept elements
+are contiguous (a bias gradient: summing a (batch, features) tensor over the batch).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import numpy as np
 
 from ...dtypes import DType
 
@@ -38,6 +51,10 @@ def _cast(expr: str, dtype: DType) -> str:
     return f"np.{dtype.numpy.name}({expr})" if dtype.name != "bool" else f"np.bool_({expr})"
 
 
+def _decorator(parallel: bool, extra: str = "") -> str:
+    return f"@njit(parallel={parallel}, {_NUMBA_OPTIONS}{extra})"
+
+
 def elementwise_source(
     fn_name: str,
     fn_source: str,
@@ -46,72 +63,106 @@ def elementwise_source(
     compute_dtypes: Sequence[DType],
     out_dtypes: Sequence[DType],
 ) -> str:
-    """Source of a module defining ``kernel(shape, offsets, strides, chunk, *operands)``.
+    """Source of a module with the four elementwise kernels described above.
 
     ``input_kinds`` holds ``"array"`` or ``"scalar"`` per input. Operands are passed
     outputs first, then inputs; array operands take one row of ``offsets``/``strides``
     each (outputs first), scalars none."""
     arrays = [f"out{k}" for k in range(nout)]
     params = list(arrays)
-    input_exprs_fast, input_exprs_general = [], []
+    flat_inputs, fast_inputs, general_inputs = [], [], []
     for i, kind in enumerate(input_kinds):
         if kind == "array":
             a = len(arrays)
             arrays.append(f"in{i}")
             params.append(f"in{i}")
-            input_exprs_fast.append(_cast(f"v{a}[j]", compute_dtypes[i]))
-            input_exprs_general.append(_cast(f"in{i}[p{a} + j * t{a}]", compute_dtypes[i]))
+            flat_inputs.append(_cast(f"in{i}[j]", compute_dtypes[i]))
+            fast_inputs.append(_cast(f"v{a}[j]", compute_dtypes[i]))
+            general_inputs.append(_cast(f"in{i}[p{a} + j * t{a}]", compute_dtypes[i]))
         else:
             params.append(f"scalar{i}")
-            input_exprs_fast.append(f"scalar{i}")
-            input_exprs_general.append(f"scalar{i}")
+            for exprs in (flat_inputs, fast_inputs, general_inputs):
+                exprs.append(f"scalar{i}")
 
-    n_arrays = len(arrays)
     lines = [_HEADER, "", fn_source.rstrip(), "", ""]
     lines.append(f"_scalar_fn = njit(inline='always', {_NUMBA_OPTIONS})({fn_name})")
-    lines.append("")
-    lines.append("")
-    lines.append(f"@njit(parallel=True, {_NUMBA_OPTIONS})")
-    lines.append(f"def kernel(shape, offsets, strides, chunk, {', '.join(params)}):")
-    body = [
-        "ndim = shape.shape[0]",
-        "row_len = shape[ndim - 1]",
-        "n_rows = 1",
-        "for d in range(ndim - 1):",
-        "    n_rows *= shape[d]",
-        "chunks_per_row = (row_len + chunk - 1) // chunk",
-        "for work in prange(n_rows * chunks_per_row):",
-        "    row = work // chunks_per_row",
-        "    j0 = (work - row * chunks_per_row) * chunk",
-        "    j1 = min(j0 + chunk, row_len)",
-    ]
-    inner = []
-    for a in range(n_arrays):
-        inner.append(f"p{a} = offsets[{a}]")
-    inner += ["rem = row", "for d in range(ndim - 2, -1, -1):"]
-    inner += ["    i = rem % shape[d]", "    rem //= shape[d]"]
-    for a in range(n_arrays):
-        inner.append(f"    p{a} += i * strides[{a}, d]")
-    for a in range(n_arrays):
-        inner.append(f"t{a} = strides[{a}, ndim - 1]")
-    unit = " and ".join(f"t{a} == 1" for a in range(n_arrays))
-    inner.append(f"if {unit}:")
-    for a, name in enumerate(arrays):
-        inner.append(f"    v{a} = {name}[p{a} + j0:p{a} + j1]")
-    inner.append("    for j in range(j1 - j0):")
-    inner += ["        " + s for s in _store(nout, input_exprs_fast, out_dtypes, fast=True)]
-    inner.append("else:")
-    inner.append("    for j in range(j0, j1):")
-    inner += ["        " + s for s in _store(nout, input_exprs_general, out_dtypes, fast=False)]
-    body += ["    " + s for s in inner]
-    lines += ["    " + s for s in body]
+    for parallel in (True, False):
+        loop = "prange" if parallel else "range"
+        suffix = "" if parallel else "_serial"
+        flat_targets = [f"out{k}[j]" for k in range(nout)]
+        lines += ["", "", _decorator(parallel), f"def flat{suffix}(n, {', '.join(params)}):"]
+        lines.append(f"    for j in {loop}(n):")
+        lines += ["        " + s for s in _store(nout, flat_inputs, flat_targets, out_dtypes)]
+        lines += ["", "", _decorator(parallel)]
+        lines.append(f"def strided{suffix}(shape, offsets, strides, chunk, {', '.join(params)}):")
+        lines += [
+            "    " + s
+            for s in _strided_body(arrays, nout, fast_inputs, general_inputs, out_dtypes, loop)
+        ]
     lines.append("")
     return "\n".join(lines)
 
 
-def _store(nout: int, input_exprs: list[str], out_dtypes: Sequence[DType], fast: bool) -> list[str]:
+def _strided_body(
+    arrays: list[str],
+    nout: int,
+    fast_inputs: list[str],
+    general_inputs: list[str],
+    out_dtypes: Sequence[DType],
+    loop: str,
+) -> list[str]:
+    n_arrays = len(arrays)
+    body = [
+        "ndim = shape.shape[0]",
+        "cols = shape[ndim - 1]",
+        "n_rows = 1",
+        "for d in range(ndim - 1):",
+        "    n_rows *= shape[d]",
+        "if cols >= chunk:",
+        "    col_chunks = (cols + chunk - 1) // chunk",
+        "    rows_per_item = 1",
+        "else:",
+        "    col_chunks = 1",
+        "    rows_per_item = max(1, chunk // max(cols, 1))",
+        "row_items = (n_rows + rows_per_item - 1) // rows_per_item",
+        f"for work in {loop}(row_items * col_chunks):",
+        "    item = work // col_chunks",
+        "    c0 = (work - item * col_chunks) * chunk",
+        "    c1 = min(c0 + chunk, cols)",
+        "    r0 = item * rows_per_item",
+        "    r1 = min(r0 + rows_per_item, n_rows)",
+        "    index = np.zeros(max(ndim - 1, 1), np.int64)",
+    ]
+    inner = [f"p{a} = offsets[{a}]" for a in range(n_arrays)]
+    inner += ["rem = r0", "for d in range(ndim - 2, -1, -1):"]
+    inner += ["    i = rem % shape[d]", "    rem //= shape[d]", "    index[d] = i"]
+    inner += [f"    p{a} += i * strides[{a}, d]" for a in range(n_arrays)]
+    inner += [f"t{a} = strides[{a}, ndim - 1]" for a in range(n_arrays)]
+    inner.append("unit = " + " and ".join(f"t{a} == 1" for a in range(n_arrays)))
+    inner.append("for r in range(r0, r1):")
+    row = ["if unit:"]
+    row += [f"    v{a} = {name}[p{a} + c0:p{a} + c1]" for a, name in enumerate(arrays)]
+    row.append("    for j in range(c1 - c0):")
+    fast_targets = [f"v{k}[j]" for k in range(nout)]
+    row += ["        " + s for s in _store(nout, fast_inputs, fast_targets, out_dtypes)]
+    row += ["else:", "    for j in range(c0, c1):"]
+    general_targets = [f"out{k}[p{k} + j * t{k}]" for k in range(nout)]
+    row += ["        " + s for s in _store(nout, general_inputs, general_targets, out_dtypes)]
+    # Step the odometer to the next row.
+    row += ["d = ndim - 2", "while d >= 0:", "    index[d] += 1"]
+    row += [f"    p{a} += strides[{a}, d]" for a in range(n_arrays)]
+    row += ["    if index[d] < shape[d]:", "        break"]
+    row += [f"    p{a} -= shape[d] * strides[{a}, d]" for a in range(n_arrays)]
+    row += ["    index[d] = 0", "    d -= 1"]
+    inner += ["    " + s for s in row]
+    body += ["    " + s for s in inner]
+    return body
+
+
+def _store(
+    nout: int, input_exprs: list[str], targets: list[str], out_dtypes: Sequence[DType]
+) -> list[str]:
     call = f"_scalar_fn({', '.join(input_exprs)})"
-    targets = [f"v{k}[j]" if fast else f"out{k}[p{k} + j * t{k}]" for k in range(nout)]
     if nout == 1:
         return [f"{targets[0]} = {_cast(call, out_dtypes[0])}"]
     lines = [f"result = {call}"]
@@ -122,144 +173,191 @@ def _store(nout: int, input_exprs: list[str], out_dtypes: Sequence[DType], fast:
 
 # --- reductions --------------------------------------------------------------------
 
-_REDUCE_INIT = {
-    "sum": "0",
-    "max": "-np.inf",
-    "min": "np.inf",
-}
-
 
 def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType) -> str:
-    """Source of ``kernel(kshape, kstrides, rshape, rstrides, x, x_offset, out,
-    partial_value, partial_index, nsplit)``.
+    """Source of a module with reduction kernels for one kind and dtype combination.
 
-    The output index space (kept dims, ``kshape``) times ``nsplit`` pieces of the
-    reduced index space (``rshape``) forms the parallel work. With ``nsplit == 1`` each
-    work item writes its output directly; otherwise partial results are combined after
-    the parallel loop."""
+    ``kernel(kshape, kstrides, rshape, rstrides, x, x_offset, out, partial_value,
+    partial_index, nsplit)`` (and ``kernel_serial``): the output index space (kept dims)
+    times ``nsplit`` pieces of the reduced index space forms the parallel work. With
+    ``nsplit == 1`` each work item writes its output directly; otherwise partial results
+    are combined after the parallel loop.
+
+    ``columns(kshape, kstrides, rshape, rstrides, x, x_offset, out, block)``: for kept
+    elements that are contiguous along the last kept dim: each work item keeps a vector
+    of ``block`` accumulators and walks the reduced positions once."""
     is_arg = kind in ("argmax", "argmin")
     base = {"argmax": "max", "argmin": "min"}.get(kind, kind)
     init = _init_value(base, acc_dtype)
     acc_cast = "np.bool_" if acc_dtype.name == "bool" else f"np.{acc_dtype.numpy.name}"
+    floating = x_dtype.is_floating_point
 
-    if base == "sum":
-        update = ["acc += {v}"]
-    else:
+    def update(
+        value: str, position: str, acc: str = "acc", acc_index: str = "acc_index"
+    ) -> list[str]:
+        if base == "sum":
+            return [f"{acc} += {value}"]
         better = ">" if base == "max" else "<"
-        nan_check = " or ({v} != {v} and acc == acc)" if x_dtype.is_floating_point else ""
+        nan = f" or ({value} != {value} and {acc} == {acc})" if floating else ""
+        lines = [f"if {value} {better} {acc}{nan}:", f"    {acc} = {value}"]
         if is_arg:
-            update = [
-                f"if {{v}} {better} acc{nan_check}:",
-                "    acc = {v}",
-                "    acc_index = {k}",
-            ]
-        else:
-            update = [f"if {{v}} {better} acc{nan_check}:", "    acc = {v}"]
-
-    def emit(v: str, k: str, indent: str) -> list[str]:
-        return [indent + line.format(v=v, k=k) for line in update]
+            lines.append(f"    {acc_index} = {position}")
+        return lines
 
     fastmath = ", fastmath={'reassoc', 'contract'}" if base == "sum" else ""
-    lines = [_HEADER, ""]
-    lines.append(f"@njit(parallel=True, {_NUMBA_OPTIONS}{fastmath})")
-    lines.append(
-        "def kernel(kshape, kstrides, rshape, rstrides, x, x_offset, out, "
-        "partial_value, partial_index, nsplit):"
-    )
+    lines = [_HEADER]
+    for parallel in (True, False):
+        loop = "prange" if parallel else "range"
+        suffix = "" if parallel else "_serial"
+        lines += ["", "", _decorator(parallel, fastmath)]
+        lines.append(
+            f"def kernel{suffix}(kshape, kstrides, rshape, rstrides, x, x_offset, out, "
+            "partial_value, partial_index, nsplit):"
+        )
+        body = [
+            "n_kept_dims = kshape.shape[0]",
+            "n_red_dims = rshape.shape[0]",
+            "n_out = 1",
+            "for d in range(n_kept_dims):",
+            "    n_out *= kshape[d]",
+            "row_len = rshape[n_red_dims - 1]",
+            "n_red = 1",
+            "for d in range(n_red_dims):",
+            "    n_red *= rshape[d]",
+            "per_split = (n_red + nsplit - 1) // nsplit",
+            "row_stride = rstrides[n_red_dims - 1]",
+            f"for work in {loop}(n_out * nsplit):",
+            "    m = work // nsplit",
+            "    split = work - m * nsplit",
+            "    base = x_offset",
+            "    rem = m",
+            "    for d in range(n_kept_dims - 1, -1, -1):",
+            "        i = rem % kshape[d]",
+            "        rem //= kshape[d]",
+            "        base += i * kstrides[d]",
+            f"    acc = {acc_cast}({init})",
+            "    acc_index = -1",
+            "    k = split * per_split",
+            "    k_end = min(k + per_split, n_red)",
+            "    while k < k_end:",
+            "        row = k // row_len",
+            "        col = k - row * row_len",
+            "        pos = base",
+            "        rem = row",
+            "        for d in range(n_red_dims - 2, -1, -1):",
+            "            i = rem % rshape[d]",
+            "            rem //= rshape[d]",
+            "            pos += i * rstrides[d]",
+            "        stop = min(row_len, col + (k_end - k))",
+            "        if row_stride == 1:",
+            "            segment = x[pos + col:pos + stop]",
+            "            for j in range(stop - col):",
+        ]
+        body += [
+            "                " + s
+            for s in update(_cast_acc("segment[j]", acc_dtype, x_dtype), "k + j")
+        ]
+        body += ["        else:", "            for j in range(col, stop):"]
+        value = _cast_acc("x[pos + j * row_stride]", acc_dtype, x_dtype)
+        body += ["                " + s for s in update(value, "k + j - col")]
+        body.append("        k += stop - col")
+        if is_arg:
+            body += [
+                "    if nsplit == 1:",
+                "        out[m] = acc_index",
+                "    else:",
+                "        partial_value[work] = acc",
+                "        partial_index[work] = acc_index",
+            ]
+        else:
+            body += [
+                "    if nsplit == 1:",
+                f"        out[m] = {_cast('acc', out_dtype)}",
+                "    else:",
+                "        partial_value[work] = acc",
+            ]
+        # Combine partial results (only when the reduced space was split). Empty trailing
+        # splits hold the neutral start value (and index -1), so they never win; strict
+        # comparisons keep the first occurrence of ties.
+        combine = [
+            "if nsplit > 1:",
+            "    for m in range(n_out):",
+            "        acc = partial_value[m * nsplit]",
+            "        acc_index = partial_index[m * nsplit]",
+            "        for split in range(1, nsplit):",
+            "            v = partial_value[m * nsplit + split]",
+        ]
+        if base == "sum":
+            combine.append("            acc += v")
+        else:
+            better = ">" if base == "max" else "<"
+            nan = " or (v != v and acc == acc)" if floating else ""
+            condition = f"v {better} acc{nan}"
+            if is_arg:
+                condition = f"partial_index[m * nsplit + split] >= 0 and ({condition})"
+            combine += [
+                f"            if {condition}:",
+                "                acc = v",
+                "                acc_index = partial_index[m * nsplit + split]",
+            ]
+        if is_arg:
+            combine.append("        out[m] = acc_index")
+        else:
+            combine.append(f"        out[m] = {_cast('acc', out_dtype)}")
+        lines += ["    " + s for s in body + combine]
+
+    # Column reduction: kept elements contiguous along the last kept dim.
+    lines += ["", "", _decorator(True, fastmath)]
+    lines.append("def columns(kshape, kstrides, rshape, rstrides, x, x_offset, out, block):")
     body = [
         "n_kept_dims = kshape.shape[0]",
         "n_red_dims = rshape.shape[0]",
-        "n_out = 1",
-        "for d in range(n_kept_dims):",
-        "    n_out *= kshape[d]",
-        "row_len = rshape[n_red_dims - 1]",
+        "cols = kshape[n_kept_dims - 1]",
+        "n_outer = 1",
+        "for d in range(n_kept_dims - 1):",
+        "    n_outer *= kshape[d]",
         "n_red = 1",
         "for d in range(n_red_dims):",
         "    n_red *= rshape[d]",
-        "per_split = (n_red + nsplit - 1) // nsplit",
-        "row_stride = rstrides[n_red_dims - 1]",
-        "for work in prange(n_out * nsplit):",
-        "    m = work // nsplit",
-        "    split = work - m * nsplit",
-        "    base = x_offset",
-        "    rem = m",
-        "    for d in range(n_kept_dims - 1, -1, -1):",
+        "blocks_per_row = (cols + block - 1) // block",
+        "for work in prange(n_outer * blocks_per_row):",
+        "    outer = work // blocks_per_row",
+        "    c0 = (work - outer * blocks_per_row) * block",
+        "    width = min(block, cols - c0)",
+        "    base = x_offset + c0",
+        "    rem = outer",
+        "    for d in range(n_kept_dims - 2, -1, -1):",
         "        i = rem % kshape[d]",
         "        rem //= kshape[d]",
         "        base += i * kstrides[d]",
-        f"    acc = {acc_cast}({init})",
-        "    acc_index = -1",
-        "    k = split * per_split",
-        "    k_end = min(k + per_split, n_red)",
-        "    while k < k_end:",
-        "        row = k // row_len",
-        "        col = k - row * row_len",
-        "        pos = base",
-        "        rem = row",
-        "        for d in range(n_red_dims - 2, -1, -1):",
-        "            i = rem % rshape[d]",
-        "            rem //= rshape[d]",
-        "            pos += i * rstrides[d]",
-        "        stop = min(row_len, col + (k_end - k))",
-        "        if row_stride == 1:",
-        "            segment = x[pos + col:pos + stop]",
-        "            for j in range(stop - col):",
+        f"    acc = np.full(width, {init}, dtype=np.{acc_dtype.numpy.name})",
+        "    acc_index = np.full(width, -1, dtype=np.int64)",
+        "    index = np.zeros(n_red_dims, np.int64)",
+        "    pos = base",
+        "    for k in range(n_red):",
+        "        segment = x[pos:pos + width]",
+        "        for j in range(width):",
     ]
-    body += emit(_cast_acc("segment[j]", acc_dtype, x_dtype), "k + j", "                ")
+    value = _cast_acc("segment[j]", acc_dtype, x_dtype)
+    body += ["            " + s for s in update(value, "k", "acc[j]", "acc_index[j]")]
     body += [
-        "        else:",
-        "            for j in range(col, stop):",
-    ]
-    body += emit(
-        _cast_acc("x[pos + j * row_stride]", acc_dtype, x_dtype), "k + j - col", "                "
-    )
-    body += [
-        "        k += stop - col",
+        "        d = n_red_dims - 1",
+        "        while d >= 0:",
+        "            index[d] += 1",
+        "            pos += rstrides[d]",
+        "            if index[d] < rshape[d]:",
+        "                break",
+        "            pos -= rshape[d] * rstrides[d]",
+        "            index[d] = 0",
+        "            d -= 1",
+        "    target = outer * cols + c0",
+        "    for j in range(width):",
     ]
     if is_arg:
-        body += [
-            "    if nsplit == 1:",
-            "        out[m] = acc_index",
-            "    else:",
-            "        partial_value[work] = acc",
-            "        partial_index[work] = acc_index",
-        ]
+        body.append("        out[target + j] = acc_index[j]")
     else:
-        body += [
-            "    if nsplit == 1:",
-            f"        out[m] = {_cast('acc', out_dtype)}",
-            "    else:",
-            "        partial_value[work] = acc",
-        ]
-    # Combine the partial results (only when the reduced space was split).
-    combine = [
-        "if nsplit > 1:",
-        "    for m in range(n_out):",
-        "        acc = partial_value[m * nsplit]",
-        "        acc_index = partial_index[m * nsplit]",
-        "        for split in range(1, nsplit):",
-        "            v = partial_value[m * nsplit + split]",
-    ]
-    if base == "sum":
-        combine.append("            acc += v")
-    else:
-        # Empty trailing splits hold the neutral start value (and index -1), so they
-        # never win; strict comparisons keep the first occurrence of ties.
-        better = ">" if base == "max" else "<"
-        nan_check = " or (v != v and acc == acc)" if x_dtype.is_floating_point else ""
-        cond = f"v {better} acc{nan_check}"
-        if is_arg:
-            cond = f"partial_index[m * nsplit + split] >= 0 and ({cond})"
-        combine += [
-            f"            if {cond}:",
-            "                acc = v",
-            "                acc_index = partial_index[m * nsplit + split]",
-        ]
-    if is_arg:
-        combine.append("        out[m] = acc_index")
-    else:
-        combine.append(f"        out[m] = {_cast('acc', out_dtype)}")
-    lines += ["    " + s for s in body + combine]
+        body.append(f"        out[target + j] = {_cast('acc[j]', out_dtype)}")
+    lines += ["    " + s for s in body]
     lines.append("")
     return "\n".join(lines)
 
@@ -274,10 +372,8 @@ def _init_value(base: str, dtype: DType) -> str:
     if base == "sum":
         return "0"
     if dtype.is_floating_point:
-        return _REDUCE_INIT[base]
+        return "-np.inf" if base == "max" else "np.inf"
     if dtype.is_bool:
         return "False" if base == "max" else "True"
-    import numpy as np
-
     info = np.iinfo(dtype.numpy)
     return str(info.min if base == "max" else info.max)

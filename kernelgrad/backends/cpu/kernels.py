@@ -13,8 +13,7 @@ _OPTIONS = {"cache": True, "error_model": "numpy", "nogil": True}
 CHUNK = 4096
 
 
-@njit(parallel=True, **_OPTIONS)
-def take_kernel(x, pre, size, post, index, out, error):  # pragma: no cover - compiled
+def _take(x, pre, size, post, index, out, error):  # pragma: no cover - compiled
     """``out[p, b, q] = x[p, index[b], q]`` for contiguous ``x`` of shape (pre, size, post)."""
     n_index = index.shape[0]
     for work in prange(pre * n_index):
@@ -33,8 +32,7 @@ def take_kernel(x, pre, size, post, index, out, error):  # pragma: no cover - co
             out[target + q] = x[source + q]
 
 
-@njit(parallel=True, **_OPTIONS)
-def index_add_kernel(out, pre, size, post, index, src, error):  # pragma: no cover - compiled
+def _index_add(out, pre, size, post, index, src, error):  # pragma: no cover - compiled
     """``out[p, index[b], q] += src[p, b, q]``; parallel over (p, q), so repeated indices
     never race."""
     n_index = index.shape[0]
@@ -55,3 +53,11 @@ def index_add_kernel(out, pre, size, post, index, src, error):  # pragma: no cov
             source = (p * n_index + b) * post
             for q in range(q0, q1):
                 out[target + q] += src[source + q]
+
+
+# ``prange`` runs as a plain ``range`` when compiled without ``parallel=True``: the serial
+# twins serve small problems, for which starting a parallel region costs more than the work.
+take_kernel = njit(parallel=True, **_OPTIONS)(_take)
+take_kernel_serial = njit(parallel=False, **_OPTIONS)(_take)
+index_add_kernel = njit(parallel=True, **_OPTIONS)(_index_add)
+index_add_kernel_serial = njit(parallel=False, **_OPTIONS)(_index_add)

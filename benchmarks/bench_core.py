@@ -173,7 +173,8 @@ STARTUP_SCRIPT = textwrap.dedent(
     ops = [
         x + y, x - y, x * y, x / (y + 1), x ** 2, x.exp(), (x + 1).log(), x.sqrt(),
         x.tanh(), x.sigmoid(), x.relu(), x.abs(), kg.maximum(x, y), kg.minimum(x, y),
-        x > y, kg.where(x > y, x, y), x.sum(), x.max(), x.argmax(), x.reshape(10, 100) @ y.reshape(100, 10),
+        x > y, kg.where(x > y, x, y), x.sum(), x.max(), x.argmax(),
+        x.reshape(10, 100) @ y.reshape(100, 10),
     ]
     print(f"{len(ops)} {time.perf_counter() - start:.3f}")
     """

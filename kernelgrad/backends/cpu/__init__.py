@@ -306,9 +306,8 @@ class CPUBackend:
         pre, size, post = self._split_at(x.shape, dim)
         error = np.zeros(2, dtype=np.int64)
         target = out.buffer[out.offset : out.offset + prod(out.shape)]
-        _launch(
-            "take", take_kernel, out.shape, x_array, pre, size, post, index_array, target, error
-        )
+        kernel = take_kernel if target.size >= PARALLEL_THRESHOLD else take_kernel_serial
+        _launch("take", kernel, out.shape, x_array, pre, size, post, index_array, target, error)
         return int(error[0]) if error[1] else None
 
     def index_add(self, out: View, dim: int, index: View, source: View) -> Any:

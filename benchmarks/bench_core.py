@@ -201,8 +201,9 @@ def bench_startup() -> None:
     warm_total = min(t for t, _ in warm)
     warm_inside = min(i for _, i in warm)
     print(
-        f"process using {count} ops: empty cache {cold_total:6.2f} s (import+ops {cold_inside:.2f} s) | "
-        f"warm cache {warm_total:6.2f} s (import+ops {warm_inside:.2f} s)",
+        f"process using {count} ops: empty cache {cold_total:6.2f} s "
+        f"(import+ops {cold_inside:.2f} s) | warm cache {warm_total:6.2f} s "
+        f"(import+ops {warm_inside:.2f} s)",
         flush=True,
     )
 

@@ -193,3 +193,21 @@ def test_saved_outputs_do_not_form_reference_cycles(device):
         assert watcher() is None  # freed by reference counting alone
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("layout", ["permuted", "strided", "offset"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: (x * x.exp()).sum(1),
+        lambda x: x.softmax(0)[:, 1:],
+        lambda x: (x @ x.T).tanh(),
+        lambda x: x.reshape(-1)[kg.tensor([0, 5, 5, 2], device=x.device)],
+        lambda x: kg.where(x > 0, x.sigmoid(), x * x).amax(1),
+    ],
+)
+def test_gradients_through_non_contiguous_inputs(fn, layout, device):
+    from tests.helpers import check_grad
+
+    values = np.random.default_rng(11).standard_normal((3, 4))
+    check_grad(fn, values, device=device, layout=layout)

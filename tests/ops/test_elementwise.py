@@ -362,3 +362,18 @@ def test_layout_does_not_change_results(values):
     for layout in ("contiguous", "permuted", "strided", "offset"):
         t = tensor_with_layout(values, layout, "cpu")
         assert_close(t.tanh() * 2, expected.astype(np.float32), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "maximum"])
+@given(data=st.data())
+def test_binary_gradients_on_generated_shapes_and_layouts(name, data, device):
+    fn, _ = BINARY[name]
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=3))
+    a_shape, b_shape = shapes.input_shapes
+    a = data.draw(float_arrays(a_shape, np.float64, 0.5, 2.0))
+    b = data.draw(float_arrays(b_shape, np.float64, 0.5, 2.0))
+    if name == "maximum":
+        # a on a 0.1 grid, b halfway between grid points: never within 0.05 of each other.
+        a, b = np.round(a, 1), np.round(b, 1) + 0.05
+    layout = data.draw(st.sampled_from(["contiguous", "permuted", "strided", "offset"]))
+    check_grad(fn, a, b, device=device, layout=layout)

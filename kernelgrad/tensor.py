@@ -552,6 +552,9 @@ class Tensor:
     def pow(self, other: Any) -> Tensor:
         return _ew.POW(self, other)
 
+    def neg(self) -> Tensor:
+        return _ew.NEG(self)
+
     def exp(self) -> Tensor:
         return _ew.EXP(self)
 

@@ -1,0 +1,27 @@
+"""The CUDA backend: the same tensor programs on an NVIDIA GPU, with numba-cuda kernels.
+
+* buffers are 1-D numba device arrays from a caching pool (``memory.py``): memory in
+  use stays flat across training steps, ``kg.cuda.memory_stats()`` reports it;
+* elementwise kernels are generated from the same scalar functions the CPU backend
+  compiles, with ``cuda.jit(device=True)`` (``codegen.py``); reductions use shared
+  memory and split long rows over blocks; matmul is a tiled shared-memory kernel, or
+  cuBLAS through CuPy on a real GPU (``vendor.py``);
+* gather uses plain loads, scatter-add uses atomics, random numbers come from a
+  counter-based Philox generator (``kernels.py``);
+* every launch uses grid-stride loops and passes shapes and strides as scalars
+  (``launch.py`` chooses block and grid sizes); failures become ``KernelError``.
+
+Without a GPU the whole backend runs in numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1`` set before numba is imported), very slowly, for tests.
+See docs/cuda.md.
+"""
+
+from __future__ import annotations
+
+from ...device import Device
+
+
+def create_backend(device: Device):  # -> CUDABackend (imported lazily with numba-cuda)
+    from .backend import CUDABackend
+
+    return CUDABackend(device)

@@ -1,0 +1,613 @@
+"""The CUDA backend object: the Backend protocol (``backends/base.py``) over numba-cuda.
+
+A buffer is a 1-D numba device array of the tensor's dtype, handed out by the caching
+pool (``memory.py``); views are (shape, strides, offset) over it, as on the CPU. Kernels
+come from ``codegen.py`` (elementwise, reductions, matmul) and ``kernels.py`` (gather,
+scatter-add, random numbers); launches go through ``launch.py``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import warnings
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from ...device import Device
+from ...dtypes import DType, float64, int32, int64
+from ...errors import format_shape
+from ...shapes import coalesce, contiguous_strides, is_contiguous
+from ..base import ScalarFunction, View
+from . import codegen, runtime
+from .launch import Launcher, LaunchPolicy
+from .memory import CachingPool
+from .vendor import CupyGemm, load_cupy, requested_matmul
+
+_IDENTITY = ScalarFunction("identity", "def identity(x):\n    return x\n", 1)
+_MASK64 = (1 << 64) - 1
+
+
+class _Operands:
+    """Operand description for error messages and KG_DEBUG logs (formatted lazily)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, *items: tuple[str, Any]) -> None:
+        self.items = items
+
+    def __str__(self) -> str:
+        parts = []
+        for name, item in self.items:
+            if isinstance(item, View):
+                parts.append(
+                    f"{name} {item.dtype.name}{format_shape(item.shape)} strides "
+                    f"{item.strides} offset {item.offset}"
+                )
+            else:
+                parts.append(f"{name}={item!r}")
+        return ", ".join(parts)
+
+
+def _check_device(device: Device) -> None:
+    cuda = runtime.import_cuda()
+    if not runtime.cuda_available():
+        raise RuntimeError(
+            f"cannot use {device}: numba-cuda found no usable CUDA driver or GPU. On a "
+            "machine without a GPU, set NUMBA_ENABLE_CUDASIM=1 before importing kernelgrad "
+            "to run the CUDA backend in numba's simulator (slow; for tests). "
+            "See docs/cuda.md."
+        )
+    count = len(cuda.gpus)
+    if device.index is None or not 0 <= device.index < count:
+        available = ", ".join(f"cuda:{i}" for i in range(count))
+        raise RuntimeError(
+            f"{device} does not exist: {count} CUDA device{'s' if count != 1 else ''} "
+            f"available ({available})"
+        )
+
+
+class CUDABackend:
+    name = "cuda"
+
+    def __init__(self, device: Device) -> None:
+        _check_device(device)
+        cuda = runtime.import_cuda()
+        self.device = device
+        self.index = int(device.index or 0)
+        self.simulated = runtime.simulated()
+        self.properties = runtime.device_properties(self.index)
+        self.memory = runtime.DeviceMemory(self.index)
+        self.pool = CachingPool(self.memory, str(device))
+        self.policy = LaunchPolicy.for_device(self.properties)
+        self.launcher = Launcher(str(device), cuda, self.simulated, self.memory.context)
+        self._cuda = cuda
+        self._elementwise_kernels: dict[tuple, Any] = {}
+        self._reduce_kernels: dict[tuple, Any] = {}
+        self._matmul_kernels: dict[tuple, Any] = {}
+        self._dummies: dict[str, Any] = {}
+        self._index_error: Any = None
+        self._seed = secrets.randbits(63)
+        self._counter = 0
+        from . import kernels
+
+        self._kernels = kernels
+        self._gemm: CupyGemm | None = None
+        self.matmul_impl = self._choose_matmul()
+
+    # --- memory ---------------------------------------------------------------------------
+    def empty(self, numel: int, dtype: DType) -> Any:
+        return self.pool.allocate(numel, dtype.numpy)
+
+    def from_numpy(self, array: np.ndarray) -> Any:
+        flat = np.ascontiguousarray(array).reshape(-1)
+        buffer = self.pool.allocate(flat.size, flat.dtype)
+        if flat.size:
+            with self.memory.context():
+                buffer.copy_to_device(flat)
+        return buffer
+
+    def to_numpy(self, view: View) -> np.ndarray:
+        n = prod(view.shape)
+        dtype = view.dtype.numpy
+        if n == 0:
+            return np.empty(view.shape, dtype=dtype)
+        if is_contiguous(view.shape, view.strides):
+            return self._copy_to_host(view.buffer, view.offset, n).reshape(view.shape)
+        low, high = view.offset, view.offset
+        for size, stride in zip(view.shape, view.strides):
+            if stride > 0:
+                high += (size - 1) * stride
+            else:
+                low += (size - 1) * stride
+        span = high - low + 1
+        if span <= 4 * n:
+            # A dense enough window: copy it and apply the strides on the host.
+            host = self._copy_to_host(view.buffer, low, span)
+            itemsize = dtype.itemsize
+            strided = np.lib.stride_tricks.as_strided(
+                host[view.offset - low :],
+                shape=view.shape,
+                strides=tuple(s * itemsize for s in view.strides),
+            )
+            return np.array(strided, copy=True)
+        # A sparse view (a column of a large matrix): gather it on the device first.
+        packed = self.empty(n, view.dtype)
+        target = View(packed, view.shape, contiguous_strides(view.shape), 0, view.dtype)
+        self.elementwise(_IDENTITY, [target], [view], [view.dtype])
+        return self._copy_to_host(packed, 0, n).reshape(view.shape)
+
+    def _copy_to_host(self, buffer: Any, start: int, count: int) -> np.ndarray:
+        host = np.empty(count, dtype=buffer.dtype)
+        with self.memory.context():
+            buffer[start : start + count].copy_to_host(host)
+        return host
+
+    def copy_from(self, tensor: Any) -> Any:
+        """A new buffer holding ``tensor``'s values (contiguous), copied from host memory
+        or from this device without a NumPy round trip. None for another GPU (the front
+        end then goes through the host)."""
+        view = tensor._view()
+        n = prod(view.shape)
+        if tensor.device.type == "cpu":
+            return self.from_numpy(tensor.numpy())
+        if tensor.device != self.device:
+            return None
+        buffer = self.empty(n, view.dtype)
+        if n == 0:
+            return buffer
+        if is_contiguous(view.shape, view.strides):
+            with self.memory.context():
+                buffer.copy_to_device(view.buffer[view.offset : view.offset + n])
+        else:
+            target = View(buffer, view.shape, contiguous_strides(view.shape), 0, view.dtype)
+            self.elementwise(_IDENTITY, [target], [view], [view.dtype])
+        return buffer
+
+    def synchronize(self) -> None:
+        self.launcher.synchronize()
+
+    def _dummy(self, dtype: np.dtype) -> Any:
+        """A one-element device array standing in for an unused kernel argument."""
+        key = np.dtype(dtype).name
+        array = self._dummies.get(key)
+        if array is None:
+            with self.memory.context():
+                array = self._dummies[key] = self._cuda.device_array(1, dtype=dtype)
+        return array
+
+    # --- elementwise ------------------------------------------------------------------------
+    def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
+        shape = outputs[0].shape
+        n = prod(shape)
+        if n == 0:
+            return
+        views = list(outputs) + [x for x in inputs if isinstance(x, View)]
+        if n == 1:
+            ndim, run_shape, run_strides = 0, (1,), [(1,)] * len(views)
+        else:
+            run_shape, run_strides = coalesce(shape, [v.strides for v in views])
+            if len(run_shape) == 1 and all(s[0] == 1 for s in run_strides):
+                ndim = 0
+            else:
+                ndim = len(run_shape)
+        kinds = tuple("array" if isinstance(x, View) else "scalar" for x in inputs)
+        key = (
+            fn.key,
+            kinds,
+            tuple(d.name for d in compute_dtypes),
+            tuple(o.dtype.name for o in outputs),
+            ndim,
+        )
+        kernel = self._elementwise_kernels.get(key)
+        if kernel is None:
+            source = codegen.elementwise_source(
+                fn.name,
+                fn.source,
+                fn.nout,
+                kinds,
+                compute_dtypes,
+                [o.dtype for o in outputs],
+                ndim,
+            )
+            kernel = self._elementwise_kernels[key] = _load_kernel(source, f"cuda_{fn.name}")
+        offsets = tuple(v.offset for v in views)
+        operands: list[Any] = [v.buffer for v in outputs]
+        for x, dtype in zip(inputs, compute_dtypes):
+            operands.append(x.buffer if isinstance(x, View) else dtype.numpy.type(x))
+        if ndim == 0:
+            args = (n, offsets, *operands)
+        else:
+            flat_strides = tuple(s for strides in run_strides for s in strides)
+            args = (n, tuple(run_shape), offsets, flat_strides, *operands)
+        blocks, threads = self.policy.grid_for(n)
+        described = _Operands(
+            *[(f"out{k}", o) for k, o in enumerate(outputs)],
+            *[(f"in{i}", x) for i, x in enumerate(inputs)],
+        )
+        self.launcher.launch(fn.name, kernel, blocks, threads, described, args)
+
+    # --- reductions -------------------------------------------------------------------------
+    def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
+        n_out = prod(out.shape)
+        if n_out == 0:
+            return
+        kept = [d for d in range(len(x.shape)) if d not in axes]
+        kept_shape = tuple(x.shape[d] for d in kept)
+        kshape, (kstrides, _) = coalesce(
+            kept_shape, [tuple(x.strides[d] for d in kept), contiguous_strides(kept_shape)]
+        )
+        red_shape = tuple(x.shape[d] for d in axes)
+        rshape, (rstrides,) = coalesce(red_shape, [tuple(x.strides[d] for d in axes)])
+        n_red = prod(red_shape)
+        if kind == "sum":
+            acc = float64 if x.dtype.is_floating_point else int64
+        else:
+            acc = int32 if x.dtype.is_bool else x.dtype
+        self._reduce_pass(
+            kind,
+            x.buffer,
+            x.offset,
+            x.dtype,
+            acc,
+            kshape,
+            kstrides,
+            rshape,
+            rstrides,
+            n_out,
+            n_red,
+            out,
+            index_input=None,
+        )
+
+    def _reduce_pass(
+        self,
+        kind: str,
+        x_buffer: Any,
+        x_offset: int,
+        x_dtype: DType,
+        acc: DType,
+        kshape: tuple[int, ...],
+        kstrides: tuple[int, ...],
+        rshape: tuple[int, ...],
+        rstrides: tuple[int, ...],
+        n_out: int,
+        n_red: int,
+        out: View,
+        index_input: Any,
+    ) -> None:
+        """One pass; splits long rows (first pass only) and runs the combining pass."""
+        policy = self.policy
+        block = policy.reduce_threads
+        is_arg = kind in ("argmax", "argmin")
+        mode = "block" if rstrides[-1] == 1 and n_red >= 2 * block else "thread"
+        nsplit = 1
+        if index_input is None:
+            if mode == "block" and n_out < policy.reduce_blocks:
+                per_thread = block * policy.reduce_min_per_thread
+                nsplit = min(-(-policy.reduce_blocks // n_out), n_red // per_thread)
+            elif mode == "thread" and n_out < policy.reduce_blocks * block:
+                target = policy.reduce_blocks * block
+                nsplit = min(-(-target // n_out), n_red // policy.serial_min_per_thread)
+            nsplit = max(nsplit, 1)
+        per_split = -(-n_red // nsplit) if n_red else 0
+        if per_split:
+            nsplit = -(-n_red // per_split)  # no empty pieces
+        total = n_out * nsplit
+        if mode == "block":
+            grid, threads = min(total, policy.max_blocks), block
+        else:
+            grid, threads = policy.grid_for(total)
+
+        key = (kind, x_dtype.name, acc.name, out.dtype.name, mode, len(kshape), len(rshape))
+        key += (index_input is not None, block)
+        kernel = self._reduce_kernels.get(key)
+        if kernel is None:
+            source = codegen.reduce_source(
+                kind,
+                x_dtype,
+                acc,
+                out.dtype,
+                mode,
+                len(kshape),
+                len(rshape),
+                index_input is not None,
+                block,
+            )
+            kernel = self._reduce_kernels[key] = _load_kernel(source, f"cuda_reduce_{kind}")
+
+        if nsplit > 1:
+            partial = self.empty(total, acc)
+            partial_index = self.empty(total, int64) if is_arg else self._dummy(np.int64)
+        else:
+            partial = self._dummy(acc.numpy)
+            partial_index = self._dummy(np.int64)
+        xi = index_input if index_input is not None else self._dummy(np.int64)
+        args = (
+            n_out,
+            n_red,
+            nsplit,
+            per_split,
+            tuple(kshape),
+            tuple(kstrides),
+            tuple(rshape),
+            tuple(rstrides),
+            x_buffer,
+            x_offset,
+            xi,
+            out.buffer,
+            out.offset,
+            partial,
+            partial_index,
+            nsplit > 1,
+        )
+        described = _Operands(
+            ("out", out),
+            ("kept", kshape),
+            ("reduced", rshape),
+            ("reduced_strides", rstrides),
+            ("mode", mode),
+            ("nsplit", nsplit),
+        )
+        self.launcher.launch(f"reduce_{kind}", kernel, grid, threads, described, args)
+        if nsplit > 1:
+            self._reduce_pass(
+                kind,
+                partial,
+                0,
+                acc,
+                acc,
+                (n_out,),
+                (nsplit,),
+                (nsplit,),
+                (1,),
+                n_out,
+                nsplit,
+                out,
+                index_input=partial_index if is_arg else self._dummy(np.int64),
+            )
+
+    # --- matmul -----------------------------------------------------------------------------
+    def _choose_matmul(self) -> str:
+        choice = requested_matmul()
+        if choice == "kernel" or self.simulated:
+            return "kernel"
+        cupy = load_cupy()
+        if cupy is None:
+            if choice == "cublas":
+                raise RuntimeError(
+                    "KG_CUDA_MATMUL=cublas needs CuPy: `pip install cupy-cuda13x` (or "
+                    "cupy-cuda12x for a CUDA 12 driver); see docs/cuda.md"
+                )
+            return "kernel"
+        self._gemm = CupyGemm(cupy, self.index)
+        return "cublas"
+
+    def set_matmul(self, impl: str) -> None:
+        """Choose ``"cublas"`` (CuPy) or ``"kernel"`` (the own tiled kernel) for matmul."""
+        if impl not in ("cublas", "kernel"):
+            raise ValueError(f"matmul implementation must be 'cublas' or 'kernel', got {impl!r}")
+        if impl == "cublas" and self._gemm is None:
+            cupy = None if self.simulated else load_cupy()
+            if cupy is None:
+                raise RuntimeError("cuBLAS matmul needs CuPy and a real GPU")
+            self._gemm = CupyGemm(cupy, self.index)
+        self.matmul_impl = impl
+
+    def matmul(self, out: View, a: View, b: View) -> None:
+        gemm = self._gemm
+        if self.matmul_impl == "cublas" and gemm is not None and gemm.supports(out.dtype.name):
+            try:
+                gemm.matmul(out, a, b)
+                return
+            except Exception as error:  # pragma: no cover - needs a GPU
+                warnings.warn(
+                    f"cuBLAS matmul through CuPy failed ({type(error).__name__}: {error}); "
+                    "using kernelgrad's own matmul kernel from now on",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self.matmul_impl = "kernel"
+        self.matmul_kernel(out, a, b)
+
+    def matmul_kernel(self, out: View, a: View, b: View) -> None:
+        """The own shared-memory tiled matmul (the fallback and the test reference)."""
+        batch = out.shape[:-2]
+        rows, columns = out.shape[-2:]
+        inner = a.shape[-1]
+        n_batch = prod(batch)
+        if n_batch == 1:
+            bshape: tuple[int, ...] = ()
+            bstrides: tuple[int, ...] = ()
+        else:
+            bshape, batch_strides = coalesce(
+                batch, [a.strides[:-2], b.strides[:-2], out.strides[:-2]]
+            )
+            bstrides = tuple(s for strides in batch_strides for s in strides)
+        dtype = out.dtype
+        acc = dtype if dtype.is_floating_point else int64
+        tile, wpt = self.policy.tile, self.policy.work_per_thread
+        key = (dtype.name, len(bshape), tile, wpt)
+        kernel = self._matmul_kernels.get(key)
+        if kernel is None:
+            source = codegen.matmul_source(dtype, acc, len(bshape), tile, wpt)
+            kernel = self._matmul_kernels[key] = _load_kernel(source, "cuda_matmul")
+        block_m = tile * wpt
+        tiles = n_batch * -(-rows // block_m) * -(-columns // block_m)
+        grid = min(tiles, self.policy.max_matmul_blocks)
+        args = (
+            rows,
+            columns,
+            inner,
+            n_batch,
+            bshape,
+            bstrides,
+            a.buffer,
+            a.offset,
+            a.strides[-2],
+            a.strides[-1],
+            b.buffer,
+            b.offset,
+            b.strides[-2],
+            b.strides[-1],
+            out.buffer,
+            out.offset,
+            out.strides[-2],
+            out.strides[-1],
+        )
+        described = _Operands(("out", out), ("a", a), ("b", b))
+        self.launcher.launch("matmul", kernel, grid, (tile, tile), described, args)
+
+    # --- gather / scatter-add ---------------------------------------------------------------
+    def _split(self, view: View, dim: int) -> tuple[int, int, int, int, int] | None:
+        """(pre, x_pre, x_dim, post, x_post): the view as (pre, size, post) with one
+        stride each, or None when the dims before or after ``dim`` do not merge."""
+        pre_shape, post_shape = view.shape[:dim], view.shape[dim + 1 :]
+        pre_shape_c, (pre_strides,) = coalesce(pre_shape, [view.strides[:dim]])
+        post_shape_c, (post_strides,) = coalesce(post_shape, [view.strides[dim + 1 :]])
+        if len(pre_shape_c) != 1 or len(post_shape_c) != 1:
+            return None
+        return (
+            pre_shape_c[0],
+            pre_strides[0],
+            view.strides[dim],
+            post_shape_c[0],
+            post_strides[0],
+        )
+
+    def _contiguous(self, view: View) -> View:
+        n = prod(view.shape)
+        buffer = self.empty(n, view.dtype)
+        target = View(buffer, view.shape, contiguous_strides(view.shape), 0, view.dtype)
+        self.elementwise(_IDENTITY, [target], [view], [view.dtype])
+        return target
+
+    def _error_flag(self) -> Any:
+        if self._index_error is None:
+            with self.memory.context():
+                self._index_error = self._cuda.to_device(np.zeros(2, dtype=np.int64))
+        return self._index_error
+
+    def _read_error(self) -> int | None:
+        """The offending index a gather/scatter kernel reported, if any (one device read)."""
+        flag = self._index_error
+        with self.memory.context():
+            host = flag.copy_to_host()
+            if host[1]:
+                flag.copy_to_device(np.zeros(2, dtype=np.int64))
+                return int(host[0])
+        return None
+
+    def take(self, out: View, x: View, dim: int, index: View) -> Any:
+        split = self._split(x, dim)
+        if split is None:
+            x = self._contiguous(x)
+            split = self._split(x, dim)
+            assert split is not None
+        pre, x_pre, x_dim, post, x_post = split
+        n_index = prod(index.shape)
+        n = pre * n_index * post
+        if n == 0:
+            return None
+        blocks, threads = self.policy.grid_for(n)
+        args = (
+            n,
+            pre,
+            n_index,
+            post,
+            x.buffer,
+            x.offset,
+            x_pre,
+            x_dim,
+            x_post,
+            x.shape[dim],
+            index.buffer,
+            index.offset,
+            index.strides[0] if index.strides else 0,
+            out.buffer,
+            out.offset,
+            self._error_flag(),
+        )
+        described = _Operands(("out", out), ("x", x), ("dim", dim), ("index", index))
+        self.launcher.launch("take", self._kernels.take_kernel, blocks, threads, described, args)
+        return self._read_error()
+
+    def index_add(self, out: View, dim: int, index: View, source: View) -> Any:
+        split = self._split(out, dim)
+        if split is None:  # pragma: no cover - the front end passes a fresh clone
+            raise ValueError("index_add needs a target whose dims around `dim` merge")
+        pre, o_pre, o_dim, post, o_post = split
+        if not is_contiguous(source.shape, source.strides):
+            source = self._contiguous(source)
+        n_index = prod(index.shape)
+        n = pre * n_index * post
+        if n == 0:
+            return None
+        blocks, threads = self.policy.grid_for(n)
+        args = (
+            n,
+            pre,
+            n_index,
+            post,
+            out.buffer,
+            out.offset,
+            o_pre,
+            o_dim,
+            o_post,
+            out.shape[dim],
+            index.buffer,
+            index.offset,
+            index.strides[0] if index.strides else 0,
+            source.buffer,
+            source.offset,
+            self._error_flag(),
+        )
+        described = _Operands(("out", out), ("dim", dim), ("index", index), ("source", source))
+        kernel = self._kernels.index_add_kernel
+        self.launcher.launch("index_add", kernel, blocks, threads, described, args)
+        return self._read_error()
+
+    # --- random numbers ---------------------------------------------------------------------
+    def manual_seed(self, seed: int) -> None:
+        self._seed = int(seed) & _MASK64
+        self._counter = 0
+
+    def random(self, out: View, distribution: str, low: float, high: float) -> None:
+        n = prod(out.shape)
+        if n == 0:
+            return
+        seed_low = np.uint64(self._seed & 0xFFFFFFFF)
+        seed_high = np.uint64((self._seed >> 32) & 0xFFFFFFFF)
+        counter = self._counter
+        self._counter += n
+        kernels = self._kernels
+        wide = out.dtype is float64
+        if distribution == "uniform":
+            kernel = kernels.uniform_kernel
+            args: tuple = (n, out.buffer, out.offset, float(low), float(high))
+            args += (seed_low, seed_high, counter, wide)
+        elif distribution == "normal":
+            kernel = kernels.normal_kernel
+            args = (n, out.buffer, out.offset, float(low), float(high))
+            args += (seed_low, seed_high, counter, wide)
+        elif distribution == "integers":
+            kernel = kernels.integers_kernel
+            span = np.uint64(int(high) - int(low))
+            args = (n, out.buffer, out.offset, int(low), span, seed_low, seed_high, counter)
+        else:
+            raise ValueError(f"unknown distribution {distribution!r}")
+        blocks, threads = self.policy.grid_for(n)
+        described = _Operands(("out", out), ("distribution", distribution))
+        self.launcher.launch(f"random_{distribution}", kernel, blocks, threads, described, args)
+
+    # --- introspection ----------------------------------------------------------------------
+    def __repr__(self) -> str:
+        kind = "simulated" if self.simulated else self.properties.name
+        return f"<CUDABackend {self.device} ({kind}), matmul={self.matmul_impl}>"
+
+
+def _load_kernel(source: str, prefix: str) -> Any:
+    from ...codecache import load_module
+
+    return load_module(source, prefix).kernel

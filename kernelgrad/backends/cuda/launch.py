@@ -1,0 +1,183 @@
+"""Launch configurations, and turning CUDA failures into Python exceptions.
+
+**Launch policy.** Every kernel of the backend uses grid-stride loops, so any problem
+size runs with any grid; the policy only decides how much of the device to occupy:
+
+* elementwise, gather, scatter and random kernels use blocks of ``threads`` (256 on a
+  GPU: 8 resident blocks fill an SM's 2048 threads) and at most ``max_blocks`` blocks
+  (``8 x`` the number of SMs); a larger problem loops;
+* reductions use ``reduce_threads`` per block for long rows (a shared-memory tree) and
+  aim at ``reduce_blocks`` busy blocks, splitting rows when there are few of them;
+* the tiled matmul uses ``tile x tile`` threads per block, each computing
+  ``work_per_thread**2`` outputs.
+
+Under the simulator every thread is a Python thread (~0.1-0.4 ms each), so the policy
+shrinks to blocks of 32 threads and grids of 2 blocks (and 8x8 matmul tiles). Tests
+still cross block and tile edges because the shapes they use (33, 100, ...) exceed one
+block, and grid-stride loops make several passes.
+
+**Errors.** A launch that fails (a kernel that does not compile for the given dtypes, an
+out-of-bounds access caught by the simulator, a CUDA launch error) raises
+:class:`~kernelgrad.errors.KernelError` naming the kernel, the operand shapes and the
+launch configuration. CUDA reports faults inside a kernel (an illegal address)
+asynchronously, at the next synchronising call; set ``KG_CUDA_LAUNCH_BLOCKING=1`` (or
+``CUDA_LAUNCH_BLOCKING=1``) to synchronise after every launch and name the failing one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from ...debug import debug_level, log
+from ...errors import KernelError
+from .runtime import DeviceProperties
+
+
+@dataclass(frozen=True)
+class LaunchPolicy:
+    threads: int
+    max_blocks: int
+    warp: int
+    reduce_threads: int
+    reduce_blocks: int
+    reduce_min_per_thread: int
+    serial_min_per_thread: int
+    tile: int
+    work_per_thread: int
+    max_matmul_blocks: int
+
+    @classmethod
+    def for_device(cls, properties: DeviceProperties) -> LaunchPolicy:
+        if properties.simulated:
+            return cls(
+                threads=32,
+                max_blocks=2,
+                warp=1,
+                reduce_threads=32,
+                reduce_blocks=2,
+                reduce_min_per_thread=1,
+                serial_min_per_thread=2,
+                tile=8,
+                work_per_thread=2,
+                max_matmul_blocks=4,
+            )
+        sms = max(properties.multiprocessors, 1)
+        return cls(
+            threads=256,
+            max_blocks=8 * sms,
+            warp=32,
+            reduce_threads=256,
+            reduce_blocks=4 * sms,
+            reduce_min_per_thread=8,
+            serial_min_per_thread=64,
+            tile=16,
+            work_per_thread=4,
+            max_matmul_blocks=2**31 - 1,
+        )
+
+    def grid_for(self, n: int) -> tuple[int, int]:
+        """(blocks, threads per block) for a grid-stride loop over ``n`` items."""
+        if n <= 0:
+            return 1, self.warp
+        threads = min(self.threads, -(-n // self.warp) * self.warp)
+        blocks = min(-(-n // threads), self.max_blocks)
+        return blocks, threads
+
+
+@dataclass
+class LaunchRecord:
+    name: str
+    grid: Any
+    block: Any
+    operands: Any  # formatted only when needed
+
+    def __str__(self) -> str:
+        return f"{self.name} grid={self.grid} block={self.block} operands: {self.operands}"
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip() not in ("", "0")
+
+
+class Launcher:
+    """Launches kernels on one device, records the last few launches, wraps failures."""
+
+    def __init__(self, device_name: str, cuda: Any, simulated: bool, context: Any) -> None:
+        self.device_name = device_name
+        self._cuda = cuda
+        self._context = context
+        self._simulated = simulated
+        self.recent: deque[LaunchRecord] = deque(maxlen=8)
+        self.blocking = _env_flag("KG_CUDA_LAUNCH_BLOCKING") or _env_flag("CUDA_LAUNCH_BLOCKING")
+
+    def launch(
+        self, name: str, kernel: Any, grid: Any, block: Any, operands: Any, args: tuple
+    ) -> None:
+        record = LaunchRecord(name, grid, block, operands)
+        self.recent.append(record)
+        level = debug_level()
+        compiled_before = len(getattr(kernel, "overloads", ())) if level >= 1 else 0
+        start = time.perf_counter() if level >= 1 else 0.0
+        try:
+            with self._context():
+                kernel[grid, block](*args)
+                if self.blocking or level >= 2:
+                    self._cuda.synchronize()
+        except KernelError:
+            raise
+        except Exception as error:
+            raise KernelError(self._describe_failure(record, error)) from error
+        if level >= 1:
+            elapsed = time.perf_counter() - start
+            compiled = len(getattr(kernel, "overloads", ())) != compiled_before
+            if compiled:
+                log(f"compiled cuda {name} in {elapsed:.2f} s ({operands})")
+            elif level >= 2:
+                log(
+                    f"{self.device_name} {name:<24} grid={grid!s:<10} block={block!s:<10} "
+                    f"{elapsed * 1e6:9.1f} us  {operands}"
+                )
+
+    def _describe_failure(self, record: LaunchRecord, error: Exception) -> str:
+        kind = type(error).__name__
+        text = str(error).strip().splitlines()
+        summary = text[0] if text else ""
+        message = (
+            f"CUDA kernel '{record.name}' failed on {self.device_name}: {kind}: {summary}. "
+            f"Launch configuration: grid={record.grid}, block={record.block}; operands: "
+            f"{record.operands}."
+        )
+        if "Typing" in kind or "Lowering" in kind or "Unsupported" in kind:
+            message += (
+                " numba-cuda could not compile the kernel for these dtypes: the scalar "
+                "function may use something CUDA does not support (only `math`, arithmetic "
+                "and comparisons are allowed)."
+            )
+        elif self._simulated and isinstance(error, IndexError):
+            message += (
+                " The CUDA simulator caught an out-of-bounds memory access: on a GPU this "
+                "would be an illegal address error. This is a bug in the kernel."
+            )
+        elif not self.blocking:
+            message += (
+                " CUDA reports faults asynchronously, so an earlier launch may be the "
+                "culprit; set KG_CUDA_LAUNCH_BLOCKING=1 to stop at the failing launch."
+            )
+        return message
+
+    def synchronize(self) -> None:
+        try:
+            with self._context():
+                self._cuda.synchronize()
+        except Exception as error:
+            recent = "; ".join(str(r) for r in self.recent) or "none recorded"
+            raise KernelError(
+                f"a CUDA kernel launched earlier on {self.device_name} failed: "
+                f"{type(error).__name__}: {error}. Most recent launches: {recent}. Set "
+                "KG_CUDA_LAUNCH_BLOCKING=1 to stop at the failing launch. After an illegal "
+                "address the CUDA context is unusable: restart the process."
+            ) from error

@@ -1,0 +1,138 @@
+"""The thin layer between the CUDA backend and numba-cuda.
+
+Everything that differs between a real GPU and Numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``) lives here: how a raw block of device memory is allocated,
+how a typed 1-D array is laid over it, what the device is called and how many
+multiprocessors it has, and which exceptions mean "out of memory". The rest of the
+backend is written once against this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+def simulated() -> bool:
+    """True when numba-cuda runs kernels in its Python simulator (no GPU involved)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
+
+
+def import_cuda() -> Any:
+    """``numba.cuda``, with an error that says how to install it."""
+    try:
+        from numba import cuda
+    except ImportError as error:  # pragma: no cover - numba is a dependency
+        raise RuntimeError(
+            "the CUDA backend needs numba-cuda: `pip install kernelgrad[cuda]` (see "
+            "docs/cuda.md for the CUDA 12 / CUDA 13 choice)"
+        ) from error
+    return cuda
+
+
+def cuda_available() -> bool:
+    """A GPU that numba-cuda can drive, or the simulator."""
+    try:
+        cuda = import_cuda()
+        return bool(cuda.is_available())
+    except Exception:
+        return False
+
+
+def device_count() -> int:
+    if not cuda_available():
+        return 0
+    return len(import_cuda().gpus)
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    name: str
+    multiprocessors: int
+    compute_capability: tuple[int, int]
+    max_threads_per_block: int
+    simulated: bool
+
+
+def device_properties(index: int) -> DeviceProperties:
+    cuda = import_cuda()
+    if simulated():
+        return DeviceProperties("CUDA simulator", 1, (9, 0), 1024, True)
+    with cuda.gpus[index]:
+        device = cuda.get_current_device()
+        name = device.name.decode() if isinstance(device.name, bytes) else str(device.name)
+        return DeviceProperties(
+            name,
+            int(device.MULTIPROCESSOR_COUNT),
+            tuple(device.compute_capability),
+            int(device.MAX_THREADS_PER_BLOCK),
+            False,
+        )
+
+
+class DeviceMemory:
+    """Raw device allocations and typed views over them, for one device.
+
+    ``allocate_raw(nbytes)`` returns an opaque block (a numba ``uint8`` device array);
+    ``typed(block, numel, dtype)`` returns the 1-D device array of ``dtype`` that tensors
+    use as their buffer. It shares the block's memory (and keeps it alive)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self._cuda = import_cuda()
+        self._simulated = simulated()
+        # With one device (the common case) there is nothing to switch between.
+        self._single = self._simulated or len(self._cuda.gpus) == 1
+        if not self._simulated:
+            from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+            self._device_array_type = DeviceNDArray
+
+    def context(self) -> Any:
+        """A context manager that makes this device current (a no-op with one device)."""
+        if self._single:
+            return contextlib.nullcontext()
+        return self._cuda.gpus[self.index]
+
+    def allocate_raw(self, nbytes: int) -> Any:
+        with self.context():
+            return self._cuda.device_array(nbytes, dtype=np.uint8)
+
+    def typed(self, block: Any, numel: int, dtype: np.dtype) -> Any:
+        if self._simulated:
+            return block[: numel * dtype.itemsize].view(dtype)
+        return self._device_array_type(
+            shape=(numel,), strides=(dtype.itemsize,), dtype=dtype, gpu_data=block.gpu_data
+        )
+
+    def release_raw_memory(self) -> None:
+        """Let numba hand freed blocks back to the driver now (not at its next flush)."""
+        if self._simulated:
+            return
+        with self.context():
+            self._cuda.current_context().deallocations.clear()
+
+    def free_bytes(self) -> int | None:
+        """Free memory on the device as the driver sees it (None in the simulator)."""
+        if self._simulated:
+            return None
+        with self.context():
+            free, _total = self._cuda.current_context().get_memory_info()
+            return int(free)
+
+    def total_bytes(self) -> int | None:
+        if self._simulated:
+            return None
+        with self.context():
+            _free, total = self._cuda.current_context().get_memory_info()
+            return int(total)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Does a numba-cuda exception mean the driver ran out of device memory?"""
+    text = f"{type(error).__name__}: {error}"
+    return "OUT_OF_MEMORY" in text or "out of memory" in text.lower()

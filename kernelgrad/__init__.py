@@ -66,6 +66,7 @@ from .ops.elementwise import clamp, where
 from .ops.indexing import gather, index_add, take
 from .ops.linalg import matmul
 from .ops.movement import cat, stack
+from .placement import on
 from .tensor import Tensor, allow_scalar
 
 float = float32

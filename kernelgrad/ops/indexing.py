@@ -85,6 +85,11 @@ def index_add(target: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
     ``target.shape[:dim] + index.shape + target.shape[dim+1:]``."""
     d = normalize_dim(dim, target.ndim, "index_add")
     index = _index_tensor(index, target.device, "index_add")
+    if source.device != target.device:
+        raise DeviceMismatchError(
+            f"index_add: the source is on {source.device} but the target is on "
+            f"{target.device}; move it with `.to({str(target.device)!r})`"
+        )
     expected = target.shape[:d] + index.shape + target.shape[d + 1 :]
     if source.shape != expected:
         raise ShapeError(

@@ -30,20 +30,28 @@ _MASK64 = (1 << 64) - 1
 
 
 class _Operands:
-    """Operand description for error messages and KG_DEBUG logs (formatted lazily)."""
+    """Operand description for error messages and KG_DEBUG logs, formatted lazily.
+
+    Keeps only metadata: launch records must never keep a buffer (and its pool block)
+    alive."""
 
     __slots__ = ("items",)
 
     def __init__(self, *items: tuple[str, Any]) -> None:
-        self.items = items
+        self.items = tuple(
+            (name, (item.dtype.name, item.shape, item.strides, item.offset))
+            if isinstance(item, View)
+            else (name, item)
+            for name, item in items
+        )
 
     def __str__(self) -> str:
         parts = []
         for name, item in self.items:
-            if isinstance(item, View):
+            if isinstance(item, tuple) and len(item) == 4 and isinstance(item[0], str):
+                dtype, shape, strides, offset = item
                 parts.append(
-                    f"{name} {item.dtype.name}{format_shape(item.shape)} strides "
-                    f"{item.strides} offset {item.offset}"
+                    f"{name} {dtype}{format_shape(shape)} strides {strides} offset {offset}"
                 )
             else:
                 parts.append(f"{name}={item!r}")
@@ -610,4 +618,6 @@ class CUDABackend:
 def _load_kernel(source: str, prefix: str) -> Any:
     from ...codecache import load_module
 
+    if runtime.simulated():
+        source = codegen.for_simulator(source)
     return load_module(source, prefix).kernel

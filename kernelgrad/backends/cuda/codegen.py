@@ -31,6 +31,7 @@ Kernels:
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 
 import numpy as np
@@ -44,6 +45,25 @@ import math
 import numpy as np
 from numba import cuda, float32, float64, int32, int64
 '''
+
+
+class _PythonBoolComparisons(ast.NodeTransformer):
+    """Wrap every comparison in ``bool(...)``. In the simulator, comparing NumPy scalars
+    gives ``np.bool_``, which refuses arithmetic (``(x > 0) - (x < 0)`` raises); compiled
+    code gives booleans that act as 0 and 1, as Python's do."""
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        return ast.Call(func=ast.Name("bool", ast.Load()), args=[node], keywords=[])
+
+
+def for_simulator(source: str) -> str:
+    """Adapt a generated module so that the simulator computes what the GPU would:
+    IEEE ``math`` (see ``simmath.py``) and comparisons that give Python booleans."""
+    tree = _PythonBoolComparisons().visit(ast.parse(source))
+    adapted = ast.unparse(ast.fix_missing_locations(tree))
+    simulated_math = "from kernelgrad.backends.cuda import simmath as math\n"
+    return adapted.replace("import math\n", simulated_math, 1)
 
 
 def numba_type(dtype: DType) -> str:
@@ -343,11 +363,12 @@ def matmul_source(dtype: DType, acc_dtype: DType, batch_ndim: int, tile: int, wp
     body += [
         # a tile is stored transposed (k major) and padded by one column so that the
         # stores of a warp fall into different shared-memory banks
-        f"a_tile = cuda.shared.array((TILE, BLOCK_M + 1), {acc_type})",
-        f"b_tile = cuda.shared.array((TILE, BLOCK_M), {acc_type})",
-        f"acc = cuda.local.array((WPT, WPT), {acc_type})",
-        f"a_regs = cuda.local.array(WPT, {acc_type})",
-        f"b_regs = cuda.local.array(WPT, {acc_type})",
+        # (array shapes must be literal constants for numba-cuda)
+        f"a_tile = cuda.shared.array(({tile}, {block_m + 1}), {acc_type})",
+        f"b_tile = cuda.shared.array(({tile}, {block_m}), {acc_type})",
+        f"acc = cuda.local.array(({wpt}, {wpt}), {acc_type})",
+        f"a_regs = cuda.local.array({wpt}, {acc_type})",
+        f"b_regs = cuda.local.array({wpt}, {acc_type})",
         "tx = cuda.threadIdx.x",
         "ty = cuda.threadIdx.y",
         "tiles_m = (M + BLOCK_M - 1) // BLOCK_M",

@@ -26,8 +26,10 @@ asynchronously, at the next synchronising call; set ``KG_CUDA_LAUNCH_BLOCKING=1`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +90,13 @@ class LaunchPolicy:
         return blocks, threads
 
 
+@contextlib.contextmanager
+def _ignore_runtime_warnings() -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
 @dataclass
 class LaunchRecord:
     name: str
@@ -123,7 +132,7 @@ class Launcher:
         compiled_before = len(getattr(kernel, "overloads", ())) if level >= 1 else 0
         start = time.perf_counter() if level >= 1 else 0.0
         try:
-            with self._context():
+            with self._context(), self._quiet():
                 kernel[grid, block](*args)
                 if self.blocking or level >= 2:
                     self._cuda.synchronize()
@@ -141,6 +150,11 @@ class Launcher:
                     f"{self.device_name} {name:<24} grid={grid!s:<10} block={block!s:<10} "
                     f"{elapsed * 1e6:9.1f} us  {operands}"
                 )
+
+    def _quiet(self) -> Any:
+        """The simulator computes with NumPy scalars, which warn where a GPU silently
+        gives inf or nan (1 / 0, overflow): silence those warnings, as the device would."""
+        return _ignore_runtime_warnings() if self._simulated else contextlib.nullcontext()
 
     def _describe_failure(self, record: LaunchRecord, error: Exception) -> str:
         kind = type(error).__name__

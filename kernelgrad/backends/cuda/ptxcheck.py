@@ -1,0 +1,280 @@
+"""Compile every kind of CUDA kernel kernelgrad generates to PTX, without a GPU.
+
+The CUDA simulator runs kernels as Python, so it cannot catch what numba-cuda's type
+inference would reject (a scalar function that does not type for some dtype, a cast
+CUDA does not support). This module compiles the real thing with NVVM for a chosen
+compute capability::
+
+    python -m kernelgrad.backends.cuda.ptxcheck            # cc 9.0, the common cases
+    python -m kernelgrad.backends.cuda.ptxcheck --all      # every op and dtype pattern
+
+It needs numba-cuda's compiler libraries (``pip install "numba-cuda[cu13]"``), but no
+GPU and no driver. Exit status: 0 all compiled, 1 some failed, 77 no compiler here.
+Must run without ``NUMBA_ENABLE_CUDASIM``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from typing import Any
+
+NO_COMPILER = 77
+
+
+def _install_fake_device(cc: tuple[int, int]) -> None:
+    """Device functions ask the current device for its compute capability when a kernel
+    that calls them is compiled; without a GPU, answer with ``cc``."""
+    import numba.cuda.dispatcher as dispatcher
+
+    class _Device:
+        compute_capability = cc
+
+    dispatcher.get_current_device = lambda: _Device()
+
+
+def _types() -> Any:
+    from numba.cuda import types
+
+    return types
+
+
+def _array(dtype: Any) -> Any:
+    types = _types()
+    return types.Array(_scalar_type(dtype), 1, "C")
+
+
+def _scalar_type(dtype: Any) -> Any:
+    types = _types()
+    return types.boolean if dtype.is_bool else getattr(types, dtype.name)
+
+
+def _tuple(n: int) -> Any:
+    types = _types()
+    return types.UniTuple(types.int64, n)
+
+
+def elementwise_cases(everything: bool) -> Iterator[tuple[str, str, tuple]]:
+    """(name, source, signature) for generated elementwise kernels."""
+    from ...dtypes import bool_, float32, float64, int32, int64
+    from ...ops.elementwise import IDENTITY, OPS
+    from . import codegen
+
+    types = _types()
+    dtype_sets = [float32, int64, bool_] + ([float64, int32] if everything else [])
+    for op_name, op in sorted(OPS.items()):
+        for dtype in dtype_sets:
+            operands = [_Probe(dtype)] * op.scalar.nin
+            try:
+                compute, out = op.dtype_rule(operands)
+            except Exception:
+                continue
+            if op.reject_bool and out.is_bool:
+                continue
+            patterns = [tuple(["array"] * op.scalar.nin)]
+            if op.scalar.nin > 1:
+                patterns.append(("array",) + ("scalar",) * (op.scalar.nin - 1))
+            for kinds in patterns:
+                for ndim in (0, 2) if everything else (0,):
+                    source = codegen.elementwise_source(
+                        op.scalar.name, op.scalar.source, 1, kinds, compute, [out], ndim
+                    )
+                    n_arrays = 1 + kinds.count("array")
+                    signature = [types.int64]
+                    if ndim:
+                        signature += [_tuple(ndim), _tuple(n_arrays), _tuple(n_arrays * ndim)]
+                    else:
+                        signature.append(_tuple(n_arrays))
+                    signature.append(_array(out))
+                    for kind, dt in zip(kinds, compute):
+                        signature.append(_array(dt) if kind == "array" else _scalar_type(dt))
+                    yield (
+                        f"{op_name}[{dtype.name},{','.join(kinds)},ndim={ndim}]",
+                        source,
+                        tuple(signature),
+                    )
+    for target in (float32, float64, int32, int64, bool_):
+        for source_dtype in (float32, int64, bool_):
+            source = codegen.elementwise_source(
+                "identity", IDENTITY.scalar.source, 1, ("array",), [target], [target], 1
+            )
+            signature = (
+                types.int64,
+                _tuple(1),
+                _tuple(2),
+                _tuple(2),
+                _array(target),
+                _array(source_dtype),
+            )
+            yield f"cast[{source_dtype.name}->{target.name}]", source, signature
+
+
+class _Probe:
+    """Stands in for a tensor operand when asking an op's dtype rule."""
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = dtype
+        self.ndim = 1
+        self.shape = (1,)
+
+
+def reduce_cases(everything: bool) -> Iterator[tuple[str, str, tuple]]:
+    from ...dtypes import bool_, float32, float64, int32, int64
+    from . import codegen
+
+    types = _types()
+    dtypes = [float32, float64, int32, int64, bool_] if everything else [float32, int64, bool_]
+    for kind in ("sum", "max", "min", "argmax", "argmin"):
+        for x in dtypes:
+            if kind == "sum":
+                acc = float64 if x.is_floating_point else int64
+                out = x if x.is_floating_point else int64
+            else:
+                acc = int32 if x.is_bool else x
+                out = int64 if kind.startswith("arg") else x
+            for mode in ("block", "thread"):
+                for index_input in (False, True):
+                    source_dtype = acc if index_input else x
+                    source = codegen.reduce_source(
+                        kind, source_dtype, acc, out, mode, 1, 2, index_input, 256
+                    )
+                    signature = (
+                        types.int64,
+                        types.int64,
+                        types.int64,
+                        types.int64,
+                        _tuple(1),
+                        _tuple(1),
+                        _tuple(2),
+                        _tuple(2),
+                        _array(source_dtype),
+                        types.int64,
+                        _array(int64),
+                        _array(out),
+                        types.int64,
+                        _array(acc),
+                        _array(int64),
+                        types.boolean,
+                    )
+                    name = f"reduce_{kind}[{x.name},{mode},index_input={index_input}]"
+                    yield name, source, signature
+
+
+def matmul_cases(everything: bool) -> Iterator[tuple[str, str, tuple]]:
+    from ...dtypes import bool_, float32, float64, int32, int64
+    from . import codegen
+
+    types = _types()
+    dtypes = [float32, float64, int32, int64, bool_] if everything else [float32, float64]
+    for dtype in dtypes:
+        acc = dtype if dtype.is_floating_point else int64
+        for batch in (0, 2):
+            source = codegen.matmul_source(dtype, acc, batch, 16, 4)
+            i64 = types.int64
+            signature = (i64, i64, i64, i64, _tuple(batch), _tuple(3 * batch))
+            for _operand in range(3):
+                signature += (_array(dtype), i64, i64, i64)
+            yield f"matmul[{dtype.name},batch_ndim={batch}]", source, signature
+
+
+def static_cases() -> Iterator[tuple[str, Any, tuple]]:
+    """(name, python function, signature) for the hand-written kernels."""
+    from ...dtypes import float32, float64, int32, int64
+    from . import kernels
+
+    types = _types()
+    i64, u64 = types.int64, types.uint64
+    for dtype in (float32, float64, int32, int64):
+        take = (i64, i64, i64, i64, _array(dtype), i64, i64, i64, i64, i64, _array(int64))
+        take += (i64, i64, _array(dtype), i64, _array(int64))
+        yield f"take[{dtype.name}]", kernels.take_kernel.py_func, take
+        scatter = (i64, i64, i64, i64, _array(dtype), i64, i64, i64, i64, i64, _array(int64))
+        scatter += (i64, i64, _array(dtype), i64, _array(int64))
+        yield f"index_add[{dtype.name}]", kernels.index_add_kernel.py_func, scatter
+    for dtype in (float32, float64):
+        real = (i64, _array(dtype), i64, types.float64, types.float64, u64, u64, i64)
+        yield f"uniform[{dtype.name}]", kernels.uniform_kernel.py_func, real + (types.boolean,)
+        yield f"normal[{dtype.name}]", kernels.normal_kernel.py_func, real + (types.boolean,)
+    for dtype in (int32, int64, float32):
+        integers = (i64, _array(dtype), i64, i64, u64, u64, u64, i64)
+        yield f"integers[{dtype.name}]", kernels.integers_kernel.py_func, integers
+
+
+def compiler_available(cc: tuple[int, int]) -> str | None:
+    """None if a trivial kernel compiles, else the reason it does not."""
+    from numba import cuda
+
+    def probe(out):  # pragma: no cover - compiled
+        out[0] = 1.0
+
+    try:
+        cuda.compile_ptx(probe, (_array(_float32()),), cc=cc)
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def _float32() -> Any:
+    from ...dtypes import float32
+
+    return float32
+
+
+def run(cc: tuple[int, int], everything: bool, verbose: bool) -> int:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        print("ptxcheck must run without NUMBA_ENABLE_CUDASIM=1", file=sys.stderr)
+        return 2
+    from numba import cuda
+
+    from ...codecache import load_module
+
+    reason = compiler_available(cc)
+    if reason is not None:
+        print(f"no CUDA compiler available: {reason}", file=sys.stderr)
+        return NO_COMPILER
+    _install_fake_device(cc)
+    cases: list[tuple[str, Any, tuple]] = []
+    for name, source, signature in (
+        list(elementwise_cases(everything))
+        + list(reduce_cases(everything))
+        + list(matmul_cases(everything))
+    ):
+        cases.append((name, load_module(source, "ptxcheck").kernel.py_func, signature))
+    cases += list(static_cases())
+    failures = []
+    start = time.perf_counter()
+    for name, function, signature in cases:
+        try:
+            ptx, _ = cuda.compile_ptx(function, signature, cc=cc)
+            assert ".entry" in ptx
+            if verbose:
+                print(f"ok   {name}")
+        except Exception as error:
+            failures.append((name, error))
+            print(f"FAIL {name}: {type(error).__name__}: {str(error).splitlines()[0]}")
+            if verbose:
+                traceback.print_exception(error)
+    elapsed = time.perf_counter() - start
+    print(
+        f"compiled {len(cases) - len(failures)} of {len(cases)} kernels to PTX for "
+        f"compute capability {cc[0]}.{cc[1]} in {elapsed:.1f} s"
+    )
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cc", default="9.0", help="compute capability, e.g. 8.0 or 9.0")
+    parser.add_argument("--all", action="store_true", help="every op, dtype and rank")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    major, minor = (int(part) for part in args.cc.split("."))
+    return run((major, minor), args.all, args.verbose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

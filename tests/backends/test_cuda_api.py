@@ -136,11 +136,7 @@ def test_backward_gradient_on_another_device_is_refused(cuda):
 # --- the scalar-access guard ----------------------------------------------------------------
 ACCESSES = {
     "if on an element": lambda t: bool(t[1] > 1),
-    "the loop from the issue": lambda t: [
-        t.__setitem__(i, 1)
-        for i in range(3)
-        if t[i] > 1
-    ],
+    "the loop from the issue": lambda t: [t.__setitem__(i, 1) for i in range(3) if t[i] > 1],
     "float()": lambda t: float(t[0]),
     "int()": lambda t: int(t[0]),
     "bool()": lambda t: bool(t[0]),

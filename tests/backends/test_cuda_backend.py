@@ -44,9 +44,9 @@ TINY = LaunchPolicy(
     reduce_blocks=2,
     reduce_min_per_thread=1,
     serial_min_per_thread=2,
-    tile=8,
-    work_per_thread=2,
-    max_matmul_blocks=4,
+    tile=4,
+    work_per_thread=4,
+    max_matmul_blocks=2,
 )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import warnings
+from collections.abc import Sequence
 from math import prod
 from typing import Any
 
@@ -32,26 +33,29 @@ _MASK64 = (1 << 64) - 1
 class _Operands:
     """Operand description for error messages and KG_DEBUG logs, formatted lazily.
 
-    Keeps only metadata: launch records must never keep a buffer (and its pool block)
-    alive."""
+    Keeps only metadata (a view without its buffer): launch records must never keep a
+    buffer, and its pool block, alive."""
 
     __slots__ = ("items",)
 
     def __init__(self, *items: tuple[str, Any]) -> None:
-        self.items = tuple(
-            (name, (item.dtype.name, item.shape, item.strides, item.offset))
-            if isinstance(item, View)
-            else (name, item)
-            for name, item in items
-        )
+        self.items = [(name, item[1:] if isinstance(item, View) else item) for name, item in items]
+
+    @classmethod
+    def of(cls, outputs: Sequence[Any], inputs: Sequence[Any]) -> _Operands:
+        described = cls()
+        described.items = [(f"out{k}", o[1:]) for k, o in enumerate(outputs)] + [
+            (f"in{i}", x[1:] if isinstance(x, View) else x) for i, x in enumerate(inputs)
+        ]
+        return described
 
     def __str__(self) -> str:
         parts = []
         for name, item in self.items:
-            if isinstance(item, tuple) and len(item) == 4 and isinstance(item[0], str):
-                dtype, shape, strides, offset = item
+            if isinstance(item, tuple) and len(item) == 4 and isinstance(item[3], DType):
+                shape, strides, offset, dtype = item
                 parts.append(
-                    f"{name} {dtype}{format_shape(shape)} strides {strides} offset {offset}"
+                    f"{name} {dtype.name}{format_shape(shape)} strides {strides} offset {offset}"
                 )
             else:
                 parts.append(f"{name}={item!r}")
@@ -200,14 +204,8 @@ class CUDABackend:
                 ndim = 0
             else:
                 ndim = len(run_shape)
-        kinds = tuple("array" if isinstance(x, View) else "scalar" for x in inputs)
-        key = (
-            fn.key,
-            kinds,
-            tuple(d.name for d in compute_dtypes),
-            tuple(o.dtype.name for o in outputs),
-            ndim,
-        )
+        kinds = tuple(["array" if isinstance(x, View) else "scalar" for x in inputs])
+        key = (fn.key, kinds, tuple(compute_dtypes), tuple([o.dtype for o in outputs]), ndim)
         kernel = self._elementwise_kernels.get(key)
         if kernel is None:
             source = codegen.elementwise_source(
@@ -230,10 +228,7 @@ class CUDABackend:
             flat_strides = tuple(s for strides in run_strides for s in strides)
             args = (n, tuple(run_shape), offsets, flat_strides, *operands)
         blocks, threads = self.policy.grid_for(n)
-        described = _Operands(
-            *[(f"out{k}", o) for k, o in enumerate(outputs)],
-            *[(f"in{i}", x) for i, x in enumerate(inputs)],
-        )
+        described = _Operands.of(outputs, inputs)
         self.launcher.launch(fn.name, kernel, blocks, threads, described, args)
 
     # --- reductions -------------------------------------------------------------------------

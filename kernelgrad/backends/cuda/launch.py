@@ -11,8 +11,9 @@ size runs with any grid; the policy only decides how much of the device to occup
 * the tiled matmul uses ``tile x tile`` threads per block, each computing
   ``work_per_thread**2`` outputs.
 
-Under the simulator every thread is a Python thread (~0.1-0.4 ms each), so the policy
-shrinks to blocks of 32 threads and grids of 2 blocks (and 8x8 matmul tiles). Tests
+Under the simulator every thread is a Python thread (~0.1-0.4 ms each, and much more
+around ``syncthreads``), so the policy shrinks to blocks of 32 threads and grids of 2
+blocks, and matmul to 4x4 threads computing 16x16 output tiles. Tests
 still cross block and tile edges because the shapes they use (33, 100, ...) exceed one
 block, and grid-stride loops make several passes.
 
@@ -63,9 +64,9 @@ class LaunchPolicy:
                 reduce_blocks=2,
                 reduce_min_per_thread=1,
                 serial_min_per_thread=2,
-                tile=8,
-                work_per_thread=2,
-                max_matmul_blocks=4,
+                tile=4,
+                work_per_thread=4,
+                max_matmul_blocks=2,
             )
         sms = max(properties.multiprocessors, 1)
         return cls(
@@ -97,12 +98,14 @@ def _ignore_runtime_warnings() -> Any:
         yield
 
 
-@dataclass
 class LaunchRecord:
-    name: str
-    grid: Any
-    block: Any
-    operands: Any  # formatted only when needed
+    __slots__ = ("block", "grid", "name", "operands")
+
+    def __init__(self, name: str, grid: Any, block: Any, operands: Any) -> None:
+        self.name = name
+        self.grid = grid
+        self.block = block
+        self.operands = operands  # formatted only when needed
 
     def __str__(self) -> str:
         return f"{self.name} grid={self.grid} block={self.block} operands: {self.operands}"
@@ -127,7 +130,7 @@ class Launcher:
         self, name: str, kernel: Any, grid: Any, block: Any, operands: Any, args: tuple
     ) -> None:
         record = LaunchRecord(name, grid, block, operands)
-        self.recent.append(record)
+        self.recent.append(record)  # for error messages about asynchronous failures
         level = debug_level()
         compiled_before = len(getattr(kernel, "overloads", ())) if level >= 1 else 0
         start = time.perf_counter() if level >= 1 else 0.0

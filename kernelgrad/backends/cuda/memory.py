@@ -105,6 +105,27 @@ def format_bytes(count: int | None) -> str:
     raise AssertionError("unreachable")
 
 
+def _requesting_code() -> str:
+    """`` in <op> (called from <file>:<line>)`` for the allocation being made: the
+    innermost kernelgrad op on the stack and the innermost frame outside kernelgrad.
+    Only computed for error messages."""
+    import os
+    import traceback
+
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ops_folder = os.path.join(package, "ops")
+    op = caller = None
+    for frame in reversed(traceback.extract_stack()[:-3]):
+        path = os.path.abspath(frame.filename)
+        if op is None and path.startswith(ops_folder):
+            op = frame.name
+        if not path.startswith(package):
+            caller = f"{os.path.basename(path)}:{frame.lineno}"
+            break
+    text = f" in {op}" if op else ""
+    return text + (f" (called from {caller})" if caller else "")
+
+
 class CachingPool:
     """Device memory for one device. See the module docstring for the design."""
 
@@ -185,7 +206,7 @@ class CachingPool:
             free = headroom if free is None else min(free, headroom)
         limit = f", limit {format_bytes(self.limit)}" if self.limit is not None else ""
         return (
-            f"CUDA out of memory on {self.device_name}: tried to allocate "
+            f"CUDA out of memory on {self.device_name}{_requesting_code()}: tried to allocate "
             f"{format_bytes(nbytes)} (a {dtype.name} buffer of {numel} elements, "
             f"{format_bytes(size)} after rounding); {format_bytes(self._allocated)} are in use "
             f"by tensors, {format_bytes(self._reserved)} reserved by kernelgrad's memory pool, "

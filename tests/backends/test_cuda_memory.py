@@ -201,3 +201,13 @@ def test_memory_stats_of_an_unused_pool_are_zero():
     stats = zero_stats()
     assert stats["allocated_bytes"] == 0 and stats["limit_bytes"] is None
     assert set(stats) >= {"allocated_bytes", "reserved_bytes", "peak_allocated_bytes"}
+
+
+@pytest.mark.gpu
+def test_real_device_out_of_memory_is_recoverable(cuda, pool):
+    total = pool.memory.total_bytes()
+    assert total is not None
+    with pytest.raises(kg.cuda.OutOfMemoryError, match="free"):
+        kg.empty(2 * total // 4, device=cuda)  # twice the device's memory, in float32
+    x = kg.ones(1000, device=cuda)
+    assert x.sum().item() == 1000.0

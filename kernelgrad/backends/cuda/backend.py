@@ -421,20 +421,22 @@ class CUDABackend:
         inner = a.shape[-1]
         n_batch = prod(batch)
         if n_batch == 1:
-            bshape: tuple[int, ...] = ()
-            bstrides: tuple[int, ...] = ()
+            # No batch dims: the kernel ignores these (never pass empty tuples, which
+            # type differently from the tuples of ints the other launches pass).
+            batch_ndim, bshape, bstrides = 0, (1,), (0, 0, 0)
         else:
             bshape, batch_strides = coalesce(
                 batch, [a.strides[:-2], b.strides[:-2], out.strides[:-2]]
             )
+            batch_ndim = len(bshape)
             bstrides = tuple(s for strides in batch_strides for s in strides)
         dtype = out.dtype
         acc = dtype if dtype.is_floating_point else int64
         tile, wpt = self.policy.tile, self.policy.work_per_thread
-        key = (dtype.name, len(bshape), tile, wpt)
+        key = (dtype.name, batch_ndim, tile, wpt)
         kernel = self._matmul_kernels.get(key)
         if kernel is None:
-            source = codegen.matmul_source(dtype, acc, len(bshape), tile, wpt)
+            source = codegen.matmul_source(dtype, acc, batch_ndim, tile, wpt)
             kernel = self._matmul_kernels[key] = _load_kernel(source, "cuda_matmul")
         block_m = tile * wpt
         tiles = n_batch * -(-rows // block_m) * -(-columns // block_m)

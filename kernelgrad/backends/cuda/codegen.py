@@ -345,7 +345,8 @@ def matmul_source(dtype: DType, acc_dtype: DType, batch_ndim: int, tile: int, wp
     a_sk, b, b_offset, b_sk, b_sj, out, o_offset, o_si, o_sj)`` for
     ``out[z, i, j] = sum_k a[z, i, k] * b[z, k, j]``.
 
-    ``bstrides`` holds the batch strides of a, b and out (``batch_ndim`` each). Launch
+    ``bstrides`` holds the batch strides of a, b and out (``batch_ndim`` each; with no
+    batch dims both tuples are placeholders the kernel does not read). Launch
     with ``block=(tile, tile)``; the grid may be smaller than the number of output tiles
     (blocks loop over tiles)."""
     block_m = tile * wpt

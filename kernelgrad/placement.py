@@ -30,6 +30,8 @@ What happens, in order:
    the function (its storage version changed) is copied back into the caller's tensor,
    so ``kg.on("cuda", lambda t: t.mul_(2), x)`` doubles ``x`` as it would without
    ``kg.on``. (Inputs already on the device are the caller's own tensors: nothing to do.)
+   An input that the function returns as it is comes back as the caller's tensor
+   itself, so that call also returns ``x``.
 
 The **home device** is where the inputs came from:
 
@@ -113,11 +115,19 @@ def _run(target: Device, fn: Callable[..., Any], args: tuple, kwargs: dict) -> A
     device_args, device_kwargs = _map_tensors((args, kwargs), move_in)
     with device_context(target):
         result = fn(*device_args, **device_kwargs)
+    originals = {}
     for original, copy, version in moved.values():
         if copy._storage.version != version:
             with no_grad():
                 original.copy_(copy.detach())
-    return _map_tensors(result, lambda t: t.to(home))
+        originals[id(copy)] = original
+
+    def move_out(t: Tensor) -> Tensor:
+        # An input returned as it is comes back as the caller's own tensor.
+        original = originals.get(id(t))
+        return original if original is not None else t.to(home)
+
+    return _map_tensors(result, move_out)
 
 
 def _map_tensors(value: Any, fn: Callable[[Tensor], Any]) -> Any:

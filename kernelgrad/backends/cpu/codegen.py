@@ -199,7 +199,10 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
             return [f"{acc} += {value}"]
         better = ">" if base == "max" else "<"
         nan = f" or ({value} != {value} and {acc} == {acc})" if floating else ""
-        lines = [f"if {value} {better} {acc}{nan}:", f"    {acc} = {value}"]
+        condition = f"{value} {better} {acc}{nan}"
+        if is_arg:  # the first element always counts (all -inf must give index 0)
+            condition = f"{acc_index} < 0 or {condition}"
+        lines = [f"if {condition}:", f"    {acc} = {value}"]
         if is_arg:
             lines.append(f"    {acc_index} = {position}")
         return lines
@@ -294,7 +297,9 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
             nan = " or (v != v and acc == acc)" if floating else ""
             condition = f"v {better} acc{nan}"
             if is_arg:
-                condition = f"partial_index[m * nsplit + split] >= 0 and ({condition})"
+                condition = (
+                    f"partial_index[m * nsplit + split] >= 0 and (acc_index < 0 or {condition})"
+                )
             combine += [
                 f"            if {condition}:",
                 "                acc = v",

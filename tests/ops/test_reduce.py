@@ -229,3 +229,11 @@ def test_softmax_is_stable_for_large_inputs(device):
     assert_close(t.softmax(1), [[0.5, 0.5], [0.0, 1.0]])
     assert_close(t.log_softmax(1), [[-math.log(2), -math.log(2)], [-1000.0, 0.0]])
     assert_close(t.logsumexp(1), [1000 + math.log(2), 0.0])
+
+
+def test_argmax_when_every_value_equals_the_start_value(device):
+    inf = float("inf")
+    assert kg.tensor([[-inf, -inf, -inf]], device=device).argmax(dim=1).cpu().tolist() == [0]
+    assert kg.tensor([[inf, inf]], device=device).argmin(dim=1).cpu().tolist() == [0]
+    lowest = np.iinfo(np.int64).min
+    assert kg.tensor([lowest, lowest], device=device).argmax().item() == 0

@@ -139,3 +139,21 @@ def test_every_reduction_path_agrees_with_numpy():
     ints = rng.integers(-50, 50, (3000, 40))
     assert_close(kg.tensor(ints).sum(0), ints.sum(0))
     assert_close(kg.tensor(ints).max(0).values, ints.max(0))
+
+
+def test_large_matmuls_split_across_threads_agree_with_numpy():
+    """Products above the split threshold are divided by batch, rows or columns."""
+    rng = np.random.default_rng(3)
+    cases = [
+        ((4, 64, 96), (4, 96, 128)),  # batch split
+        ((1, 64, 96), (4, 96, 128)),  # batch split with a broadcast left operand
+        ((300, 200), (200, 100)),  # row split
+        ((1, 500), (500, 4000)),  # one row: column split
+    ]
+    for left, right in cases:
+        a = rng.standard_normal(left).astype(np.float32)
+        b = rng.standard_normal(right).astype(np.float32)
+        assert_close(kg.tensor(a) @ kg.tensor(b), a @ b, rtol=1e-4, atol=1e-4)
+        assert_close(
+            kg.tensor(a).mT.mT @ kg.tensor(b).mT.contiguous().mT, a @ b, rtol=1e-4, atol=1e-4
+        )

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from math import prod
 from typing import Any
@@ -30,6 +31,35 @@ _ACC_SUM = {"float32": float64, "float64": float64}
 PARALLEL_THRESHOLD = 32768
 # Accumulators per work item in the column reduction.
 COLUMN_BLOCK = 256
+
+
+# Products with at least this many multiply-adds are split across threads.
+MATMUL_SPLIT_WORK = 1 << 21
+# Threads BLAS may use inside one call (KERNELGRAD_BLAS_THREADS; 1 by default, see below).
+_BLAS_THREADS = int(os.environ.get("KERNELGRAD_BLAS_THREADS", "1"))
+_thread_pools_configured = [False]
+
+
+def _configure_thread_pools() -> None:
+    """Make Numba's OpenMP threads and OpenBLAS's threads stop fighting over the cores.
+
+    Both pools busy-wait after finishing work: libgomp's workers spin after a parallel
+    region, OpenBLAS's workers for up to ~2^28 cycles after a call. Alternating Numba
+    kernels and matrix products (every training step does) then leaves each pool's
+    workers waiting for a core the other pool's spinning workers hold; on 2 cores small
+    products became 100-400x slower. So: libgomp workers sleep at once after a region
+    (``GOMP_SPINCOUNT=0``, unless the user set it; it must be set before Numba starts its
+    OpenMP pool), and BLAS runs single-threaded inside each call while the backend splits
+    large products across its own thread pool, which sleeps when idle."""
+    if _thread_pools_configured[0]:
+        return
+    _thread_pools_configured[0] = True
+    os.environ.setdefault("GOMP_SPINCOUNT", "0")
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a declared dependency; without it BLAS keeps its own threads
+        return
+    threadpool_limits(limits=_BLAS_THREADS, user_api="blas")
 
 
 # Standard math functions that NumPy evaluates with SIMD loops (see ScalarFunction.library).
@@ -86,10 +116,12 @@ class CPUBackend:
     name = "cpu"
 
     def __init__(self, device: Device) -> None:
+        _configure_thread_pools()
         import numba
 
         self.device = device
         self._numba = numba
+        self._threads = numba.get_num_threads()
         self._elementwise_modules: dict[tuple, Any] = {}
         self._reduce_modules: dict[tuple, Any] = {}
         self._rng = np.random.default_rng()
@@ -289,8 +321,38 @@ class CPUBackend:
 
     # --- matmul ---------------------------------------------------------------------
     def matmul(self, out: View, a: View, b: View) -> None:
+        """NumPy's BLAS. BLAS runs single-threaded (see ``_configure_thread_pools``);
+        large products are split by rows (or by the leading batch dim) across the
+        backend's thread pool, so one set of threads owns the cores."""
         start = time.perf_counter() if debug_level() >= 2 else 0.0
-        np.matmul(_numpy_view(a), _numpy_view(b), out=_numpy_view(out))
+        left, right, target = _numpy_view(a), _numpy_view(b), _numpy_view(out)
+        ndim = len(out.shape)
+        rows, cols = out.shape[-2], out.shape[-1]
+        work = prod(out.shape) * a.shape[-1]
+        threads = self._threads
+        if threads == 1 or work < MATMUL_SPLIT_WORK or _BLAS_THREADS != 1:
+            np.matmul(left, right, out=target)
+        else:
+            if ndim > 2 and out.shape[0] >= threads:
+                split, size = "batch", out.shape[0]
+            elif rows >= threads:
+                split, size = "rows", rows
+            else:
+                split, size = "columns", cols
+            bounds = [size * k // threads for k in range(threads + 1)]
+
+            def block(k: int) -> None:
+                part = slice(bounds[k], bounds[k + 1])
+                if split == "batch":  # operands may be broadcast (size 1) in that dim
+                    lhs = left[part] if left.shape[0] == out.shape[0] else left
+                    rhs = right[part] if right.shape[0] == out.shape[0] else right
+                    np.matmul(lhs, rhs, out=target[part])
+                elif split == "rows":
+                    np.matmul(left[..., part, :], right, out=target[..., part, :])
+                else:
+                    np.matmul(left, right[..., part], out=target[..., part])
+
+            list(_thread_pool(threads).map(block, range(threads)))
         if debug_level() >= 2:
             _log_launch("matmul(BLAS)", out.shape, start)
 

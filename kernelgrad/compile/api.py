@@ -290,6 +290,7 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
 class LaunchCounter:
     def __init__(self) -> None:
         self.count = 0
+        self.depth = 0
         self.names: list[str] = []
 
 
@@ -315,10 +316,16 @@ def count_launches() -> Iterator[LaunchCounter]:
             original = getattr(backend, name)
 
             def counted(*args: Any, _original: Any = original, _name: str = name) -> Any:
+                if counter.depth:  # a primitive calling another one internally
+                    return _original(*args)
                 counter.count += 1
                 label = args[0].name if _name == "elementwise" else _name
                 counter.names.append(label)
-                return _original(*args)
+                counter.depth += 1
+                try:
+                    return _original(*args)
+                finally:
+                    counter.depth -= 1
 
             saved.append((backend, name, backend.__dict__.get(name, _MISSING)))
             setattr(backend, name, counted)

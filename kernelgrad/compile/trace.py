@@ -102,6 +102,7 @@ class Recorder:
         self._slot_of: dict[int, int] = {}
         self._saved: list[tuple[Any, str, Any]] = []
         self._patched: set[int] = set()
+        self._depth = 0
         for position, tensor in enumerate(arg_tensors):
             buffer = tensor._storage.buffer
             if id(buffer) in self._slot_of:
@@ -187,10 +188,27 @@ class Recorder:
         self._patched.add(id(backend))
         for name in _RECORDED:
             original = getattr(backend, name)
-            self._set(backend, name, getattr(self, "_" + name)(backend, original))
+            recording = getattr(self, "_" + name)(backend, original)
+            self._set(backend, name, self._outermost(recording, original))
         for name, reason in _FORBIDDEN.items():
             if hasattr(backend, name):
                 self._set(backend, name, _refuse(name, reason))
+
+    def _outermost(self, recording: Any, original: Any) -> Any:
+        """Record only calls made by the front end: a backend primitive that calls
+        another one internally (a reduction allocating scratch space, a copy made
+        contiguous) is replayed as the one primitive it is."""
+
+        def call(*args: Any) -> Any:
+            if self._depth:
+                return original(*args)
+            self._depth += 1
+            try:
+                return recording(*args)
+            finally:
+                self._depth -= 1
+
+        return call
 
     # --- recorded primitives -----------------------------------------------------------------
     def _empty(self, backend: Any, original: Any) -> Any:

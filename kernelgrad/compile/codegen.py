@@ -16,6 +16,9 @@ import numpy as np
 from ..dtypes import DType
 
 CHUNK = 16384
+# Below this many elements of work a kernel runs on the calling thread (the CPU
+# backend's threshold).
+PARALLEL_THRESHOLD = 32768
 OPTIONS = "cache=True, error_model='numpy', nogil=True"
 
 _HEADER = '''\
@@ -87,13 +90,13 @@ def reduce_source(
     if epilogue is not None:
         lines += [epilogue[1], f"_epilogue = njit(inline='always', {OPTIONS})({epilogue[0]})", ""]
     fastmath = ", fastmath={'reassoc', 'contract'}" if kind == "sum" else ""
+    kernel_lines: list[str] = []
     params = (
         "kshape, rshape, nsplit, partial, pro_offsets, pro_kstrides, pro_rstrides, "
         "eshape, epi_offsets, epi_strides, out_offsets, out_strides"
     )
     operands = pro_arrays + pro_scalars + epi_arrays + epi_scalars + outs
-    lines.append(f"@njit(parallel=True, {OPTIONS}{fastmath})")
-    lines.append(f"def kernel({params}, {', '.join(operands)}):")
+    kernel_lines.append(f"def kernel({params}, {', '.join(operands)}):")
 
     body = [
         "nk = kshape.shape[0]",
@@ -159,7 +162,14 @@ def reduce_source(
     ]
     body += ["            " + s for s in _update(kind, "w", x_dtype.is_floating_point)]
     body += ["        " + s for s in finish]
-    lines += ["    " + s for s in body]
+    kernel_lines += ["    " + s for s in body]
+    # The same kernel twice: parallel, and on the calling thread for small problems
+    # (waking the worker threads costs more than a few thousand elements of work).
+    lines.append(f"@njit(parallel=True, {OPTIONS}{fastmath})")
+    lines += kernel_lines
+    lines += ["", "", f"@njit({OPTIONS}{fastmath})"]
+    lines.append(kernel_lines[0].replace("def kernel(", "def kernel_serial(", 1))
+    lines += kernel_lines[1:]
     lines.append("")
     return "\n".join(lines)
 

@@ -7,10 +7,10 @@ assignment to the op's result variable. Bodies whose returns all sit in tail pos
 (the last statement of a branch, or a branch followed by the rest of the function) are
 inlined; a loop containing ``return`` is not (that op stays a kernel of its own).
 
-Between two inlined ops the value is converted as the eager path would have stored and
-loaded it: to an integer or boolean when the producer's output dtype is one, and to the
-consumer's compute category when that differs. Floating-point values are not rounded to
-float32 between ops (a fused chain is at least as accurate as the eager one).
+Between two inlined ops the value is converted exactly as the eager path would have
+stored and loaded it (``np.float32(...)`` and friends, which Numba compiles to plain
+casts), so a fused chain computes the same numbers as the eager ops, in the same
+precision.
 """
 
 from __future__ import annotations
@@ -130,20 +130,17 @@ def inlinable(fn: ScalarFunction) -> bool:
     return True
 
 
+def numpy_type(dtype: DType) -> str:
+    return "np.bool_" if dtype.name == "bool" else f"np.{dtype.numpy.name}"
+
+
 def convert(expression: str, source: DType | None, target: DType) -> str:
-    """The expression converted the way a store to ``source`` dtype and a load as
-    ``target`` compute dtype would convert it (no float32 rounding)."""
+    """The expression stored as ``source`` dtype and loaded as ``target`` compute dtype,
+    exactly as the eager path converts between two kernels. (The generated modules of
+    both backends import NumPy as ``np``; its scalar types are Numba's casts.)"""
     value = expression
-    if source is not None and source.category != 2:
-        value = _to_category(value, source.category)
-    if source is None or source.category != target.category:
-        value = _to_category(value, target.category)
+    if source is not None:
+        value = f"{numpy_type(source)}({value})"
+    if source is None or source is not target:
+        value = f"{numpy_type(target)}({value})"
     return value
-
-
-def _to_category(expression: str, category: int) -> str:
-    if category == 0:
-        return f"(({expression}) != 0)"
-    if category == 1:
-        return f"int({expression})"
-    return f"float({expression})"

@@ -107,10 +107,6 @@ def compose(
                 expression = special[0]
             else:
                 expression = values[producer][0]
-                if source_dtype.is_floating_point and any(
-                    not d.is_floating_point for d in produced.attrs["compute"]
-                ):
-                    expression = f"float({expression})"
             arguments.append(convert(expression, source_dtype, dtype))
         body, results = inline(op.attrs["fn"], arguments, f"o{member}_")
         lines += body
@@ -443,7 +439,9 @@ def _fused_reduce(analysis: Analysis, group: Group) -> Step:
         scalars(epilogue_params),
         [v.dtype for v in outputs],
     )
-    kernel = load_module(source, f"fused_reduce_{kind}").kernel
+    module = load_module(source, f"fused_reduce_{kind}")
+    work = prod(x_view.shape)
+    kernel = module.kernel if work >= codegen.PARALLEL_THRESHOLD else module.kernel_serial
     label = (
         "fused_"
         + "_".join(

@@ -24,6 +24,9 @@ from ..errors import DeviceMismatchError, InplaceError, KernelError, ShapeError
 from . import arrays, transform
 
 _CUDA_THREADS = 256
+# Below this many work items a CPU kernel runs on the calling thread (as the CPU
+# backend's own kernels do): waking the worker threads costs more than the work.
+PARALLEL_THRESHOLD = 32768
 _MAX_CUDA_BLOCK = 1024
 
 
@@ -269,6 +272,8 @@ class Kernel:
         for name, value in self.info.injected.items():
             setattr(module, name, value)
         launcher = module.kernel
+        if device_type == "cpu":
+            launcher = (module.kernel, module.kernel_serial)
         self._launchers[key] = launcher
         return launcher
 
@@ -301,13 +306,16 @@ class Kernel:
         self, converted: Sequence[_Argument], sizes: tuple[int, ...], group: Any
     ) -> None:
         types = tuple(a.type_code for a in converted)
-        launcher = self._launcher("cpu", len(sizes), group is not None, types)
+        parallel, serial = self._launcher("cpu", len(sizes), group is not None, types)
         values = [a.value for a in converted]
         if group is None:
             arguments = list(sizes) + values
+            items = prod(sizes)
         else:
             groups = [-(-n // w) for n, w in zip(sizes, group)]
             arguments = list(sizes) + list(group) + groups + values
+            items = prod(groups) * prod(group)
+        launcher = parallel if items >= PARALLEL_THRESHOLD else serial
         self._run(launcher, lambda: launcher(*arguments), "cpu", sizes)
 
     def _launch_cuda(

@@ -93,13 +93,37 @@ class ElementwiseFunction:
             self.nin = nin
             self.graph, self.outputs = graph, list(outputs)
         identifier = "".join(c if c.isalnum() else "_" for c in self.name)
-        function_name = f"ew_{identifier}"
+        self.function_name = f"ew_{identifier}"
+        self._scalars: dict[Any, ScalarFunction] = {}
         if self.graph is not None:
             self.nout = len(self.outputs)
-            text = symbolic.source(self.graph, self.outputs, self.nin, function_name)
+            text = symbolic.source(self.graph, self.outputs, self.nin, self.function_name)
         else:
-            text, self.nout = _source_from_python(self, function_name)
-        self.scalar = ScalarFunction(function_name, text, self.nin, self.nout)
+            text, self.nout = _source_from_python(self, self.function_name)
+        # the source as traced (untyped literals); calls use a typed variant
+        self.scalar = ScalarFunction(self.function_name, text, self.nin, self.nout)
+
+    def scalar_for(self, compute: Sequence[DType]) -> ScalarFunction:
+        """The scalar function for these compute dtypes: floating-point values are kept
+        in the inputs' float type (float32 stays float32 throughout)."""
+        if self.graph is None:
+            return self.scalar
+        float_dtypes = [d for d in compute if d.is_floating_point]
+        float_type = (
+            "float64"
+            if any(d.name == "float64" for d in float_dtypes)
+            else (default_float().name if not float_dtypes else "float32")
+        )
+        key = (tuple(d.category for d in compute), float_type)
+        scalar = self._scalars.get(key)
+        if scalar is None:
+            text = symbolic.source(
+                self.graph, self.outputs, self.nin, self.function_name, key[0], float_type
+            )
+            scalar = self._scalars[key] = ScalarFunction(
+                self.function_name, text, self.nin, self.nout
+            )
+        return scalar
 
     def __repr__(self) -> str:
         traced = "traced" if self.graph is not None else "not traceable"
@@ -203,7 +227,9 @@ class ElementwiseFunction:
         compute, out_dtypes = self._dtypes(values)
         results = [Tensor._empty(shape, dtype, device) for dtype in out_dtypes]
         inputs = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in values]
-        results[0]._backend.elementwise(self.scalar, [r._view() for r in results], inputs, compute)
+        results[0]._backend.elementwise(
+            self.scalar_for(compute), [r._view() for r in results], inputs, compute
+        )
         if autograd.needs_grad(*tensors):
             self._record(values, tensors, results)
         return results[0] if self.nout == 1 else tuple(results)

@@ -518,19 +518,50 @@ def live_nodes(graph: Graph, outputs: Sequence[int]) -> list[int]:
     return sorted(live)
 
 
-def source(graph: Graph, outputs: Sequence[int], nin: int, name: str) -> str:
-    """Source of ``def name(x0, ..., x{nin-1})`` computing the output nodes."""
+def source(
+    graph: Graph,
+    outputs: Sequence[int],
+    nin: int,
+    name: str,
+    input_categories: Sequence[int] | None = None,
+    float_type: str | None = None,
+) -> str:
+    """Source of ``def name(x0, ..., x{nin-1})`` computing the output nodes.
+
+    With ``float_type`` (``"float32"`` or ``"float64"``) and the inputs' categories,
+    every floating-point value is kept in that type (``np.float32(...)``), as the eager
+    ops would store it: a Python literal such as ``1.5`` would otherwise turn float32
+    arithmetic into float64 arithmetic."""
     names: dict[int, str] = {}
+    live = live_nodes(graph, outputs)
+    cast = f"np.{float_type}" if float_type else None
+    cats = categories(graph, input_categories) if cast and input_categories is not None else None
+    float_context: set[int] = set()
+    if cats is not None:
+        for k in live:
+            node = graph.nodes[k]
+            if cats[k] == FLOAT:
+                float_context.update(node.args)
     lines = [f"def {name}({', '.join(f'x{k}' for k in range(nin))}):"]
-    for k in live_nodes(graph, outputs):
+    for k in live:
         node = graph.nodes[k]
         if node.op == "input":
             names[k] = f"x{node.value}"
         elif node.op == "const":
-            names[k] = _literal(node.value)
+            literal = _literal(node.value)
+            if (
+                cats is not None
+                and not isinstance(node.value, bool)
+                and (cats[k] == FLOAT or k in float_context)
+            ):
+                literal = f"{cast}({literal})"
+            names[k] = literal
         else:
             names[k] = f"v{k}"
-            lines.append(f"    v{k} = {_expression(node, [names[a] for a in node.args])}")
+            expression = _expression(node, [names[a] for a in node.args])
+            if cats is not None and cats[k] == FLOAT:
+                expression = f"{cast}({expression})"
+            lines.append(f"    v{k} = {expression}")
     result = ", ".join(names[o] for o in outputs)
     lines.append(f"    return {result}" if len(outputs) == 1 else f"    return ({result},)")
     return "\n".join(lines) + "\n"

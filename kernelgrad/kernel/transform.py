@@ -739,13 +739,11 @@ def cpu_source(
         lines += _body_source(body, "    ")
         lines.append("")
         lines.append("")
-        lines.append(f"@njit(parallel=True, {_NUMBA_OPTIONS})")
-        lines.append(f"def kernel({', '.join(sizes + info.params)}):")
-        lines.append(f"    for {PREFIX}lin in prange({' * '.join(sizes)}):")
-        lines += _unravel(PREFIX + "lin", sizes, g, "        ")
-        lines.append(f"        {PREFIX}item({', '.join(item_params)})")
-        lines.append("")
-        return "\n".join(lines)
+        launcher = [f"def kernel({', '.join(sizes + info.params)}):"]
+        launcher.append(f"    for {PREFIX}lin in prange({' * '.join(sizes)}):")
+        launcher += _unravel(PREFIX + "lin", sizes, g, "        ")
+        launcher.append(f"        {PREFIX}item({', '.join(item_params)})")
+        return "\n".join(lines + _twins(launcher))
 
     from .phases import split_phases
 
@@ -761,20 +759,32 @@ def cpu_source(
     program, per_item = split_phases(info, body, item_setup, arg_types or {})
 
     params = sizes + w + ng + info.params
-    lines.append(f"@njit(parallel=True, {_NUMBA_OPTIONS})")
-    lines.append(f"def kernel({', '.join(params)}):")
-    lines.append(f"    {PREFIX}G = {' * '.join(w)}")
-    lines.append(f"    for {PREFIX}glin in prange({' * '.join(ng)}):")
-    lines += _unravel(PREFIX + "glin", ng, b, "        ")
+    launcher = [f"def kernel({', '.join(params)}):"]
+    launcher.append(f"    {PREFIX}G = {' * '.join(w)}")
+    launcher.append(f"    for {PREFIX}glin in prange({' * '.join(ng)}):")
+    launcher += _unravel(PREFIX + "glin", ng, b, "        ")
     for decl in info.shared:
-        lines.append(
+        launcher.append(
             f"        {decl.name} = np.empty({decl.shape!r}, np.{decl.dtype.type.__name__})"
         )
     for name, dtype in per_item.items():
-        lines.append(f"        {PREFIX}v_{name} = np.empty({PREFIX}G, np.{dtype})")
-    lines += ["        " + line for line in program]
-    lines.append("")
-    return "\n".join(lines)
+        launcher.append(f"        {PREFIX}v_{name} = np.empty({PREFIX}G, np.{dtype})")
+    launcher += ["        " + line for line in program]
+    return "\n".join(lines + _twins(launcher))
+
+
+def _twins(launcher: list[str]) -> list[str]:
+    """The launcher twice: ``kernel`` spreads the range over the cores (prange);
+    ``kernel_serial`` runs it on the calling thread, for small ranges, where waking the
+    worker threads would cost more than the work."""
+    serial = [launcher[0].replace("def kernel(", "def kernel_serial(", 1)] + launcher[1:]
+    return (
+        [f"@njit(parallel=True, {_NUMBA_OPTIONS})"]
+        + launcher
+        + ["", "", f"@njit({_NUMBA_OPTIONS})"]
+        + serial
+        + [""]
+    )
 
 
 def describe_constant(value: Any) -> str:

@@ -12,10 +12,9 @@ from .. import autograd
 from ..debug import debug_level, log
 from ..device import default_device
 from ..errors import KernelError
-from . import plan as plan_module
 from .graph import Analysis
 from .plan import Plan, build_steps
-from .trace import Recorder, TraceError
+from .trace import LAUNCH_HOOKS, Recorder, TraceError
 
 
 # --- argument and result structures ------------------------------------------------------------
@@ -329,11 +328,11 @@ def count_launches() -> Iterator[LaunchCounter]:
 
             saved.append((backend, name, backend.__dict__.get(name, _MISSING)))
             setattr(backend, name, counted)
-    plan_module.LAUNCH_HOOKS.append(counter)
+    LAUNCH_HOOKS.append(counter)
     try:
         yield counter
     finally:
-        plan_module.LAUNCH_HOOKS.remove(counter)
+        LAUNCH_HOOKS.remove(counter)
         for backend, name, previous in reversed(saved):
             if previous is _MISSING:
                 backend.__dict__.pop(name, None)

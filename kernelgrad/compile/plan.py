@@ -29,11 +29,7 @@ from ..shapes import coalesce
 from . import codegen
 from .graph import Analysis, Group, lift
 from .inline import convert, inline
-from .trace import Op, Slot, ViewRef
-
-# Launch counters (see kernelgrad.compile.count_launches) that want to see fused
-# reductions, which do not go through a backend primitive.
-LAUNCH_HOOKS: list[Any] = []
+from .trace import LAUNCH_HOOKS, Op, Slot, ViewRef
 
 
 # --- composing scalar functions ---------------------------------------------------------------
@@ -227,6 +223,46 @@ class PrimitiveStep(Step):
             raise AssertionError(self.kind)
 
 
+class KernelStep(Step):
+    """A ``@kg.kernel`` launch, replayed with tensors rebuilt over the slot table."""
+
+    def __init__(self, op: Op) -> None:
+        self.kernel = op.attrs["kernel"]
+        self.ndrange = op.attrs["ndrange"]
+        self.workgroup = op.attrs["workgroup"]
+        self.device = op.attrs["device"]
+        self.specs = [
+            ("tensor", _Template(spec[1]), spec[2], spec[3]) if spec[0] == "tensor" else spec
+            for spec in op.attrs["specs"]
+        ]
+        self.label = f"kernel {self.kernel.info.name}"
+        self.shape = tuple(self.ndrange) if isinstance(self.ndrange, tuple) else (self.ndrange,)
+        self.inputs = [spec[1] for spec in self.specs if spec[0] == "tensor"]
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        from ..autograd import no_grad
+        from ..tensor import Storage, Tensor
+
+        args = []
+        for spec in self.specs:
+            if spec[0] == "tensor":
+                template, device, backend = spec[1], spec[2], spec[3]
+                storage = Storage(table[template.slot], device, backend)
+                args.append(
+                    Tensor._make(
+                        storage,
+                        template.shape,
+                        template.strides,
+                        template.offset + bases[template.slot],
+                        template.dtype,
+                    )
+                )
+            else:
+                args.append(spec[1])
+        with no_grad():
+            self.kernel.launch(args, self.ndrange, self.workgroup, self.device)
+
+
 class FusedReduceStep(Step):
     """A generated CPU reduction with its prologue and epilogue."""
 
@@ -345,7 +381,9 @@ def build_steps(analysis: Analysis) -> list[Step]:
         if group.reduce_op is not None:
             steps.append(_fused_reduce(analysis, group))
         elif len(group.members) == 1:
-            if root_op.kind == "elementwise":
+            if root_op.kind == "kernel":
+                steps.append(KernelStep(root_op))
+            elif root_op.kind == "elementwise":
                 steps.append(
                     ElementwiseStep(
                         root_op.attrs["backend"],

@@ -33,6 +33,16 @@ from ..dtypes import DType
 from ..errors import KernelError
 
 _lock = threading.RLock()
+# Launch counters (kernelgrad.compile.count_launches) that also want to see launches
+# that do not go through a backend primitive: user kernels and fused reductions.
+LAUNCH_HOOKS: list[Any] = []
+_active: list[Recorder] = []
+
+
+def active_recorder() -> Recorder | None:
+    """The recorder of the trace in progress (user kernels report their launches to
+    it), or None."""
+    return _active[-1] if _active else None
 
 
 class TraceError(KernelError):
@@ -157,9 +167,11 @@ class Recorder:
             self._unwrap()
             _lock.release()
             raise
+        _active.append(self)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        _active.remove(self)
         try:
             self._unwrap()
         finally:
@@ -209,6 +221,50 @@ class Recorder:
                 self._depth -= 1
 
         return call
+
+    # --- user kernels -------------------------------------------------------------------------
+    def kernel_call(
+        self, kernel: Any, args: tuple[Any, ...], ndrange: Any, workgroup: Any, device: Any
+    ) -> None:
+        """Run a ``@kg.kernel`` launch and record it as one op (the copies it may make
+        inside are part of it, not recorded separately)."""
+        from ..tensor import Tensor
+
+        if self._depth:
+            kernel.launch(args, ndrange, workgroup, device)
+            return
+        specs: list[Any] = []
+        reads: list[ViewRef] = []
+        writes: list[ViewRef] = []
+        for name, value in zip(kernel.info.params, args):
+            if isinstance(value, Tensor):
+                ref = self.ref(value._view(), value._backend)
+                specs.append(("tensor", ref, value._storage.device, value._storage.backend))
+                reads.append(ref)
+                if name in kernel.info.written:
+                    writes.append(ref)
+            else:
+                specs.append(("value", value))
+        self._depth += 1
+        try:
+            kernel.launch(args, ndrange, workgroup, device)
+        finally:
+            self._depth -= 1
+        self.ops.append(
+            Op(
+                "kernel",
+                writes,
+                reads,
+                {
+                    "kernel": kernel,
+                    "specs": specs,
+                    "ndrange": ndrange,
+                    "workgroup": workgroup,
+                    "device": device,
+                    "backend": None,
+                },
+            )
+        )
 
     # --- recorded primitives -----------------------------------------------------------------
     def _empty(self, backend: Any, original: Any) -> Any:

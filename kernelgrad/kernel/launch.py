@@ -89,6 +89,16 @@ class Kernel:
         workgroup: Any = None,
         device: Any = None,
     ) -> None:
+        from ..compile.trace import active_recorder
+
+        recorder = active_recorder()
+        if recorder is not None:  # inside kg.compile's trace: run and record the launch
+            recorder.kernel_call(self, args, ndrange, workgroup, device)
+            return
+        self.launch(args, ndrange, workgroup, device)
+
+    def launch(self, args: Sequence[Any], ndrange: Any, workgroup: Any, device: Any) -> None:
+        """Check, convert and launch (what calling the kernel does)."""
         info = self.info
         if len(args) != len(info.params):
             raise TypeError(
@@ -123,6 +133,11 @@ class Kernel:
                 "dimension (for example workgroup=(16, 16))"
             )
 
+        from ..compile.trace import LAUNCH_HOOKS
+
+        for counter in LAUNCH_HOOKS:
+            counter.count += 1
+            counter.names.append(f"kernel {info.name}")
         converted = [self._convert(name, value) for name, value in zip(info.params, args)]
         target = self._device(converted, device)
         try:

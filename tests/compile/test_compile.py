@@ -373,3 +373,33 @@ def test_unfused_mode_replays_every_primitive(device):
     with count_launches() as counter:
         compiled(x, w, b)
     assert counter.count == 3
+
+
+@kg.kernel
+def leaky_kernel(out, x, slope):
+    i = kg.index()
+    v = x[i]
+    out[i] = v if v > 0 else slope * v
+
+
+def test_user_kernels_inside_a_compiled_function(device):
+    def f(x):
+        y = x * 2 + 1
+        out = kg.empty_like(y)
+        leaky_kernel(out, y, 0.1, ndrange=y.numel())
+        return out.exp().sum(), out
+
+    compiled = kg.compile(f)
+    for seed in range(3):
+        x = kg.tensor(
+            np.random.default_rng(seed).standard_normal((2, 3)), dtype=kg.float32, device=device
+        )
+        got = compiled(x)
+        expected = f(x)
+        for g, e in zip(got, expected):
+            assert_close(g, e, rtol=1e-5, atol=1e-6)
+    with count_launches() as counter:
+        compiled(x)
+    assert "kernel leaky_kernel" in counter.names
+    # fused x * 2 + 1, the kernel, exp + sum (one fused reduction on the CPU)
+    assert counter.count <= (3 if device == "cpu" else 4)

@@ -10,7 +10,7 @@ rules, after tinygrad's:
   is computed inside that kernel instead of being stored: the kernel loads the
   producer's inputs and runs its scalar function once per element. A consumer may read
   it broadcast (the producer is then recomputed per broadcast element).
-* **Reduction prologues and epilogues** (CPU): an elementwise chain feeding a sum/max/min
+* **Reduction prologues and epilogues**: an elementwise chain feeding a sum/max/min
   is computed inside the reduction's loop; an elementwise chain that reads the reduced
   value element for element (``mean``'s division) runs after it in the same kernel. A
   reduction whose result is broadcast back (softmax's ``x - max``) ends the kernel.
@@ -149,7 +149,7 @@ class Analysis:
             and op.kind == "reduce"
             and op.attrs["kind"] in FUSABLE_REDUCTIONS
             and bool(op.attrs["axes"])
-            and getattr(op.attrs["backend"], "name", "") == "cpu"  # generated CPU code
+            and getattr(op.attrs["backend"], "name", "") in ("cpu", "cuda")  # generated code
         )
 
     def _producer(self, slot: int, group: Group) -> int | None:

@@ -263,6 +263,101 @@ class KernelStep(Step):
             self.kernel.launch(args, self.ndrange, self.workgroup, self.device)
 
 
+class CudaFusedReduceStep(Step):
+    """A generated CUDA reduction with its prologue and epilogue: one block per output."""
+
+    def __init__(
+        self,
+        kernel: Any,
+        block: int,
+        layout: dict[str, Any],
+        prologue: _Params | None,
+        prologue_view: ViewRef | None,
+        epilogue: _Params | None,
+        outputs: list[ViewRef],
+        label: str,
+        shape: tuple[int, ...],
+    ) -> None:
+        self.kernel = kernel
+        self.block = block
+        self.label = label
+        self.shape = shape
+        self.layout = layout
+        pro_views, self.pro_scalars = _split_operands(prologue, prologue_view)
+        epi_views, self.epi_scalars = _split_operands(epilogue, None)
+        self.pro = [_Template(v) for v in pro_views]
+        self.epi = [_Template(v) for v in epi_views]
+        self.outs = [_Template(v) for v in outputs]
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        for counter in LAUNCH_HOOKS:
+            counter.count += 1
+            counter.names.append(self.label)
+        layout = self.layout
+        if layout["n_out"] == 0:
+            return
+        self.kernel[layout["n_out"], self.block, 0](
+            layout["n_out"],
+            layout["n_red"],
+            layout["kshape"],
+            layout["rshape"],
+            tuple(t.offset + bases[t.slot] for t in self.pro) or (0,),
+            layout["pro_kstrides"],
+            layout["pro_rstrides"],
+            layout["eshape"],
+            tuple(t.offset + bases[t.slot] for t in self.epi) or (0,),
+            layout["epi_strides"],
+            tuple(t.offset + bases[t.slot] for t in self.outs),
+            layout["out_strides"],
+            *[table[t.slot] for t in self.pro],
+            *self.pro_scalars,
+            *[table[t.slot] for t in self.epi],
+            *self.epi_scalars,
+            *[table[t.slot] for t in self.outs],
+        )
+
+
+def _split_operands(params: _Params | None, single: ViewRef | None) -> tuple[list, list]:
+    if params is None:
+        return ([single] if single is not None else []), []
+    views = [x for x in params.operands if isinstance(x, ViewRef)]
+    scalars = [
+        d.numpy.type(x)
+        for x, d in zip(params.operands, params.dtypes)
+        if not isinstance(x, ViewRef)
+    ]
+    return views, scalars
+
+
+def _cuda_layout(
+    x_shape: tuple[int, ...],
+    axes: tuple[int, ...],
+    pro_views: list[ViewRef],
+    eshape: tuple[int, ...],
+    epi_views: list[ViewRef],
+    outputs: list[ViewRef],
+) -> dict[str, Any]:
+    kept = [d for d in range(len(x_shape)) if d not in axes]
+    kept_shape = tuple(x_shape[d] for d in kept)
+    red_shape = tuple(x_shape[d] for d in axes)
+    kshape, kstrides = coalesce(kept_shape, [tuple(v.strides[d] for d in kept) for v in pro_views])
+    rshape, rstrides = coalesce(red_shape, [tuple(v.strides[d] for d in axes) for v in pro_views])
+    eshape_c, estrides = coalesce(eshape, [v.strides for v in epi_views + outputs])
+    flat = lambda rows: tuple(int(s) for row in rows for s in row) or (0,)
+    return {
+        "n_out": prod(kept_shape),
+        "n_red": prod(red_shape),
+        "kshape": tuple(kshape),
+        "rshape": tuple(rshape),
+        "eshape": tuple(eshape_c),
+        "pro_kstrides": flat(kstrides),
+        "pro_rstrides": flat(rstrides),
+        "epi_strides": flat(estrides[: len(epi_views)]),
+        "out_strides": flat(estrides[len(epi_views) :]),
+        "dims": (len(kshape), len(rshape), len(eshape_c)),
+    }
+
+
 class FusedReduceStep(Step):
     """A generated CPU reduction with its prologue and epilogue."""
 
@@ -464,6 +559,60 @@ def _fused_reduce(analysis: Analysis, group: Group) -> Step:
         if params is None:
             return 0
         return sum(1 for x in params.operands if not isinstance(x, ViewRef))
+
+    label = (
+        "fused_"
+        + "_".join(
+            dict.fromkeys(
+                (
+                    analysis.ops[m].attrs["fn"].name
+                    if analysis.ops[m].kind == "elementwise"
+                    else f"reduce_{kind}"
+                )
+                for m in group.members
+            )
+        )[:60]
+    )
+    if getattr(reduce_op.attrs["backend"], "name", "") == "cuda":
+        pro_views, _ = _split_operands(prologue_params, None if prologue_params else x_view)
+        epi_views, _ = _split_operands(epilogue_params, None)
+        out_views = outputs if eshape else [_scalar_view(v) for v in outputs]
+        layout = _cuda_layout(
+            x_view.shape, axes, pro_views, eshape if eshape else (1,), epi_views, out_views
+        )
+        block = 32 if layout["n_red"] <= 256 else 128
+        source = codegen.cuda_reduce_source(
+            kind,
+            x_dtype,
+            out_dtype,
+            prologue_source,
+            arrays(prologue_params) if prologue_params else [x_dtype],
+            scalars(prologue_params),
+            epilogue_source,
+            arrays(epilogue_params),
+            scalars(epilogue_params),
+            [v.dtype for v in outputs],
+            layout["dims"],
+            block,
+        )
+        import numba
+
+        if numba.config.ENABLE_CUDASIM:
+            from ..backends.cuda.codegen import for_simulator
+
+            source = for_simulator(source)
+        kernel = load_module(source, f"fused_reduce_cuda_{kind}").kernel
+        return CudaFusedReduceStep(
+            kernel,
+            block,
+            layout,
+            prologue_params,
+            None if prologue_params else x_view,
+            epilogue_params,
+            out_views,
+            label,
+            tuple(x_view.shape),
+        )
 
     source = codegen.reduce_source(
         kind,

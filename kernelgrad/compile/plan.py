@@ -629,19 +629,6 @@ def _fused_reduce(analysis: Analysis, group: Group) -> Step:
     module = load_module(source, f"fused_reduce_{kind}")
     work = prod(x_view.shape)
     kernel = module.kernel if work >= codegen.PARALLEL_THRESHOLD else module.kernel_serial
-    label = (
-        "fused_"
-        + "_".join(
-            dict.fromkeys(
-                (
-                    analysis.ops[m].attrs["fn"].name
-                    if analysis.ops[m].kind == "elementwise"
-                    else f"reduce_{kind}"
-                )
-                for m in group.members
-            )
-        )[:60]
-    )
     return FusedReduceStep(
         kernel,
         kind,

@@ -27,7 +27,6 @@ import ast
 import builtins
 import contextlib
 import inspect
-import math
 import textwrap
 import types
 from dataclasses import dataclass, field
@@ -785,10 +784,3 @@ def _twins(launcher: list[str]) -> list[str]:
         + serial
         + [""]
     )
-
-
-def describe_constant(value: Any) -> str:
-    """Short text for error messages."""
-    if isinstance(value, float) and math.isnan(value):
-        return "nan"
-    return repr(value)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -508,16 +509,73 @@ def _fused_elementwise(analysis: Analysis, group: Group) -> Step:
     )
 
 
-def _fused_reduce(analysis: Analysis, group: Group) -> Step:
-    from ..codecache import load_module
+@dataclass
+class ReduceParts:
+    """What a fused reduction kernel is made of, independent of the device."""
 
+    kind: str
+    axes: tuple[int, ...]
+    x_view: ViewRef
+    out_dtype: DType
+    prologue: _Params | None
+    prologue_source: tuple[str, str] | None
+    epilogue: _Params | None
+    epilogue_source: tuple[str, str] | None
+    outputs: list[ViewRef]
+    eshape: tuple[int, ...]
+    label: str
+
+    @property
+    def x_dtype(self) -> DType:
+        return self.x_view.dtype
+
+    def array_dtypes(self, params: _Params | None) -> list[DType]:
+        if params is None:
+            return []
+        return [d for x, d in zip(params.operands, params.dtypes) if isinstance(x, ViewRef)]
+
+    def scalar_count(self, params: _Params | None) -> int:
+        if params is None:
+            return 0
+        return sum(1 for x in params.operands if not isinstance(x, ViewRef))
+
+    def source_arguments(self) -> tuple[Any, ...]:
+        """The arguments of :func:`codegen.reduce_source` after ``kind``."""
+        return (
+            self.x_dtype,
+            self.out_dtype,
+            self.prologue_source,
+            self.array_dtypes(self.prologue) if self.prologue else [self.x_dtype],
+            self.scalar_count(self.prologue),
+            self.epilogue_source,
+            self.array_dtypes(self.epilogue),
+            self.scalar_count(self.epilogue),
+            [v.dtype for v in self.outputs],
+        )
+
+    def cuda_layout(self) -> tuple[dict[str, Any], int, list[ViewRef]]:
+        pro_views, _ = _split_operands(self.prologue, None if self.prologue else self.x_view)
+        epi_views, _ = _split_operands(self.epilogue, None)
+        out_views = self.outputs if self.eshape else [_scalar_view(v) for v in self.outputs]
+        layout = _cuda_layout(
+            self.x_view.shape, self.axes, pro_views, self.eshape or (1,), epi_views, out_views
+        )
+        block = 32 if layout["n_red"] <= 256 else 128
+        return layout, block, out_views
+
+    def cuda_source(self) -> str:
+        layout, block, _ = self.cuda_layout()
+        return codegen.cuda_reduce_source(
+            self.kind, *self.source_arguments(), layout["dims"], block
+        )
+
+
+def reduce_parts(analysis: Analysis, group: Group) -> ReduceParts:
     reduce_index = group.reduce_op
     assert reduce_index is not None
     reduce_op = analysis.ops[reduce_index]
     kind = reduce_op.attrs["kind"]
-    axes = reduce_op.attrs["axes"]
     x_view = reduce_op.inputs[0]
-    x_dtype = x_view.dtype
     out_dtype = reduce_op.outputs[0].dtype
     prologue_members = [m for m in group.members if analysis.is_prologue(group, m)]
     epilogue_members = [m for m in group.members if m != reduce_index and m not in prologue_members]
@@ -529,7 +587,7 @@ def _fused_reduce(analysis: Analysis, group: Group) -> Step:
         assert pro_root is not None
         lines, results, prologue_params = compose(analysis, group, prologue_members, pro_root)
         produced = analysis.ops[pro_root]
-        value = convert(results[0], produced.outputs[0].dtype, x_dtype)
+        value = convert(results[0], produced.outputs[0].dtype, x_view.dtype)
         text = _function_source("FN", prologue_params.arrays_then_scalars(), lines, [value])
         name = _name(analysis, prologue_members, text)
         prologue_source = (name, text.replace("def FN(", f"def {name}(", 1))
@@ -545,102 +603,72 @@ def _fused_reduce(analysis: Analysis, group: Group) -> Step:
         name = _name(analysis, epilogue_members, text)
         epilogue_source = (name, text.replace("def FN(", f"def {name}(", 1))
         outputs = root_op.outputs
-        eshape = root_op.outputs[0].shape
     else:
         outputs = reduce_op.outputs
-        eshape = reduce_op.outputs[0].shape
-
-    def arrays(params: _Params | None) -> list[DType]:
-        if params is None:
-            return []
-        return [d for x, d in zip(params.operands, params.dtypes) if isinstance(x, ViewRef)]
-
-    def scalars(params: _Params | None) -> int:
-        if params is None:
-            return 0
-        return sum(1 for x in params.operands if not isinstance(x, ViewRef))
-
-    label = (
-        "fused_"
-        + "_".join(
-            dict.fromkeys(
-                (
-                    analysis.ops[m].attrs["fn"].name
-                    if analysis.ops[m].kind == "elementwise"
-                    else f"reduce_{kind}"
-                )
-                for m in group.members
-            )
-        )[:60]
+    names = (
+        analysis.ops[m].attrs["fn"].name
+        if analysis.ops[m].kind == "elementwise"
+        else f"reduce_{kind}"
+        for m in group.members
     )
+    return ReduceParts(
+        kind=kind,
+        axes=reduce_op.attrs["axes"],
+        x_view=x_view,
+        out_dtype=out_dtype,
+        prologue=prologue_params,
+        prologue_source=prologue_source,
+        epilogue=epilogue_params,
+        epilogue_source=epilogue_source,
+        outputs=list(outputs),
+        eshape=tuple(outputs[0].shape),
+        label=("fused_" + "_".join(dict.fromkeys(names)))[:60],
+    )
+
+
+def _fused_reduce(analysis: Analysis, group: Group) -> Step:
+    from ..codecache import load_module
+
+    parts = reduce_parts(analysis, group)
+    reduce_op = analysis.ops[group.reduce_op]
     if getattr(reduce_op.attrs["backend"], "name", "") == "cuda":
-        pro_views, _ = _split_operands(prologue_params, None if prologue_params else x_view)
-        epi_views, _ = _split_operands(epilogue_params, None)
-        out_views = outputs if eshape else [_scalar_view(v) for v in outputs]
-        layout = _cuda_layout(
-            x_view.shape, axes, pro_views, eshape if eshape else (1,), epi_views, out_views
-        )
-        block = 32 if layout["n_red"] <= 256 else 128
-        source = codegen.cuda_reduce_source(
-            kind,
-            x_dtype,
-            out_dtype,
-            prologue_source,
-            arrays(prologue_params) if prologue_params else [x_dtype],
-            scalars(prologue_params),
-            epilogue_source,
-            arrays(epilogue_params),
-            scalars(epilogue_params),
-            [v.dtype for v in outputs],
-            layout["dims"],
-            block,
-        )
+        layout, block, out_views = parts.cuda_layout()
+        source = parts.cuda_source()
         import numba
 
         if numba.config.ENABLE_CUDASIM:
             from ..backends.cuda.codegen import for_simulator
 
             source = for_simulator(source)
-        kernel = load_module(source, f"fused_reduce_cuda_{kind}").kernel
+        kernel = load_module(source, f"fused_reduce_cuda_{parts.kind}").kernel
         return CudaFusedReduceStep(
             kernel,
             block,
             layout,
-            prologue_params,
-            None if prologue_params else x_view,
-            epilogue_params,
+            parts.prologue,
+            None if parts.prologue else parts.x_view,
+            parts.epilogue,
             out_views,
-            label,
-            tuple(x_view.shape),
+            parts.label,
+            tuple(parts.x_view.shape),
         )
 
-    source = codegen.reduce_source(
-        kind,
-        x_dtype,
-        out_dtype,
-        prologue_source,
-        arrays(prologue_params) if prologue_params else [x_dtype],
-        scalars(prologue_params),
-        epilogue_source,
-        arrays(epilogue_params),
-        scalars(epilogue_params),
-        [v.dtype for v in outputs],
-    )
-    module = load_module(source, f"fused_reduce_{kind}")
-    work = prod(x_view.shape)
+    source = codegen.reduce_source(parts.kind, *parts.source_arguments())
+    module = load_module(source, f"fused_reduce_{parts.kind}")
+    work = prod(parts.x_view.shape)
     kernel = module.kernel if work >= codegen.PARALLEL_THRESHOLD else module.kernel_serial
     return FusedReduceStep(
         kernel,
-        kind,
-        x_view.shape,
-        axes,
-        prologue_params,
-        None if prologue_params else x_view,
-        epilogue_params,
-        eshape if eshape else (1,),
-        outputs if eshape else [_scalar_view(v) for v in outputs],
-        codegen.accumulator(kind, x_dtype),
-        label,
+        parts.kind,
+        parts.x_view.shape,
+        parts.axes,
+        parts.prologue,
+        None if parts.prologue else parts.x_view,
+        parts.epilogue,
+        parts.eshape or (1,),
+        parts.outputs if parts.eshape else [_scalar_view(v) for v in parts.outputs],
+        codegen.accumulator(parts.kind, parts.x_dtype),
+        parts.label,
     )
 
 

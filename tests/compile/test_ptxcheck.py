@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_generated_cuda_code_compiles_to_ptx(tmp_path):
-    env = dict(os.environ, KERNELGRAD_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, KERNELGRAD_CACHE_DIR=str(tmp_path), PYTHONPATH=path)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     done = subprocess.run(
         [sys.executable, "-m", "kernelgrad.compile.ptxcheck"],

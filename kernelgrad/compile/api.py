@@ -268,8 +268,9 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
     * Python numbers computed inside ``fn`` (a learning-rate schedule, a step counter)
       are frozen at trace time; pass changing numbers as arguments (each new value
       traces again) or keep them in tensors.
-    * ``fn`` must not read tensor values in Python (``.item()``, ``print(t)``,
-      ``if t > 0``): that raises :class:`~kernelgrad.compile.TraceError`.
+    * A small host read inside ``fn`` (``.item()``, ``if flag:``, a bounds check) becomes
+      a guard: replays read it again and raise ``GuardError`` if it changed. Larger
+      reads (printing a tensor) raise :class:`~kernelgrad.compile.TraceError`.
     * Tensors returned are new on every call; tensors captured from outside (model
       parameters) are used by reference.
 

@@ -125,7 +125,7 @@ class Analysis:
         needed = [False] * len(self.ops)
         for index in range(len(self.ops) - 1, -1, -1):
             op = self.ops[index]
-            if any(v.slot in wanted for v in op.outputs):
+            if op.kind == "guard" or any(v.slot in wanted for v in op.outputs):
                 needed[index] = True
                 for view in op.input_views():
                     wanted.add(view.slot)

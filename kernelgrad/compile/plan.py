@@ -224,6 +224,35 @@ class PrimitiveStep(Step):
             raise AssertionError(self.kind)
 
 
+class GuardError(RuntimeError):
+    """A value the traced Python code read on the host differs on this call."""
+
+
+class GuardStep(Step):
+    """Re-read a value the traced code read on the host; stop if it changed."""
+
+    def __init__(self, op: Op) -> None:
+        self.backend = op.attrs["backend"]
+        self.expected = op.attrs["expected"]
+        self.where = op.attrs["where"]
+        self.inputs = [_Template(op.inputs[0])]
+        self.label = "guard (host read)"
+        self.shape = op.inputs[0].shape
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        value = self.backend.to_numpy(self.inputs[0].view(table, bases))
+        if not np.array_equal(value, self.expected, equal_nan=True):
+            raise GuardError(
+                f"kg.compile: while being traced, the function read a tensor value on the "
+                f"host at {self.where} (it was {self.expected.tolist()!r}); on this call it "
+                f"is {value.tolist()!r}, so the Python code might take another path than "
+                "the trace did, and the compiled version stops here (the kernels before "
+                "this point have run). If this is a check (an index out of range), run the "
+                "function eagerly to get its error; otherwise return the tensor and read "
+                "it after the call instead of reading it inside"
+            )
+
+
 class KernelStep(Step):
     """A ``@kg.kernel`` launch, replayed with tensors rebuilt over the slot table."""
 
@@ -479,6 +508,8 @@ def build_steps(analysis: Analysis) -> list[Step]:
         elif len(group.members) == 1:
             if root_op.kind == "kernel":
                 steps.append(KernelStep(root_op))
+            elif root_op.kind == "guard":
+                steps.append(GuardStep(root_op))
             elif root_op.kind == "elementwise":
                 steps.append(
                     ElementwiseStep(

@@ -16,8 +16,9 @@ Buffers are identified by *slots*:
 * ``const``: created from host data during the trace (``kg.tensor([...])`` inside);
 * ``external``: any other buffer the function touched (parameters, captured tensors).
 
-Reading values back to the host (``.item()``, ``.tolist()``, printing, ``bool(t)``)
-cannot be replayed without running Python again, so it stops the trace with an error.
+Reading values back to the host (``.item()``, ``bool(t)``) cannot be replayed without
+running Python again. A small read is recorded as a *guard* (replays read the value again
+and stop if it changed); a larger one (printing a tensor) stops the trace with an error.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
+from math import prod
 from typing import Any
 
 from ..backends import loaded_backends
@@ -95,6 +97,10 @@ _RECORDED = (
     "index_add",
     "random",
 )
+# Host reads of at most this many elements (a bounds check's flag, a loss) are recorded
+# as guards; larger ones stop the trace.
+GUARD_LIMIT = 64
+
 _FORBIDDEN = {
     "to_numpy": "reads tensor values on the host (.item(), .tolist(), printing, bool(t))",
     "numpy_view": "converts a tensor to NumPy (.numpy())",
@@ -202,9 +208,35 @@ class Recorder:
             original = getattr(backend, name)
             recording = getattr(self, "_" + name)(backend, original)
             self._set(backend, name, self._outermost(recording, original))
+        self._set(backend, "to_numpy", self._guard(backend, backend.to_numpy))
         for name, reason in _FORBIDDEN.items():
-            if hasattr(backend, name):
+            if name != "to_numpy" and hasattr(backend, name):
                 self._set(backend, name, _refuse(name, reason))
+
+    def _guard(self, backend: Any, original: Any) -> Any:
+        """A small host read (``.item()`` of a flag or a loss) is allowed and recorded as
+        a *guard*: every replay reads the value again and stops with an error if it
+        differs, because the Python code that read it might then have taken another
+        path. Larger reads stop the trace."""
+        refuse = _refuse("to_numpy", _FORBIDDEN["to_numpy"])
+
+        def to_numpy(view: View) -> Any:
+            if self._depth:
+                return original(view)
+            if prod(view.shape) > GUARD_LIMIT:
+                refuse()
+            value = original(view)
+            self.ops.append(
+                Op(
+                    "guard",
+                    [],
+                    [self.ref(view, backend)],
+                    {"expected": value.copy(), "where": _caller(), "backend": backend},
+                )
+            )
+            return value
+
+        return to_numpy
 
     def _outermost(self, recording: Any, original: Any) -> Any:
         """Record only calls made by the front end: a backend primitive that calls
@@ -379,6 +411,40 @@ class Recorder:
 
 
 _MISSING = object()
+
+
+def _caller() -> str:
+    """``file:line`` of the code that read a value: the innermost frame of the user's
+    code, and the kernelgrad frame it called (e.g. a bounds check), if any."""
+    import inspect
+    import os
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    readers = {
+        "_host_copy",
+        "item",
+        "tolist",
+        "_one_element",
+        "__bool__",
+        "__float__",
+        "__int__",
+        "__index__",
+        "__repr__",
+        "__format__",
+        "__array__",
+    }
+    library = None
+    for frame in inspect.stack()[2:]:
+        filename = os.path.abspath(frame.filename)
+        if filename.startswith(package):
+            relative = os.path.relpath(filename, package)
+            reading = relative == "tensor.py" and frame.function in readers
+            if library is None and not reading and not relative.startswith("compile"):
+                library = f"{os.path.relpath(filename, os.path.dirname(package))}:{frame.lineno}"
+            continue
+        where = f"{frame.filename}:{frame.lineno}"
+        return f"{where} (in {library})" if library else where
+    return library or "unknown location"
 
 
 def _forget(slot_of: dict[int, int], key: int, index: int) -> None:

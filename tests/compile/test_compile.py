@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import kernelgrad as kg
 from kernelgrad.compile import TraceError, count_launches
+from kernelgrad.compile.plan import GuardError
 from kernelgrad.debug import debug_level, set_debug_level
 from kernelgrad.ops.elementwise import GELU
 from tests.helpers import as_numpy, assert_close
@@ -317,14 +318,40 @@ def test_constants_and_non_tensor_outputs(device):
 
 
 # --- errors and debugging -----------------------------------------------------------------------
-def test_reading_values_in_python_is_a_trace_error(device):
+def test_small_host_reads_become_guards(device):
     def f(a):
         if (a.sum() > 0).item():
-            return a
+            return a * 2
         return -a
 
+    compiled = kg.compile(f)
+    positive = kg.tensor([1.0, 2.0], device=device)
+    assert_close(compiled(positive), [2.0, 4.0])
+    assert_close(compiled(positive * 3), [6.0, 12.0])  # same path: replayed
+    with pytest.raises(GuardError, match=r"read a tensor value on the host.*test_compile.py"):
+        compiled(-positive)  # the Python code would take the other branch
+
+
+def test_gather_with_its_bounds_check_compiles(device):
+    def pick(x, labels):
+        return x.gather(1, labels.unsqueeze(1)).squeeze(1) * 2
+
+    compiled = kg.compile(pick)
+    x = kg.tensor(np.arange(12.0).reshape(4, 3), dtype=kg.float32, device=device)
+    for labels in ([0, 1, 2, 0], [2, 2, 1, 0]):
+        index = kg.tensor(labels, device=device)
+        assert_close(compiled(x, index), pick(x, index))
+    assert len(compiled.plans) == 1
+    with pytest.raises(GuardError, match="indexing.py"):
+        compiled(x, kg.tensor([0, 5, 1, 1], device=device))
+
+
+def test_large_host_reads_are_a_trace_error(device):
+    def f(a):
+        return a * float(a.sum().item()) + len(a.tolist())
+
     with pytest.raises(TraceError, match=r"reads tensor values on the host"):
-        kg.compile(f)(kg.ones(2, device=device))
+        kg.compile(f)(kg.ones(100, device=device))
 
 
 def test_outputs_with_a_live_graph_are_refused():

@@ -348,7 +348,8 @@ def test_gather_with_its_bounds_check_compiles(device):
 
 def test_large_host_reads_are_a_trace_error(device):
     def f(a):
-        return a * float(a.sum().item()) + len(a.tolist())
+        print(a)  # formats all 100 values
+        return a * 2
 
     with pytest.raises(TraceError, match=r"reads tensor values on the host"):
         kg.compile(f)(kg.ones(100, device=device))

@@ -175,10 +175,37 @@ def numel(x: Tensor) -> int:
 
 
 # Sub-packages load on first attribute access (kg.nn, kg.optim, kg.data, kg.cuda, ...).
-_LAZY_SUBMODULES = ("nn", "optim", "data", "cuda", "backends", "ops", "info", "codecache", "debug")
+# ``kg.kernel`` and ``kg.compile`` are packages that can be called (the decorators).
+_LAZY_SUBMODULES = (
+    "nn",
+    "optim",
+    "data",
+    "cuda",
+    "backends",
+    "ops",
+    "info",
+    "codecache",
+    "debug",
+    "kernel",
+    "compile",
+)
+# Names that live in a lazily imported module: kg.index() and friends (kernel markers),
+# kg.elementwise (fused scalar functions), kg.custom_vjp (user backward passes).
+_LAZY_ATTRIBUTES = {
+    "index": "kernel",
+    "local_index": "kernel",
+    "group_index": "kernel",
+    "shared": "kernel",
+    "barrier": "kernel",
+    "elementwise": "kernel",
+    "custom_vjp": "kernel",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
+    if name in _LAZY_ATTRIBUTES:
+        module = importlib.import_module(f".{_LAZY_ATTRIBUTES[name]}", __name__)
+        return getattr(module, name)
     raise AttributeError(f"module 'kernelgrad' has no attribute {name!r}")

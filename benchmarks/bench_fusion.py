@@ -1,0 +1,252 @@
+"""Fusion: a chain of 8 elementwise ops, and a small MLP training step.
+
+Compares, in one run on the same machine:
+
+* two chains of 8 elementwise ops on 16M float32 values (arithmetic only, and one
+  with a tanh): eager kernelgrad (8 kernels), ``@kg.elementwise`` (one kernel),
+  ``kg.compile`` of the eager code (fused; on the CPU a large tanh stays a NumPy SIMD
+  kernel of its own), NumPy (8 passes) and PyTorch CPU (8 ops);
+* a 2-layer MLP training step (forward, backward, SGD), eager vs ``kg.compile``:
+  time per step and kernel launches.
+
+Every figure is the best (and median) of ``--repeat`` runs after a warm-up (the
+machine is shared, so the best run is the least disturbed one). Usage::
+
+    python benchmarks/bench_fusion.py [--size 16777216] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import kernelgrad as kg
+
+
+def chain_eager(x):
+    y = x * 1.5
+    y = y + 0.25
+    y = y * x
+    y = y.abs()
+    y = y.sqrt()
+    y = y - 0.5
+    y = y.tanh()
+    return y * 2.0
+
+
+@kg.elementwise
+def chain_fused(x):
+    y = kg.sqrt(abs((x * 1.5 + 0.25) * x)) - 0.5
+    return kg.tanh(y) * 2.0
+
+
+def chain_numpy(x):
+    y = x * np.float32(1.5)
+    y = y + np.float32(0.25)
+    y = y * x
+    y = np.abs(y)
+    y = np.sqrt(y)
+    y = y - np.float32(0.5)
+    y = np.tanh(y)
+    return y * np.float32(2.0)
+
+
+def chain_torch(x):
+    y = x * 1.5
+    y = y + 0.25
+    y = y * x
+    y = y.abs()
+    y = y.sqrt()
+    y = y - 0.5
+    y = y.tanh()
+    return y * 2.0
+
+
+def timeit(fn, repeat: int) -> tuple[float, float]:
+    fn()  # warm-up (compilation, page faults)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times), statistics.median(times)
+
+
+def launches(fn) -> int:
+    from kernelgrad.compile import count_launches
+
+    with count_launches() as counter:
+        fn()
+    return counter.count
+
+
+def arithmetic_eager(x):
+    y = x * 1.5
+    y = y + 0.25
+    y = y * x
+    y = y.abs()
+    y = y - 0.5
+    y = kg.maximum(y, 0.1)
+    y = y.sqrt()
+    return y * 2.0
+
+
+@kg.elementwise
+def arithmetic_fused(x):
+    return kg.sqrt(kg.maximum(abs((x * 1.5 + 0.25) * x) - 0.5, 0.1)) * 2.0
+
+
+def arithmetic_numpy(x):
+    y = x * np.float32(1.5)
+    y = y + np.float32(0.25)
+    y = y * x
+    y = np.abs(y)
+    y = y - np.float32(0.5)
+    y = np.maximum(y, np.float32(0.1))
+    y = np.sqrt(y)
+    return y * np.float32(2.0)
+
+
+def arithmetic_torch(x):
+    y = x * 1.5
+    y = y + 0.25
+    y = y * x
+    y = y.abs()
+    y = y - 0.5
+    y = y.clamp_min(0.1)
+    y = y.sqrt()
+    return y * 2.0
+
+
+def bench_chain(title: str, eager, fused, numpy_fn, torch_fn, size: int, repeat: int) -> None:
+    values = np.random.default_rng(0).uniform(-2, 2, size).astype(np.float32)
+    x = kg.tensor(values)
+    compiled = kg.compile(eager)
+    reference = numpy_fn(values)
+    for name, result in [
+        ("eager", eager(x)),
+        ("elementwise", fused(x)),
+        ("compile", compiled(x)),
+        ("compile replay", compiled(x)),
+    ]:
+        np.testing.assert_allclose(result.numpy(), reference, rtol=1e-4, atol=1e-5, err_msg=name)
+
+    rows = [
+        ("NumPy (8 passes)", lambda: numpy_fn(values)),
+        (f"kernelgrad eager ({launches(lambda: eager(x))} kernels)", lambda: eager(x)),
+        (f"@kg.elementwise ({launches(lambda: fused(x))} kernel)", lambda: fused(x)),
+        (f"kg.compile ({launches(lambda: compiled(x))} kernels)", lambda: compiled(x)),
+    ]
+    try:
+        import torch
+
+        tx = torch.from_numpy(values)
+        rows.append((f"PyTorch CPU ({torch.get_num_threads()} threads)", lambda: torch_fn(tx)))
+    except ImportError:
+        print("(PyTorch not installed: no PyTorch row)")
+    print(f"\n{title} on {size:,} float32 ({os.cpu_count()} cores)")
+    timings = {name: timeit(fn, repeat) for name, fn in rows}
+    numpy_best = timings["NumPy (8 passes)"][0]
+    for name, (best, median) in timings.items():
+        print(
+            f"  {name:<30} best {best * 1e3:8.1f} ms  median {median * 1e3:8.1f} ms"
+            f"   {numpy_best / best:5.2f}x NumPy (best)"
+        )
+
+
+class MLP:
+    def __init__(self, inputs: int, hidden: int, classes: int) -> None:
+        rng = np.random.default_rng(0)
+        self.params = [
+            kg.tensor(rng.standard_normal((inputs, hidden)) * 0.05, dtype=kg.float32),
+            kg.zeros(hidden),
+            kg.tensor(rng.standard_normal((hidden, classes)) * 0.05, dtype=kg.float32),
+            kg.zeros(classes),
+        ]
+        for p in self.params:
+            p.requires_grad_()
+
+    def step(self, x, target, lr):
+        w1, b1, w2, b2 = self.params
+        for p in self.params:
+            p.grad = None
+        hidden = (x @ w1 + b1).relu()
+        logits = hidden @ w2 + b2
+        loss = -(logits.log_softmax(1) * target).sum(1).mean()
+        loss.backward()
+        with kg.no_grad():
+            for p in self.params:
+                p.sub_(p.grad * lr)
+        return loss
+
+
+def bench_mlp(repeat: int) -> None:
+    from kernelgrad.compile import count_launches
+
+    rng = np.random.default_rng(1)
+    batch, inputs, hidden, classes = 128, 784, 256, 10
+    x = kg.tensor(rng.standard_normal((batch, inputs)), dtype=kg.float32)
+    target = kg.tensor(np.eye(classes)[rng.integers(0, classes, batch)], dtype=kg.float32)
+    eager_model, compiled_model = MLP(inputs, hidden, classes), MLP(inputs, hidden, classes)
+    compiled = kg.compile(compiled_model.step)
+    with count_launches() as eager_launches:
+        eager_model.step(x, target, 0.1)
+    compiled(x, target, 0.1)
+    with count_launches() as compiled_launches:
+        compiled(x, target, 0.1)
+    eager_time = timeit(lambda: eager_model.step(x, target, 0.1), repeat * 4)
+    compiled_time = timeit(lambda: compiled(x, target, 0.1), repeat * 4)
+    print(f"\nMLP {inputs}-{hidden}-{classes} training step, batch {batch} (forward+backward+SGD)")
+    print(
+        f"  eager       best {eager_time[0] * 1e3:7.2f} ms  median {eager_time[1] * 1e3:7.2f} ms"
+        f"  {eager_launches.count:3d} launches"
+    )
+    print(
+        f"  kg.compile  best {compiled_time[0] * 1e3:7.2f} ms  median "
+        f"{compiled_time[1] * 1e3:7.2f} ms  {compiled_launches.count:3d} launches"
+        f"   {eager_time[0] / compiled_time[0]:4.2f}x eager (best)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=16 * 1024 * 1024)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    import numba
+
+    print(
+        f"Numba threads: {numba.get_num_threads()}"
+        f"; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"
+    )
+    bench_chain(
+        "8-op arithmetic chain",
+        arithmetic_eager,
+        arithmetic_fused,
+        arithmetic_numpy,
+        arithmetic_torch,
+        args.size,
+        args.repeat,
+    )
+    bench_chain(
+        "8-op chain with a tanh",
+        chain_eager,
+        chain_fused,
+        chain_numpy,
+        chain_torch,
+        args.size,
+        args.repeat,
+    )
+    bench_mlp(args.repeat)
+
+
+if __name__ == "__main__":
+    main()

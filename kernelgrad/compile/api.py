@@ -1,0 +1,346 @@
+"""``kg.compile``: the user-facing function and the cache of compiled plans."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .. import autograd
+from ..debug import debug_level, log
+from ..device import default_device
+from ..errors import KernelError
+from .graph import Analysis
+from .plan import Plan, build_steps
+from .trace import LAUNCH_HOOKS, Recorder, TraceError
+
+
+# --- argument and result structures ------------------------------------------------------------
+def _flatten(obj: Any, leaves: list[Any], hashable: bool) -> Any:
+    from ..tensor import Tensor
+
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return ("tensor",)
+    if isinstance(obj, (list, tuple)):
+        children = tuple(_flatten(x, leaves, hashable) for x in obj)
+        return ("sequence", type(obj), children)
+    if isinstance(obj, dict):
+        keys = tuple(obj)
+        return ("dict", keys, tuple(_flatten(obj[k], leaves, hashable) for k in keys))
+    if hashable:
+        try:
+            hash(obj)
+        except TypeError:
+            raise TypeError(
+                f"kg.compile: an argument of type {type(obj).__name__} is not hashable; "
+                "compiled functions take tensors, and numbers/strings/tuples that select "
+                "which compiled version runs (each new value traces again)"
+            ) from None
+    return ("value", obj)
+
+
+def _rebuild(structure: Any, leaves: Iterator[Any]) -> Any:
+    kind = structure[0]
+    if kind == "tensor":
+        return next(leaves)
+    if kind == "sequence":
+        items = [_rebuild(child, leaves) for child in structure[2]]
+        cls = structure[1]
+        if cls is list or cls is tuple:
+            return cls(items)
+        try:
+            return cls(*items)  # namedtuple
+        except TypeError:
+            return cls(items)
+    if kind == "dict":
+        return {k: _rebuild(child, leaves) for k, child in zip(structure[1], structure[2])}
+    return structure[1]
+
+
+def _tensor_key(tensors: list[Any]) -> tuple[Any, ...]:
+    first_of: dict[int, int] = {}
+    meta = []
+    for position, t in enumerate(tensors):
+        buffer_id = id(t._storage.buffer)
+        owner = first_of.setdefault(buffer_id, position)
+        relative = t._offset - tensors[owner]._offset
+        meta.append(
+            (
+                t.shape,
+                t._strides,
+                t.dtype.name,
+                str(t.device),
+                t.requires_grad,
+                owner,
+                relative if owner != position else 0,
+            )
+        )
+    return tuple(meta)
+
+
+# --- one compiled version -----------------------------------------------------------------------
+class _Entry:
+    def __init__(self, plan: Plan, structure: Any, recipe: list[Any]) -> None:
+        self.plan = plan
+        self.structure = structure
+        self.recipe = recipe
+
+    def replay(self, tensors: list[Any]) -> Any:
+        from ..tensor import Storage, Tensor
+
+        table = self.plan.run(tensors)
+        storages: dict[int, Any] = {}
+        results = []
+        for item in self.recipe:
+            kind = item[0]
+            if kind == "new":
+                _, slot, shape, strides, offset, dtype = item
+                storage = storages.get(slot)
+                if storage is None:
+                    info = self.plan.slots[slot]
+                    storage = storages[slot] = Storage(table[slot], info.device, info.backend)
+                results.append(Tensor._make(storage, shape, strides, offset, dtype))
+            elif kind == "arg":
+                _, position, shape, strides, offset, dtype = item
+                source = tensors[position]
+                results.append(
+                    Tensor._make(source._storage, shape, strides, source._offset + offset, dtype)
+                )
+            else:
+                results.append(item[1])
+        return _rebuild(self.structure, iter(results))
+
+
+class CompiledFunction:
+    """A function traced into fused kernels per argument signature. See :func:`compile`."""
+
+    def __init__(self, fn: Callable[..., Any], fuse: bool = True) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.fuse = fuse
+        self._entries: dict[Any, _Entry] = {}
+        self.last_plan: Plan | None = None
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__qualname__", repr(self.fn))
+        return f"<kg.compile {name}: {len(self._entries)} compiled version(s)>"
+
+    @property
+    def plans(self) -> list[Plan]:
+        return [entry.plan for entry in self._entries.values()]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves: list[Any] = []
+        structure = _flatten((args, kwargs), leaves, hashable=True)
+        key = (
+            structure,
+            _tensor_key(leaves),
+            autograd.is_grad_enabled(),
+            str(default_device()),
+        )
+        entry = self._entries.get(key)
+        if entry is not None:
+            self.last_plan = entry.plan
+            return entry.replay(leaves)
+        return self._trace(key, args, kwargs, leaves)
+
+    def _trace(self, key: Any, args: tuple, kwargs: dict, tensors: list[Any]) -> Any:
+        from ..tensor import Tensor
+
+        name = getattr(self.fn, "__qualname__", "function")
+        recorder = Recorder(tensors)
+        with recorder:
+            result = self.fn(*args, **kwargs)
+        outputs: list[Any] = []
+        structure = _flatten(result, outputs, hashable=False)
+        for position, value in enumerate(outputs):
+            node = value._node
+            if node is not None and node.vjp is not None:
+                raise TraceError(
+                    f"kg.compile({name}): output {position} carries an autograd graph that "
+                    "the compiled version cannot rebuild, so backward() through it would "
+                    "not work. Compile the whole training step (forward, loss.backward() and "
+                    "the update) as one function, or run the forward under kg.no_grad() "
+                    "(e.g. for inference)"
+                )
+        del result
+        gc.collect()  # autograd closures form cycles; free what nothing holds
+
+        slots = recorder.slots
+        slot_of = recorder._slot_of
+        recipe: list[Any] = []
+        output_slots: set[int] = set()
+        for value in outputs:
+            slot = slot_of.get(id(value._storage.buffer))
+            info = slots[slot] if slot is not None else None
+            if info is not None and info.kind == "new":
+                output_slots.add(slot)
+                recipe.append(
+                    ("new", slot, value.shape, value._strides, value._offset, value.dtype)
+                )
+            elif info is not None and info.kind == "arg":
+                position = next(
+                    k for k, t in enumerate(tensors) if t._storage.buffer is value._storage.buffer
+                )
+                recipe.append(
+                    (
+                        "arg",
+                        position,
+                        value.shape,
+                        value._strides,
+                        value._offset - tensors[position]._offset,
+                        value.dtype,
+                    )
+                )
+            else:
+                recipe.append(("object", value))
+        escaping: dict[int, Any] = {}
+        for index, info in enumerate(slots):
+            if info.kind == "new" and index not in output_slots:
+                buffer = info.reference()
+                if buffer is not None:
+                    escaping[index] = buffer
+        live_out = set(output_slots) | set(escaping)
+        live_out |= {i for i, s in enumerate(slots) if s.kind in ("arg", "external")}
+        analysis = Analysis(recorder.ops, slots, live_out, fuse=self.fuse)
+        steps = build_steps(analysis)
+        arg_slots = {i: s.arg for i, s in enumerate(slots) if s.kind == "arg"}
+        written = sorted(
+            {
+                slots[v.slot].arg
+                for op in recorder.ops
+                for v in op.outputs
+                if slots[v.slot].kind == "arg"
+            }
+        )
+        # every argument sharing a written buffer gets its version bumped
+        written_args = [
+            k
+            for k, t in enumerate(tensors)
+            if any(t._storage is tensors[w]._storage for w in written)
+        ]
+        plan = Plan(
+            slots,
+            steps,
+            analysis,
+            output_slots,
+            escaping,
+            arg_slots,
+            written_args,
+            len(recorder.ops),
+        )
+        entry = _Entry(plan, structure, recipe)
+        self._entries[key] = entry
+        self.last_plan = plan
+        if debug_level() >= 1:
+            log(
+                f"kg.compile: traced {name}: {len(recorder.ops)} launches -> "
+                f"{plan.kernel_count} kernels"
+            )
+        detached = [v.detach() if isinstance(v, Tensor) else v for v in outputs]
+        return _rebuild(structure, iter(detached))
+
+
+def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any:  # noqa: A001
+    """Trace ``fn`` (a function of tensors) into fused kernels and replay them.
+
+    >>> import kernelgrad as kg
+    >>> @kg.compile
+    ... def gelu_affine(x, w, b):
+    ...     y = x @ w + b
+    ...     return 0.5 * y * (1 + (y * 0.7071067811865476).erf())
+    >>> x, w, b = kg.ones(2, 3), kg.ones(3, 4), kg.zeros(4)
+    >>> gelu_affine(x, w, b).shape
+    (2, 4)
+
+    * The first call with a new signature (shapes, strides, dtypes, devices of the
+      tensor arguments, values of the other arguments) runs ``fn`` eagerly while
+      recording every kernel it launches; the recording is fused (elementwise chains,
+      reduction prologues/epilogues) into fewer kernels, cached, and replayed by later
+      calls with the same signature, without running ``fn``'s Python code.
+    * Whole training steps work: forward, ``loss.backward()`` and in-place parameter
+      updates under ``kg.no_grad()`` are recorded and replayed in order. Set
+      ``p.grad = None`` (not ``zero_()`` of a gradient from an earlier call) inside the
+      step, so that each replay starts from fresh gradients.
+    * Python numbers computed inside ``fn`` (a learning-rate schedule, a step counter)
+      are frozen at trace time; pass changing numbers as arguments (each new value
+      traces again) or keep them in tensors.
+    * A small host read inside ``fn`` (``.item()``, ``if flag:``, a bounds check) becomes
+      a guard: replays read it again and raise ``GuardError`` if it changed. Larger
+      reads (printing a tensor) raise :class:`~kernelgrad.compile.TraceError`.
+    * Tensors returned are new on every call; tensors captured from outside (model
+      parameters) are used by reference.
+
+    ``KG_DEBUG=2`` prints one line per replayed kernel with its time; ``KG_DEBUG=4``
+    prints the source of every generated kernel.
+    """
+    if fn is None:
+        return lambda f: CompiledFunction(f, fuse=fuse)
+    if isinstance(fn, CompiledFunction):
+        return fn
+    if not callable(fn):
+        raise TypeError(f"kg.compile expects a function, got {type(fn).__name__}")
+    return CompiledFunction(fn, fuse=fuse)
+
+
+# --- counting launches ------------------------------------------------------------------------
+class LaunchCounter:
+    def __init__(self) -> None:
+        self.count = 0
+        self.depth = 0
+        self.names: list[str] = []
+
+
+_COUNTED = ("elementwise", "reduce", "matmul", "take", "index_add", "random")
+
+
+@contextlib.contextmanager
+def count_launches() -> Iterator[LaunchCounter]:
+    """Count kernel launches (backend primitives and fused kernels) in a block.
+
+    >>> import kernelgrad as kg
+    >>> with kg.compile.count_launches() as counter:
+    ...     _ = kg.ones(3) * 2
+    >>> counter.count
+    2
+    """
+    from ..backends import loaded_backends
+
+    counter = LaunchCounter()
+    saved: list[tuple[Any, str, Any]] = []
+    for backend in loaded_backends().values():
+        for name in _COUNTED:
+            original = getattr(backend, name)
+
+            def counted(*args: Any, _original: Any = original, _name: str = name) -> Any:
+                if counter.depth:  # a primitive calling another one internally
+                    return _original(*args)
+                counter.count += 1
+                label = args[0].name if _name == "elementwise" else _name
+                counter.names.append(label)
+                counter.depth += 1
+                try:
+                    return _original(*args)
+                finally:
+                    counter.depth -= 1
+
+            saved.append((backend, name, backend.__dict__.get(name, _MISSING)))
+            setattr(backend, name, counted)
+    LAUNCH_HOOKS.append(counter)
+    try:
+        yield counter
+    finally:
+        LAUNCH_HOOKS.remove(counter)
+        for backend, name, previous in reversed(saved):
+            if previous is _MISSING:
+                backend.__dict__.pop(name, None)
+            else:
+                setattr(backend, name, previous)
+
+
+_MISSING = object()
+
+__all__ = ["compile", "CompiledFunction", "count_launches", "KernelError"]

@@ -1,0 +1,811 @@
+"""From fusion groups to an executable plan, and replaying it.
+
+A plan is a list of steps, one per kernel launch: a fused elementwise kernel (a composed
+:class:`~kernelgrad.backends.base.ScalarFunction` run by the backend's own
+``elementwise`` primitive, so it works on every device), a fused reduction (generated
+CPU code, see :mod:`.codegen`), or a primitive replayed as recorded (matmul, gather,
+scatter, random, unfused reductions).
+
+Buffers are looked up in a table indexed by slot: arguments come from the call, outputs
+are allocated fresh for every call (so returned tensors stay valid), scratch buffers are
+allocated once when the plan is built (buffers whose lifetimes do not overlap share
+memory), and buffers Python still holds after the trace (``p.grad``) are the trace's own.
+Replaying runs no Python per op: only one call per kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import ScalarFunction, View
+from ..debug import debug_level, log
+from ..dtypes import DType
+from ..shapes import coalesce
+from . import codegen
+from .graph import Analysis, Group, lift
+from .inline import convert, inline
+from .trace import LAUNCH_HOOKS, Op, Slot, ViewRef
+
+
+# --- composing scalar functions ---------------------------------------------------------------
+class _Params:
+    """The parameters of a composed scalar function: array loads and scalars."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.operands: list[Any] = []  # ViewRef or a Python number
+        self.dtypes: list[DType] = []
+        self._index: dict[Any, str] = {}
+
+    def view(self, view: ViewRef, dtype: DType) -> str:
+        key = ("view", view, dtype.name)
+        name = self._index.get(key)
+        if name is None:
+            name = self._index[key] = f"a{len(self.names)}"
+            self.names.append(name)
+            self.operands.append(view)
+            self.dtypes.append(dtype)
+        return name
+
+    def arrays_then_scalars(self) -> list[str]:
+        """Parameter names with the array loads first (the fused reduction's order)."""
+        views = [n for n, x in zip(self.names, self.operands) if isinstance(x, ViewRef)]
+        scalars = [n for n, x in zip(self.names, self.operands) if not isinstance(x, ViewRef)]
+        return views + scalars
+
+    def scalar(self, value: Any, dtype: DType) -> str:
+        key = ("scalar", type(value).__name__, repr(value), dtype.name)
+        name = self._index.get(key)
+        if name is None:
+            name = self._index[key] = f"s{len(self.names)}"
+            self.names.append(name)
+            self.operands.append(value)
+            self.dtypes.append(dtype)
+        return name
+
+
+def compose(
+    analysis: Analysis,
+    group: Group,
+    members: list[int],
+    root: int,
+    special: tuple[str, DType] | None = None,
+) -> tuple[list[str], list[str], _Params]:
+    """Body lines and result names of ``members`` (elementwise ops, in order) inlined
+    into one function whose value is ``root``'s result. ``special`` names the
+    parameter that stands for the group's reduction result (epilogues)."""
+    params = _Params()
+    lines: list[str] = []
+    values: dict[int, list[str]] = {}
+    for member in members:
+        op = analysis.ops[member]
+        compute = op.attrs["compute"]
+        space = analysis.space(group, member)
+        arguments = []
+        for position, operand in enumerate(op.inputs):
+            dtype = compute[position]
+            if not isinstance(operand, ViewRef):
+                arguments.append(params.scalar(operand, dtype))
+                continue
+            producer = group.fused.get(operand.slot)
+            if producer is None:
+                arguments.append(params.view(lift(operand, space), dtype))
+                continue
+            produced = analysis.ops[producer]
+            source_dtype = produced.outputs[0].dtype
+            if producer == group.reduce_op:
+                assert special is not None
+                expression = special[0]
+            else:
+                expression = values[producer][0]
+            arguments.append(convert(expression, source_dtype, dtype))
+        body, results = inline(op.attrs["fn"], arguments, f"o{member}_")
+        lines += body
+        values[member] = results
+    return lines, values[root], params
+
+
+def _function_source(name: str, parameters: list[str], lines: list[str], results: list[str]) -> str:
+    out = [f"def {name}({', '.join(parameters)}):"]
+    out += ["    " + line for line in lines]
+    if len(results) == 1:
+        out.append(f"    return {results[0]}")
+    else:
+        out.append(f"    return ({', '.join(results)},)")
+    return "\n".join(out) + "\n"
+
+
+def _name(analysis: Analysis, members: list[int], text: str) -> str:
+    names = [
+        analysis.ops[m].attrs["fn"].name for m in members if analysis.ops[m].kind == "elementwise"
+    ]
+    short = "_".join(dict.fromkeys(n.replace("ew_", "") for n in names))[:40]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"fused_{short}_{digest}".replace("__", "_")
+
+
+# --- steps ------------------------------------------------------------------------------------
+class _Template:
+    """A view whose buffer comes from the slot table at run time."""
+
+    __slots__ = ("dtype", "offset", "shape", "slot", "strides")
+
+    def __init__(self, ref: ViewRef) -> None:
+        self.slot = ref.slot
+        self.shape = ref.shape
+        self.strides = ref.strides
+        self.offset = ref.offset
+        self.dtype = ref.dtype
+
+    def view(self, table: list[Any], bases: list[int]) -> View:
+        return View(
+            table[self.slot], self.shape, self.strides, self.offset + bases[self.slot], self.dtype
+        )
+
+
+def _materialize(operands: list[Any], table: list[Any], bases: list[int]) -> list[Any]:
+    return [x.view(table, bases) if isinstance(x, _Template) else x for x in operands]
+
+
+def _template(x: Any) -> Any:
+    return _Template(x) if isinstance(x, ViewRef) else x
+
+
+class Step:
+    label = "step"
+    shape: tuple[int, ...] = ()
+
+    def run(self, table: list[Any], bases: list[int]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+class ElementwiseStep(Step):
+    def __init__(self, backend: Any, fn: ScalarFunction, outputs, inputs, compute) -> None:
+        self.backend = backend
+        self.fn = fn
+        self.outputs = [_Template(v) for v in outputs]
+        self.inputs = [_template(x) for x in inputs]
+        self.compute = list(compute)
+        self.label = fn.name
+        self.shape = outputs[0].shape
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        self.backend.elementwise(
+            self.fn,
+            [o.view(table, bases) for o in self.outputs],
+            _materialize(self.inputs, table, bases),
+            self.compute,
+        )
+
+
+class PrimitiveStep(Step):
+    """A recorded primitive replayed as it was called."""
+
+    def __init__(self, op: Op) -> None:
+        self.op = op
+        self.kind = op.kind
+        self.backend = op.attrs["backend"]
+        self.outputs = [_Template(v) for v in op.outputs]
+        self.inputs = [_template(x) for x in op.inputs]
+        self.label = op.kind if op.kind != "reduce" else f"reduce_{op.attrs['kind']}"
+        self.shape = op.outputs[0].shape
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        attrs = self.op.attrs
+        out = self.outputs[0].view(table, bases)
+        inputs = _materialize(self.inputs, table, bases)
+        if self.kind == "reduce":
+            self.backend.reduce(attrs["kind"], out, inputs[0], attrs["axes"])
+        elif self.kind == "matmul":
+            self.backend.matmul(out, inputs[0], inputs[1])
+        elif self.kind == "take":
+            bad = self.backend.take(out, inputs[0], attrs["dim"], inputs[1])
+            if bad is not None:
+                raise IndexError(
+                    f"index {bad} is out of bounds for dimension {attrs['dim']} with size "
+                    f"{inputs[0].shape[attrs['dim']]} (in a compiled function)"
+                )
+        elif self.kind == "index_add":
+            bad = self.backend.index_add(out, attrs["dim"], inputs[1], inputs[2])
+            if bad is not None:
+                raise IndexError(
+                    f"index {bad} is out of bounds for dimension {attrs['dim']} with size "
+                    f"{out.shape[attrs['dim']]} (in a compiled function)"
+                )
+        elif self.kind == "random":
+            self.backend.random(out, attrs["distribution"], attrs["low"], attrs["high"])
+        else:  # pragma: no cover
+            raise AssertionError(self.kind)
+
+
+class GuardError(RuntimeError):
+    """A value the traced Python code read on the host differs on this call."""
+
+
+class GuardStep(Step):
+    """Re-read a value the traced code read on the host; stop if it changed."""
+
+    def __init__(self, op: Op) -> None:
+        self.backend = op.attrs["backend"]
+        self.expected = op.attrs["expected"]
+        self.where = op.attrs["where"]
+        self.inputs = [_Template(op.inputs[0])]
+        self.label = "guard (host read)"
+        self.shape = op.inputs[0].shape
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        value = self.backend.to_numpy(self.inputs[0].view(table, bases))
+        if not np.array_equal(value, self.expected, equal_nan=True):
+            raise GuardError(
+                f"kg.compile: while being traced, the function read a tensor value on the "
+                f"host at {self.where} (it was {self.expected.tolist()!r}); on this call it "
+                f"is {value.tolist()!r}, so the Python code might take another path than "
+                "the trace did, and the compiled version stops here (the kernels before "
+                "this point have run). If this is a check (an index out of range), run the "
+                "function eagerly to get its error; otherwise return the tensor and read "
+                "it after the call instead of reading it inside"
+            )
+
+
+class KernelStep(Step):
+    """A ``@kg.kernel`` launch, replayed with tensors rebuilt over the slot table."""
+
+    def __init__(self, op: Op) -> None:
+        self.kernel = op.attrs["kernel"]
+        self.ndrange = op.attrs["ndrange"]
+        self.workgroup = op.attrs["workgroup"]
+        self.device = op.attrs["device"]
+        self.specs = [
+            ("tensor", _Template(spec[1]), spec[2], spec[3]) if spec[0] == "tensor" else spec
+            for spec in op.attrs["specs"]
+        ]
+        self.label = f"kernel {self.kernel.info.name}"
+        self.shape = tuple(self.ndrange) if isinstance(self.ndrange, tuple) else (self.ndrange,)
+        self.inputs = [spec[1] for spec in self.specs if spec[0] == "tensor"]
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        from ..autograd import no_grad
+        from ..tensor import Storage, Tensor
+
+        args = []
+        for spec in self.specs:
+            if spec[0] == "tensor":
+                template, device, backend = spec[1], spec[2], spec[3]
+                storage = Storage(table[template.slot], device, backend)
+                args.append(
+                    Tensor._make(
+                        storage,
+                        template.shape,
+                        template.strides,
+                        template.offset + bases[template.slot],
+                        template.dtype,
+                    )
+                )
+            else:
+                args.append(spec[1])
+        with no_grad():
+            self.kernel.launch(args, self.ndrange, self.workgroup, self.device)
+
+
+class CudaFusedReduceStep(Step):
+    """A generated CUDA reduction with its prologue and epilogue: one block per output."""
+
+    def __init__(
+        self,
+        kernel: Any,
+        block: int,
+        layout: dict[str, Any],
+        prologue: _Params | None,
+        prologue_view: ViewRef | None,
+        epilogue: _Params | None,
+        outputs: list[ViewRef],
+        label: str,
+        shape: tuple[int, ...],
+    ) -> None:
+        self.kernel = kernel
+        self.block = block
+        self.label = label
+        self.shape = shape
+        self.layout = layout
+        pro_views, self.pro_scalars = _split_operands(prologue, prologue_view)
+        epi_views, self.epi_scalars = _split_operands(epilogue, None)
+        self.pro = [_Template(v) for v in pro_views]
+        self.epi = [_Template(v) for v in epi_views]
+        self.outs = [_Template(v) for v in outputs]
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        for counter in LAUNCH_HOOKS:
+            counter.count += 1
+            counter.names.append(self.label)
+        layout = self.layout
+        if layout["n_out"] == 0:
+            return
+        self.kernel[layout["n_out"], self.block, 0](
+            layout["n_out"],
+            layout["n_red"],
+            layout["kshape"],
+            layout["rshape"],
+            tuple(t.offset + bases[t.slot] for t in self.pro) or (0,),
+            layout["pro_kstrides"],
+            layout["pro_rstrides"],
+            layout["eshape"],
+            tuple(t.offset + bases[t.slot] for t in self.epi) or (0,),
+            layout["epi_strides"],
+            tuple(t.offset + bases[t.slot] for t in self.outs),
+            layout["out_strides"],
+            *[table[t.slot] for t in self.pro],
+            *self.pro_scalars,
+            *[table[t.slot] for t in self.epi],
+            *self.epi_scalars,
+            *[table[t.slot] for t in self.outs],
+        )
+
+
+def _split_operands(params: _Params | None, single: ViewRef | None) -> tuple[list, list]:
+    if params is None:
+        return ([single] if single is not None else []), []
+    views = [x for x in params.operands if isinstance(x, ViewRef)]
+    scalars = [
+        d.numpy.type(x)
+        for x, d in zip(params.operands, params.dtypes)
+        if not isinstance(x, ViewRef)
+    ]
+    return views, scalars
+
+
+def _cuda_layout(
+    x_shape: tuple[int, ...],
+    axes: tuple[int, ...],
+    pro_views: list[ViewRef],
+    eshape: tuple[int, ...],
+    epi_views: list[ViewRef],
+    outputs: list[ViewRef],
+) -> dict[str, Any]:
+    kept = [d for d in range(len(x_shape)) if d not in axes]
+    kept_shape = tuple(x_shape[d] for d in kept)
+    red_shape = tuple(x_shape[d] for d in axes)
+    kshape, kstrides = coalesce(kept_shape, [tuple(v.strides[d] for d in kept) for v in pro_views])
+    rshape, rstrides = coalesce(red_shape, [tuple(v.strides[d] for d in axes) for v in pro_views])
+    eshape_c, estrides = coalesce(eshape, [v.strides for v in epi_views + outputs])
+    flat = lambda rows: tuple(int(s) for row in rows for s in row) or (0,)
+    return {
+        "n_out": prod(kept_shape),
+        "n_red": prod(red_shape),
+        "kshape": tuple(kshape),
+        "rshape": tuple(rshape),
+        "eshape": tuple(eshape_c),
+        "pro_kstrides": flat(kstrides),
+        "pro_rstrides": flat(rstrides),
+        "epi_strides": flat(estrides[: len(epi_views)]),
+        "out_strides": flat(estrides[len(epi_views) :]),
+        "dims": (len(kshape), len(rshape), len(eshape_c)),
+    }
+
+
+class FusedReduceStep(Step):
+    """A generated CPU reduction with its prologue and epilogue."""
+
+    def __init__(
+        self,
+        kernel: Any,
+        kind: str,
+        x_shape: tuple[int, ...],
+        axes: tuple[int, ...],
+        prologue: _Params | None,
+        prologue_view: ViewRef | None,
+        epilogue: _Params | None,
+        eshape: tuple[int, ...],
+        outputs: list[ViewRef],
+        accumulator: DType,
+        label: str,
+    ) -> None:
+        self.kernel = kernel
+        self.label = label
+        self.shape = tuple(x_shape)
+        kept = [d for d in range(len(x_shape)) if d not in axes]
+        kept_shape = tuple(x_shape[d] for d in kept)
+        red_shape = tuple(x_shape[d] for d in axes)
+        if prologue is not None:
+            pro_views = [x for x in prologue.operands if isinstance(x, ViewRef)]
+            self.pro_scalars = [
+                d.numpy.type(x)
+                for x, d in zip(prologue.operands, prologue.dtypes)
+                if not isinstance(x, ViewRef)
+            ]
+        else:
+            assert prologue_view is not None
+            pro_views = [prologue_view]
+            self.pro_scalars = []
+        kshape, kstrides = coalesce(
+            kept_shape, [tuple(v.strides[d] for d in kept) for v in pro_views]
+        )
+        rshape, rstrides = coalesce(
+            red_shape, [tuple(v.strides[d] for d in axes) for v in pro_views]
+        )
+        self.kshape = np.array(kshape, dtype=np.int64)
+        self.rshape = np.array(rshape, dtype=np.int64)
+        self.pro_kstrides = np.array(kstrides, dtype=np.int64).reshape(len(pro_views), len(kshape))
+        self.pro_rstrides = np.array(rstrides, dtype=np.int64).reshape(len(pro_views), len(rshape))
+        self.pro = [_Template(v) for v in pro_views]
+        epi_views = [x for x in epilogue.operands if isinstance(x, ViewRef)] if epilogue else []
+        self.epi_scalars = (
+            [
+                d.numpy.type(x)
+                for x, d in zip(epilogue.operands, epilogue.dtypes)
+                if not isinstance(x, ViewRef)
+            ]
+            if epilogue
+            else []
+        )
+        eshape_c, estrides = coalesce(
+            eshape, [v.strides for v in epi_views] + [v.strides for v in outputs]
+        )
+        self.eshape = np.array(eshape_c, dtype=np.int64)
+        strides = np.array(estrides, dtype=np.int64).reshape(
+            len(epi_views) + len(outputs), len(eshape_c)
+        )
+        self.epi_strides = strides[: len(epi_views)].copy()
+        self.out_strides = strides[len(epi_views) :].copy()
+        self.epi = [_Template(v) for v in epi_views]
+        self.outs = [_Template(v) for v in outputs]
+        n_out, n_red = prod(kept_shape), prod(red_shape)
+        threads = _threads()
+        nsplit = 1
+        if n_out < 4 * threads and n_red >= 2 * codegen.CHUNK:
+            nsplit = min(-(-4 * threads // max(n_out, 1)), -(-n_red // codegen.CHUNK))
+        self.nsplit = nsplit
+        self.partial = np.empty(
+            max(n_out * nsplit, 1) if nsplit > 1 else 1, dtype=accumulator.numpy
+        )
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        for counter in LAUNCH_HOOKS:
+            counter.count += 1
+            counter.names.append(self.label)
+        pro_offsets = np.array([t.offset + bases[t.slot] for t in self.pro], dtype=np.int64)
+        epi_offsets = np.array([t.offset + bases[t.slot] for t in self.epi], dtype=np.int64)
+        out_offsets = np.array([t.offset + bases[t.slot] for t in self.outs], dtype=np.int64)
+        self.kernel(
+            self.kshape,
+            self.rshape,
+            self.nsplit,
+            self.partial,
+            pro_offsets,
+            self.pro_kstrides,
+            self.pro_rstrides,
+            self.eshape,
+            epi_offsets,
+            self.epi_strides,
+            out_offsets,
+            self.out_strides,
+            *[table[t.slot] for t in self.pro],
+            *self.pro_scalars,
+            *[table[t.slot] for t in self.epi],
+            *self.epi_scalars,
+            *[table[t.slot] for t in self.outs],
+        )
+
+
+def _threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+# --- building ---------------------------------------------------------------------------------
+def build_steps(analysis: Analysis) -> list[Step]:
+    steps: list[Step] = []
+    for group in analysis.groups:
+        root_op = analysis.ops[group.root]
+        if group.reduce_op is not None:
+            steps.append(_fused_reduce(analysis, group))
+        elif len(group.members) == 1:
+            if root_op.kind == "kernel":
+                steps.append(KernelStep(root_op))
+            elif root_op.kind == "guard":
+                steps.append(GuardStep(root_op))
+            elif root_op.kind == "elementwise":
+                steps.append(
+                    ElementwiseStep(
+                        root_op.attrs["backend"],
+                        root_op.attrs["fn"],
+                        root_op.outputs,
+                        root_op.inputs,
+                        root_op.attrs["compute"],
+                    )
+                )
+            else:
+                steps.append(PrimitiveStep(root_op))
+        else:
+            steps.append(_fused_elementwise(analysis, group))
+    return steps
+
+
+def _fused_elementwise(analysis: Analysis, group: Group) -> Step:
+    root_op = analysis.ops[group.root]
+    lines, results, params = compose(analysis, group, group.members, group.root)
+    text = _function_source("FN", params.names, lines, results)
+    name = _name(analysis, group.members, text)
+    fn = ScalarFunction(
+        name, text.replace("def FN(", f"def {name}(", 1), len(params.names), len(results)
+    )
+    return ElementwiseStep(
+        root_op.attrs["backend"], fn, root_op.outputs, params.operands, params.dtypes
+    )
+
+
+@dataclass
+class ReduceParts:
+    """What a fused reduction kernel is made of, independent of the device."""
+
+    kind: str
+    axes: tuple[int, ...]
+    x_view: ViewRef
+    out_dtype: DType
+    prologue: _Params | None
+    prologue_source: tuple[str, str] | None
+    epilogue: _Params | None
+    epilogue_source: tuple[str, str] | None
+    outputs: list[ViewRef]
+    eshape: tuple[int, ...]
+    label: str
+
+    @property
+    def x_dtype(self) -> DType:
+        return self.x_view.dtype
+
+    def array_dtypes(self, params: _Params | None) -> list[DType]:
+        if params is None:
+            return []
+        return [d for x, d in zip(params.operands, params.dtypes) if isinstance(x, ViewRef)]
+
+    def scalar_count(self, params: _Params | None) -> int:
+        if params is None:
+            return 0
+        return sum(1 for x in params.operands if not isinstance(x, ViewRef))
+
+    def source_arguments(self) -> tuple[Any, ...]:
+        """The arguments of :func:`codegen.reduce_source` after ``kind``."""
+        return (
+            self.x_dtype,
+            self.out_dtype,
+            self.prologue_source,
+            self.array_dtypes(self.prologue) if self.prologue else [self.x_dtype],
+            self.scalar_count(self.prologue),
+            self.epilogue_source,
+            self.array_dtypes(self.epilogue),
+            self.scalar_count(self.epilogue),
+            [v.dtype for v in self.outputs],
+        )
+
+    def cuda_layout(self) -> tuple[dict[str, Any], int, list[ViewRef]]:
+        pro_views, _ = _split_operands(self.prologue, None if self.prologue else self.x_view)
+        epi_views, _ = _split_operands(self.epilogue, None)
+        out_views = self.outputs if self.eshape else [_scalar_view(v) for v in self.outputs]
+        layout = _cuda_layout(
+            self.x_view.shape, self.axes, pro_views, self.eshape or (1,), epi_views, out_views
+        )
+        block = 32 if layout["n_red"] <= 256 else 128
+        return layout, block, out_views
+
+    def cuda_source(self) -> str:
+        layout, block, _ = self.cuda_layout()
+        return codegen.cuda_reduce_source(
+            self.kind, *self.source_arguments(), layout["dims"], block
+        )
+
+
+def reduce_parts(analysis: Analysis, group: Group) -> ReduceParts:
+    reduce_index = group.reduce_op
+    assert reduce_index is not None
+    reduce_op = analysis.ops[reduce_index]
+    kind = reduce_op.attrs["kind"]
+    x_view = reduce_op.inputs[0]
+    out_dtype = reduce_op.outputs[0].dtype
+    prologue_members = [m for m in group.members if analysis.is_prologue(group, m)]
+    epilogue_members = [m for m in group.members if m != reduce_index and m not in prologue_members]
+
+    prologue_params = None
+    prologue_source = None
+    if prologue_members:
+        pro_root = group.fused.get(x_view.slot)
+        assert pro_root is not None
+        lines, results, prologue_params = compose(analysis, group, prologue_members, pro_root)
+        produced = analysis.ops[pro_root]
+        value = convert(results[0], produced.outputs[0].dtype, x_view.dtype)
+        text = _function_source("FN", prologue_params.arrays_then_scalars(), lines, [value])
+        name = _name(analysis, prologue_members, text)
+        prologue_source = (name, text.replace("def FN(", f"def {name}(", 1))
+
+    epilogue_params = None
+    epilogue_source = None
+    if epilogue_members:
+        root_op = analysis.ops[group.root]
+        lines, results, epilogue_params = compose(
+            analysis, group, epilogue_members, group.root, special=("r", out_dtype)
+        )
+        text = _function_source("FN", ["r"] + epilogue_params.arrays_then_scalars(), lines, results)
+        name = _name(analysis, epilogue_members, text)
+        epilogue_source = (name, text.replace("def FN(", f"def {name}(", 1))
+        outputs = root_op.outputs
+    else:
+        outputs = reduce_op.outputs
+    names = (
+        analysis.ops[m].attrs["fn"].name
+        if analysis.ops[m].kind == "elementwise"
+        else f"reduce_{kind}"
+        for m in group.members
+    )
+    return ReduceParts(
+        kind=kind,
+        axes=reduce_op.attrs["axes"],
+        x_view=x_view,
+        out_dtype=out_dtype,
+        prologue=prologue_params,
+        prologue_source=prologue_source,
+        epilogue=epilogue_params,
+        epilogue_source=epilogue_source,
+        outputs=list(outputs),
+        eshape=tuple(outputs[0].shape),
+        label=("fused_" + "_".join(dict.fromkeys(names)))[:60],
+    )
+
+
+def _fused_reduce(analysis: Analysis, group: Group) -> Step:
+    from ..codecache import load_module
+
+    parts = reduce_parts(analysis, group)
+    reduce_op = analysis.ops[group.reduce_op]
+    if getattr(reduce_op.attrs["backend"], "name", "") == "cuda":
+        layout, block, out_views = parts.cuda_layout()
+        source = parts.cuda_source()
+        import numba
+
+        if numba.config.ENABLE_CUDASIM:
+            from ..backends.cuda.codegen import for_simulator
+
+            source = for_simulator(source)
+        kernel = load_module(source, f"fused_reduce_cuda_{parts.kind}").kernel
+        return CudaFusedReduceStep(
+            kernel,
+            block,
+            layout,
+            parts.prologue,
+            None if parts.prologue else parts.x_view,
+            parts.epilogue,
+            out_views,
+            parts.label,
+            tuple(parts.x_view.shape),
+        )
+
+    source = codegen.reduce_source(parts.kind, *parts.source_arguments())
+    module = load_module(source, f"fused_reduce_{parts.kind}")
+    work = prod(parts.x_view.shape)
+    kernel = module.kernel if work >= codegen.PARALLEL_THRESHOLD else module.kernel_serial
+    return FusedReduceStep(
+        kernel,
+        parts.kind,
+        parts.x_view.shape,
+        parts.axes,
+        parts.prologue,
+        None if parts.prologue else parts.x_view,
+        parts.epilogue,
+        parts.eshape or (1,),
+        parts.outputs if parts.eshape else [_scalar_view(v) for v in parts.outputs],
+        codegen.accumulator(parts.kind, parts.x_dtype),
+        parts.label,
+    )
+
+
+def _scalar_view(view: ViewRef) -> ViewRef:
+    return ViewRef(view.slot, (1,), (0,), view.offset, view.dtype)
+
+
+# --- the plan ---------------------------------------------------------------------------------
+class Plan:
+    """Steps plus the buffer table recipe; ``run`` replays one call."""
+
+    def __init__(
+        self,
+        slots: list[Slot],
+        steps: list[Step],
+        analysis: Analysis,
+        output_slots: set[int],
+        escaping: dict[int, Any],
+        arg_slots: dict[int, int],
+        written_args: list[int],
+        eager_launches: int,
+    ) -> None:
+        self.slots = slots
+        self.steps = steps
+        self.analysis = analysis
+        self.output_slots = sorted(output_slots)
+        self.arg_slots = arg_slots  # slot -> tensor argument position
+        self.written_args = written_args
+        self.eager_launches = eager_launches
+        self.table: list[Any] = [None] * len(slots)
+        for index, slot in enumerate(slots):
+            if slot.kind in ("const", "external"):
+                self.table[index] = slot.buffer
+        for index, buffer in escaping.items():
+            self.table[index] = buffer
+        self._allocate_scratch(set(escaping))
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.steps)
+
+    def _allocate_scratch(self, escaping: set[int]) -> None:
+        """One buffer per scratch slot, shared between slots whose lifetimes (first
+        write to last read, in steps) do not overlap."""
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for position, step in enumerate(self.steps):
+            for slot in _step_slots(step):
+                first.setdefault(slot, position)
+                last[slot] = position
+        outputs = set(self.output_slots)
+        pool: list[tuple[Any, Any, int, int]] = []  # (key, buffer, busy_until, slot)
+        for slot in sorted(first, key=lambda s: first[s]):
+            info = self.slots[slot]
+            if info.kind != "new" or slot in escaping or slot in outputs:
+                continue
+            key = (id(info.backend), info.dtype.name, info.numel)
+            reused = None
+            for k, (pool_key, _buffer, busy_until, _slot) in enumerate(pool):
+                if pool_key == key and busy_until < first[slot]:
+                    reused = k
+                    break
+            if reused is None:
+                buffer = info.backend.empty(info.numel, info.dtype)
+                pool.append((key, buffer, last[slot], slot))
+            else:
+                buffer = pool[reused][1]
+                pool[reused] = (key, buffer, last[slot], slot)
+            self.table[slot] = buffer
+
+    def run(self, tensors: list[Any]) -> list[Any]:
+        """Replay with these argument tensors; returns the table (for the outputs)."""
+        table = list(self.table)
+        bases = [0] * len(table)
+        for slot, position in self.arg_slots.items():
+            tensor = tensors[position]
+            table[slot] = tensor._storage.buffer
+            bases[slot] = tensor._offset
+        for slot in self.output_slots:
+            info = self.slots[slot]
+            if info.kind == "new":
+                table[slot] = info.backend.empty(info.numel, info.dtype)
+        level = debug_level()
+        for step in self.steps:
+            if level >= 2:
+                start = time.perf_counter()
+                step.run(table, bases)
+                elapsed = (time.perf_counter() - start) * 1e6
+                log(f"compiled {step.label[:36]:<36} shape={step.shape!s:<18} {elapsed:9.1f} us")
+            else:
+                step.run(table, bases)
+        for position in self.written_args:
+            tensors[position]._storage.version += 1
+        return table
+
+    def describe(self) -> str:
+        lines = [f"{len(self.steps)} kernels (eager: {self.eager_launches} launches)"]
+        for step in self.steps:
+            lines.append(f"  {step.label}  {step.shape}")
+        return "\n".join(lines)
+
+
+def _step_slots(step: Step) -> list[int]:
+    slots = []
+    for name in ("outputs", "inputs", "pro", "epi", "outs"):
+        for item in getattr(step, name, []) or []:
+            if isinstance(item, _Template):
+                slots.append(item.slot)
+    return slots

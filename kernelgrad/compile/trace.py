@@ -1,0 +1,465 @@
+"""Recording a function's backend calls.
+
+Every Tensor operation ends in a call of one of the backend's primitives (``empty``,
+``elementwise``, ``reduce``, ``matmul``, ``take``, ...) with fully specified views. That
+is the narrowest point through which all computation passes, so tracing needs no change
+to the front end: for the duration of a trace, the backend objects' primitive methods
+are wrapped (instance attributes that shadow the class's methods) so that each call is
+executed *and* recorded with its views. Elementwise calls carry the scalar function's
+source, so fusion later composes sources.
+
+Buffers are identified by *slots*:
+
+* ``arg``: the storage of a tensor argument (views are recorded relative to it);
+* ``new``: allocated during the trace (``backend.empty``); a weak reference tells, after
+  the function returns, whether Python still holds it (an output, ``p.grad``, a cache);
+* ``const``: created from host data during the trace (``kg.tensor([...])`` inside);
+* ``external``: any other buffer the function touched (parameters, captured tensors).
+
+Reading values back to the host (``.item()``, ``bool(t)``) cannot be replayed without
+running Python again. A small read is recorded as a *guard* (replays read the value again
+and stop if it changed); a larger one (printing a tensor) stops the trace with an error.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+from ..backends import loaded_backends
+from ..backends.base import ScalarFunction, View
+from ..dtypes import DType
+from ..errors import KernelError
+
+_lock = threading.RLock()
+# Launch counters (kernelgrad.compile.count_launches) that also want to see launches
+# that do not go through a backend primitive: user kernels and fused reductions.
+LAUNCH_HOOKS: list[Any] = []
+_active: list[Recorder] = []
+
+
+def active_recorder() -> Recorder | None:
+    """The recorder of the trace in progress (user kernels report their launches to
+    it), or None."""
+    return _active[-1] if _active else None
+
+
+class TraceError(KernelError):
+    """The function did something kg.compile cannot record and replay."""
+
+
+@dataclass(frozen=True)
+class ViewRef:
+    """A view of a slot's buffer; for ``arg`` slots the offset is relative to the
+    argument's own offset."""
+
+    slot: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    dtype: DType
+
+
+@dataclass
+class Slot:
+    kind: str  # "arg", "new", "const" or "external"
+    dtype: DType | None = None
+    numel: int = 0
+    arg: int = -1  # arg: position of the first tensor argument with this buffer
+    base_offset: int = 0  # arg: that argument's offset
+    buffer: Any = None  # const / external: the buffer itself
+    reference: Any = None  # new: a weak reference to the buffer
+    device: Any = None
+    backend: Any = None
+
+
+@dataclass
+class Op:
+    kind: str  # elementwise, reduce, matmul, take, index_add, random
+    outputs: list[ViewRef]
+    inputs: list[Any]  # ViewRef or a Python number
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def input_views(self) -> list[ViewRef]:
+        return [x for x in self.inputs if isinstance(x, ViewRef)]
+
+
+_RECORDED = (
+    "empty",
+    "from_numpy",
+    "elementwise",
+    "reduce",
+    "matmul",
+    "take",
+    "index_add",
+    "random",
+)
+# Host reads of at most this many elements (a bounds check's flag, a loss) are recorded
+# as guards; larger ones stop the trace.
+GUARD_LIMIT = 64
+
+_FORBIDDEN = {
+    "to_numpy": "reads tensor values on the host (.item(), .tolist(), printing, bool(t))",
+    "numpy_view": "converts a tensor to NumPy (.numpy())",
+    "manual_seed": "reseeds the random generator",
+    "copy_from": "moves a tensor between devices",
+}
+
+
+class Recorder:
+    """Context manager: wrap the backends, record primitive calls, unwrap."""
+
+    def __init__(self, arg_tensors: list[Any]) -> None:
+        self.slots: list[Slot] = []
+        self.ops: list[Op] = []
+        self._slot_of: dict[int, int] = {}
+        self._saved: list[tuple[Any, str, Any]] = []
+        self._patched: set[int] = set()
+        self._depth = 0
+        for position, tensor in enumerate(arg_tensors):
+            buffer = tensor._storage.buffer
+            if id(buffer) in self._slot_of:
+                continue
+            self._slot_of[id(buffer)] = len(self.slots)
+            self.slots.append(
+                Slot(
+                    "arg",
+                    dtype=tensor.dtype,
+                    arg=position,
+                    base_offset=tensor._offset,
+                    device=tensor.device,
+                    backend=tensor._storage.backend,
+                )
+            )
+
+    # --- slots ------------------------------------------------------------------------------
+    def _new_slot(self, slot: Slot, buffer: Any) -> int:
+        index = len(self.slots)
+        self.slots.append(slot)
+        self._slot_of[id(buffer)] = index
+        return index
+
+    def ref(self, view: View, backend: Any) -> ViewRef:
+        buffer = view.buffer
+        index = self._slot_of.get(id(buffer))
+        if index is None:
+            index = self._new_slot(
+                Slot(
+                    "external",
+                    dtype=view.dtype,
+                    buffer=buffer,
+                    backend=backend,
+                    device=getattr(backend, "device", None),
+                ),
+                buffer,
+            )
+        slot = self.slots[index]
+        offset = view.offset - slot.base_offset if slot.kind == "arg" else view.offset
+        return ViewRef(index, tuple(view.shape), tuple(view.strides), offset, view.dtype)
+
+    def operand(self, value: Any, backend: Any) -> Any:
+        return self.ref(value, backend) if isinstance(value, View) else value
+
+    # --- wrapping ---------------------------------------------------------------------------
+    def __enter__(self) -> Recorder:
+        _lock.acquire()
+        try:
+            for backend in loaded_backends().values():
+                self._wrap(backend)
+        except BaseException:
+            self._unwrap()
+            _lock.release()
+            raise
+        _active.append(self)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _active.remove(self)
+        try:
+            self._unwrap()
+        finally:
+            _lock.release()
+        for backend in loaded_backends().values():
+            if id(backend) not in self._patched and exc_info[0] is None:
+                raise TraceError(
+                    f"kg.compile: the function used the {backend.name} device for the first "
+                    "time while being traced; use that device once before calling the "
+                    "compiled function"
+                )
+
+    def _set(self, backend: Any, name: str, value: Any) -> None:
+        self._saved.append((backend, name, backend.__dict__.get(name, _MISSING)))
+        setattr(backend, name, value)
+
+    def _unwrap(self) -> None:
+        for backend, name, previous in reversed(self._saved):
+            if previous is _MISSING:
+                backend.__dict__.pop(name, None)
+            else:
+                setattr(backend, name, previous)
+        self._saved.clear()
+
+    def _wrap(self, backend: Any) -> None:
+        self._patched.add(id(backend))
+        for name in _RECORDED:
+            original = getattr(backend, name)
+            recording = getattr(self, "_" + name)(backend, original)
+            self._set(backend, name, self._outermost(recording, original))
+        self._set(backend, "to_numpy", self._guard(backend, backend.to_numpy))
+        for name, reason in _FORBIDDEN.items():
+            if name != "to_numpy" and hasattr(backend, name):
+                self._set(backend, name, _refuse(name, reason))
+
+    def _guard(self, backend: Any, original: Any) -> Any:
+        """A small host read (``.item()`` of a flag or a loss) is allowed and recorded as
+        a *guard*: every replay reads the value again and stops with an error if it
+        differs, because the Python code that read it might then have taken another
+        path. Larger reads stop the trace."""
+        refuse = _refuse("to_numpy", _FORBIDDEN["to_numpy"])
+
+        def to_numpy(view: View) -> Any:
+            if self._depth:
+                return original(view)
+            if prod(view.shape) > GUARD_LIMIT:
+                refuse()
+            value = original(view)
+            self.ops.append(
+                Op(
+                    "guard",
+                    [],
+                    [self.ref(view, backend)],
+                    {"expected": value.copy(), "where": _caller(), "backend": backend},
+                )
+            )
+            return value
+
+        return to_numpy
+
+    def _outermost(self, recording: Any, original: Any) -> Any:
+        """Record only calls made by the front end: a backend primitive that calls
+        another one internally (a reduction allocating scratch space, a copy made
+        contiguous) is replayed as the one primitive it is."""
+
+        def call(*args: Any) -> Any:
+            if self._depth:
+                return original(*args)
+            self._depth += 1
+            try:
+                return recording(*args)
+            finally:
+                self._depth -= 1
+
+        return call
+
+    # --- user kernels -------------------------------------------------------------------------
+    def kernel_call(
+        self, kernel: Any, args: tuple[Any, ...], ndrange: Any, workgroup: Any, device: Any
+    ) -> None:
+        """Run a ``@kg.kernel`` launch and record it as one op (the copies it may make
+        inside are part of it, not recorded separately)."""
+        from ..tensor import Tensor
+
+        if self._depth:
+            kernel.launch(args, ndrange, workgroup, device)
+            return
+        specs: list[Any] = []
+        reads: list[ViewRef] = []
+        writes: list[ViewRef] = []
+        for name, value in zip(kernel.info.params, args):
+            if isinstance(value, Tensor):
+                ref = self.ref(value._view(), value._backend)
+                specs.append(("tensor", ref, value._storage.device, value._storage.backend))
+                reads.append(ref)
+                if name in kernel.info.written:
+                    writes.append(ref)
+            else:
+                specs.append(("value", value))
+        self._depth += 1
+        try:
+            kernel.launch(args, ndrange, workgroup, device)
+        finally:
+            self._depth -= 1
+        self.ops.append(
+            Op(
+                "kernel",
+                writes,
+                reads,
+                {
+                    "kernel": kernel,
+                    "specs": specs,
+                    "ndrange": ndrange,
+                    "workgroup": workgroup,
+                    "device": device,
+                    "backend": None,
+                },
+            )
+        )
+
+    # --- recorded primitives -----------------------------------------------------------------
+    def _empty(self, backend: Any, original: Any) -> Any:
+        def empty(numel: int, dtype: DType) -> Any:
+            buffer = original(numel, dtype)
+            index = self._new_slot(
+                Slot("new", dtype=dtype, numel=int(numel), device=backend.device, backend=backend),
+                buffer,
+            )
+            key = id(buffer)
+            self.slots[index].reference = weakref.ref(buffer)
+            weakref.finalize(buffer, _forget, self._slot_of, key, index)
+            return buffer
+
+        return empty
+
+    def _from_numpy(self, backend: Any, original: Any) -> Any:
+        def from_numpy(array: Any) -> Any:
+            buffer = original(array)
+            self._new_slot(
+                Slot("const", dtype=None, buffer=buffer, device=backend.device, backend=backend),
+                buffer,
+            )
+            return buffer
+
+        return from_numpy
+
+    def _elementwise(self, backend: Any, original: Any) -> Any:
+        def elementwise(fn: ScalarFunction, outputs: Any, inputs: Any, compute_dtypes: Any) -> Any:
+            op = Op(
+                "elementwise",
+                [self.ref(v, backend) for v in outputs],
+                [self.operand(x, backend) for x in inputs],
+                {"fn": fn, "compute": tuple(compute_dtypes), "backend": backend},
+            )
+            result = original(fn, outputs, inputs, compute_dtypes)
+            self.ops.append(op)
+            return result
+
+        return elementwise
+
+    def _reduce(self, backend: Any, original: Any) -> Any:
+        def reduce(kind: str, out: View, x: View, axes: tuple[int, ...]) -> Any:
+            op = Op(
+                "reduce",
+                [self.ref(out, backend)],
+                [self.ref(x, backend)],
+                {"kind": kind, "axes": tuple(axes), "backend": backend},
+            )
+            result = original(kind, out, x, axes)
+            self.ops.append(op)
+            return result
+
+        return reduce
+
+    def _matmul(self, backend: Any, original: Any) -> Any:
+        def matmul(out: View, a: View, b: View) -> Any:
+            op = Op(
+                "matmul",
+                [self.ref(out, backend)],
+                [self.ref(a, backend), self.ref(b, backend)],
+                {"backend": backend},
+            )
+            result = original(out, a, b)
+            self.ops.append(op)
+            return result
+
+        return matmul
+
+    def _take(self, backend: Any, original: Any) -> Any:
+        def take(out: View, x: View, dim: int, index: View) -> Any:
+            op = Op(
+                "take",
+                [self.ref(out, backend)],
+                [self.ref(x, backend), self.ref(index, backend)],
+                {"dim": dim, "backend": backend},
+            )
+            result = original(out, x, dim, index)
+            self.ops.append(op)
+            return result
+
+        return take
+
+    def _index_add(self, backend: Any, original: Any) -> Any:
+        def index_add(out: View, dim: int, index: View, source: View) -> Any:
+            out_ref = self.ref(out, backend)
+            op = Op(
+                "index_add",
+                [out_ref],
+                [out_ref, self.ref(index, backend), self.ref(source, backend)],
+                {"dim": dim, "backend": backend},
+            )
+            result = original(out, dim, index, source)
+            self.ops.append(op)
+            return result
+
+        return index_add
+
+    def _random(self, backend: Any, original: Any) -> Any:
+        def random(out: View, distribution: str, low: float, high: float) -> Any:
+            op = Op(
+                "random",
+                [self.ref(out, backend)],
+                [],
+                {"distribution": distribution, "low": low, "high": high, "backend": backend},
+            )
+            result = original(out, distribution, low, high)
+            self.ops.append(op)
+            return result
+
+        return random
+
+
+_MISSING = object()
+
+
+def _caller() -> str:
+    """``file:line`` of the code that read a value: the innermost frame of the user's
+    code, and the kernelgrad frame it called (e.g. a bounds check), if any."""
+    import inspect
+    import os
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    readers = {
+        "_host_copy",
+        "item",
+        "tolist",
+        "_one_element",
+        "__bool__",
+        "__float__",
+        "__int__",
+        "__index__",
+        "__repr__",
+        "__format__",
+        "__array__",
+    }
+    library = None
+    for frame in inspect.stack()[2:]:
+        filename = os.path.abspath(frame.filename)
+        if filename.startswith(package):
+            relative = os.path.relpath(filename, package)
+            reading = relative == "tensor.py" and frame.function in readers
+            if library is None and not reading and not relative.startswith("compile"):
+                library = f"{os.path.relpath(filename, os.path.dirname(package))}:{frame.lineno}"
+            continue
+        where = f"{frame.filename}:{frame.lineno}"
+        return f"{where} (in {library})" if library else where
+    return library or "unknown location"
+
+
+def _forget(slot_of: dict[int, int], key: int, index: int) -> None:
+    """A buffer allocated during the trace died: its id may be reused by another."""
+    if slot_of.get(key) == index:
+        del slot_of[key]
+
+
+def _refuse(name: str, reason: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise TraceError(
+            f"kg.compile: the function {reason} while being traced. A compiled function is "
+            "replayed without running its Python code, so it cannot depend on tensor values "
+            "seen from Python. Return the tensor and read it after the call (e.g. "
+            "`loss = step(x); print(loss.item())`), or leave this code out of kg.compile"
+        )
+
+    return refuse

@@ -1,0 +1,424 @@
+"""``@kg.kernel``: one Python function, compiled for the device its tensors live on.
+
+>>> import kernelgrad as kg
+>>> @kg.kernel
+... def add_one_(x):
+...     i = kg.index()
+...     x[i] += 1.0
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from .. import autograd
+from ..debug import debug_level, log
+from ..device import Device, as_device
+from ..errors import DeviceMismatchError, InplaceError, KernelError, ShapeError
+from . import arrays, transform
+
+_CUDA_THREADS = 256
+# Below this many work items a CPU kernel runs on the calling thread (as the CPU
+# backend's own kernels do): waking the worker threads costs more than the work.
+PARALLEL_THRESHOLD = 32768
+_MAX_CUDA_BLOCK = 1024
+
+
+def _as_sizes(value: Any, what: str, kernel_name: str) -> tuple[int, ...]:
+    if isinstance(value, (int, np.integer)):
+        value = (int(value),)
+    if not isinstance(value, (tuple, list)) or not value:
+        raise ShapeError(
+            f"kernel '{kernel_name}': {what} must be an int or a tuple of ints, got {value!r}"
+        )
+    sizes = []
+    for v in value:
+        if not isinstance(v, (int, np.integer)) or int(v) < 0:
+            raise ShapeError(
+                f"kernel '{kernel_name}': {what} entries must be non-negative ints, got {value!r}"
+            )
+        sizes.append(int(v))
+    return tuple(sizes)
+
+
+class _Argument:
+    """One converted argument: the object handed to the compiled kernel, and what to
+    do after the launch."""
+
+    __slots__ = ("copy_back", "device", "name", "tensor", "type_code", "value")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.value: Any = None
+        self.device: Device | None = None
+        self.tensor: Any = None
+        self.copy_back: Any = None
+        self.type_code: Any = None
+
+
+class Kernel:
+    """A compiled-on-demand kernel. Call it as ``k(*args, ndrange=..., workgroup=...)``.
+
+    See :func:`kernel` for the rules, and ``docs/kernels.md`` for the GPU model."""
+
+    def __init__(self, fn: Callable[..., Any], workgroup: Any = None) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.default_workgroup = workgroup
+        self.info = transform.analyze(fn)
+        if self.info.uses_barrier:
+            from .phases import check_structure
+
+            check_structure(self.info)
+        self._launchers: dict[Any, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"<kg.kernel {self.info.name}({', '.join(self.info.params)})>"
+
+    # --- launching --------------------------------------------------------------------------
+    def __call__(
+        self,
+        *args: Any,
+        ndrange: Any,
+        workgroup: Any = None,
+        device: Any = None,
+    ) -> None:
+        from ..compile.trace import active_recorder
+
+        recorder = active_recorder()
+        if recorder is not None:  # inside kg.compile's trace: run and record the launch
+            recorder.kernel_call(self, args, ndrange, workgroup, device)
+            return
+        self.launch(args, ndrange, workgroup, device)
+
+    def launch(self, args: Sequence[Any], ndrange: Any, workgroup: Any, device: Any) -> None:
+        """Check, convert and launch (what calling the kernel does)."""
+        info = self.info
+        if len(args) != len(info.params):
+            raise TypeError(
+                f"kernel '{info.name}' takes {len(info.params)} arguments "
+                f"({', '.join(info.params)}), got {len(args)}"
+            )
+        sizes = _as_sizes(ndrange, "ndrange", info.name)
+        ndim = len(sizes)
+        bad_dims = sorted(d for d in info.index_dims if d not in (0, ndim))
+        if bad_dims:
+            raise ShapeError(
+                f"kernel '{info.name}' asks for kg.index({bad_dims[0]}) (or local/group "
+                f"index) but was launched with a {ndim}-dimensional ndrange {sizes}; pass "
+                f"ndrange with {bad_dims[0]} sizes, or use kg.index() for the linear index"
+            )
+        if workgroup is None:
+            workgroup = self.default_workgroup
+        group = None
+        if workgroup is not None:
+            group = _as_sizes(workgroup, "workgroup", info.name)
+            if len(group) == 1 and ndim > 1:
+                group = group + (1,) * (ndim - 1)
+            if len(group) != ndim or any(w < 1 for w in group):
+                raise ShapeError(
+                    f"kernel '{info.name}': workgroup {workgroup!r} must have one positive "
+                    f"size per ndrange dimension ({ndim})"
+                )
+        elif info.uses_workgroup:
+            raise KernelError(
+                f"kernel '{info.name}' uses kg.local_index/group_index/shared/barrier, so it "
+                "needs a workgroup size: pass workgroup=(...) with one size per ndrange "
+                "dimension (for example workgroup=(16, 16))"
+            )
+
+        from ..compile.trace import LAUNCH_HOOKS
+
+        for counter in LAUNCH_HOOKS:
+            counter.count += 1
+            counter.names.append(f"kernel {info.name}")
+        converted = [self._convert(name, value) for name, value in zip(info.params, args)]
+        target = self._device(converted, device)
+        try:
+            self._prepare_arrays(converted, target)
+            if prod(sizes) == 0:
+                return
+            if target.type == "cpu":
+                self._launch_cpu(converted, sizes, group)
+            else:
+                self._launch_cuda(converted, sizes, group, target)
+        finally:
+            self._finish(converted)
+
+    # --- arguments ------------------------------------------------------------------------
+    def _convert(self, name: str, value: Any) -> _Argument:
+        from ..tensor import Tensor
+
+        argument = _Argument(name)
+        if isinstance(value, Tensor):
+            argument.tensor = value
+            argument.device = value.device
+            if name in self.info.written:
+                if autograd.is_grad_enabled() and value.requires_grad:
+                    raise InplaceError(
+                        f"kernel '{self.info.name}' may write into argument '{name}', a tensor "
+                        "that requires grad, while gradients are recorded. Launch it under "
+                        "`with kg.no_grad():`, or give the kernel a backward with "
+                        "kg.custom_vjp so that it joins autograd"
+                    )
+                _check_writable(self.info.name, name, value.shape, value._strides)
+            return argument
+        array_device = arrays.device_of_array(value)
+        if array_device is not None:
+            argument.device = as_device(array_device)
+            argument.value = value
+            return argument
+        if isinstance(value, (bool, np.bool_)):
+            argument.value = bool(value)
+            argument.type_code = "b"
+        elif isinstance(value, (int, np.integer)):
+            argument.value = int(value)
+            argument.type_code = "i"
+        elif isinstance(value, np.floating):
+            argument.value = value
+            argument.type_code = "f32" if value.dtype == np.float32 else "f64"
+        elif isinstance(value, float):
+            argument.value = value
+            argument.type_code = "f64"
+        else:
+            raise TypeError(
+                f"kernel '{self.info.name}': argument '{name}' is a {type(value).__name__}; "
+                "kernels take tensors, NumPy or CUDA arrays, and numbers"
+            )
+        return argument
+
+    def _device(self, converted: Sequence[_Argument], requested: Any) -> Device:
+        placed = [(a.name, a.device) for a in converted if a.device is not None]
+        devices = {d for _, d in placed}
+        if requested is not None:
+            devices.add(as_device(requested))
+        if len(devices) > 1:
+            listing = ", ".join(f"'{n}' on {d}" for n, d in placed)
+            if requested is not None:
+                listing += f", device={as_device(requested)}"
+            raise DeviceMismatchError(
+                f"kernel '{self.info.name}' got arrays on different devices ({listing}); a "
+                "kernel runs on one device, where its data lives. Move them first, e.g. "
+                "`x = x.to('cuda')`"
+            )
+        if devices:
+            return devices.pop()
+        from ..device import default_device
+
+        return default_device()
+
+    def _prepare_arrays(self, converted: Sequence[_Argument], target: Device) -> None:
+        info = self.info
+        for argument in converted:
+            if argument.tensor is not None:
+                tensor = argument.tensor
+                flatten = argument.name in info.linear and tensor.ndim != 1
+                work = tensor.detach()
+                negative = any(s < 0 for s in tensor._strides)
+                needs_copy = (flatten and not tensor.is_contiguous()) or (
+                    negative and target.type == "cuda"
+                )
+                if needs_copy:
+                    with autograd.no_grad():
+                        work = tensor.detach().clone()
+                    if argument.name in info.written:
+                        argument.copy_back = work
+                shape, strides = work.shape, work._strides
+                if flatten:
+                    shape, strides = (work.numel(),), (1,)
+                buffer = work._storage.buffer
+                if target.type == "cpu":
+                    argument.value = arrays.cpu_view(buffer, shape, strides, work._offset)
+                else:
+                    argument.value = arrays.cuda_view(
+                        buffer, shape, strides, work._offset, tensor.dtype.numpy
+                    )
+                argument.type_code = ("A", tensor.dtype.numpy.name, len(shape))
+            elif argument.type_code is None:  # a raw array
+                value = argument.value
+                if argument.name in info.linear and len(value.shape) != 1:
+                    if target.type == "cpu":
+                        if not value.flags.c_contiguous:
+                            raise KernelError(
+                                f"kernel '{info.name}': argument '{argument.name}' is indexed "
+                                "with one index (linear indexing), which needs a contiguous "
+                                "array; pass np.ascontiguousarray(...) or a tensor"
+                            )
+                        value = value.reshape(-1)
+                    else:
+                        value = value.reshape(value.size)
+                    argument.value = value
+                dtype_name = np.dtype(value.dtype).name
+                argument.type_code = ("A", dtype_name, len(value.shape))
+
+    def _finish(self, converted: Sequence[_Argument]) -> None:
+        from ..ops.elementwise import copy_into
+
+        for argument in converted:
+            tensor = argument.tensor
+            if tensor is None:
+                continue
+            if argument.copy_back is not None:
+                with autograd.no_grad():
+                    copy_into(tensor.detach(), argument.copy_back)
+            elif argument.name in self.info.written:
+                tensor._storage.version += 1
+
+    # --- compilation ------------------------------------------------------------------------
+    def _launcher(self, device_type: str, ndim: int, workgroup: bool, types: Any) -> Any:
+        key = (device_type, ndim, workgroup, types)
+        launcher = self._launchers.get(key)
+        if launcher is not None:
+            return launcher
+        from ..codecache import load_module
+
+        if device_type == "cpu":
+            arg_types = dict(zip(self.info.params, types)) if workgroup else None
+            source = transform.cpu_source(self.info, ndim, workgroup, arg_types)
+        else:
+            source = transform.cuda_source(self.info, ndim, workgroup)
+        module = load_module(source, f"kernel_{device_type}_{self.info.name}")
+        for name, value in self.info.injected.items():
+            setattr(module, name, value)
+        launcher = module.kernel
+        if device_type == "cpu":
+            launcher = (module.kernel, module.kernel_serial)
+        self._launchers[key] = launcher
+        return launcher
+
+    def _run(self, launcher: Any, call: Callable[[], None], label: str, sizes: tuple) -> None:
+        level = debug_level()
+        start = time.perf_counter() if level >= 1 else 0.0
+        before = _compiled_count(launcher) if level >= 1 else 0
+        try:
+            call()
+        except Exception as error:
+            if type(error).__module__.startswith("numba"):
+                raise KernelError(
+                    f"kernel '{self.info.name}' ({label}) failed to compile or run: {error}\n"
+                    f"The generated source is {launcher.py_func.__code__.co_filename}; "
+                    "kernels may use Numba's supported Python subset (numbers, arrays, "
+                    "math, loops, branches)."
+                ) from error
+            raise
+        if level >= 1:
+            elapsed = time.perf_counter() - start
+            if _compiled_count(launcher) != before:
+                log(f"compiled kernel {self.info.name} ({label}) in {elapsed:.2f} s")
+            elif level >= 2:
+                log(
+                    f"{label:<4} kernel {self.info.name:<20} ndrange={sizes!s:<16} "
+                    f"{elapsed * 1e6:9.1f} us"
+                )
+
+    def _launch_cpu(
+        self, converted: Sequence[_Argument], sizes: tuple[int, ...], group: Any
+    ) -> None:
+        types = tuple(a.type_code for a in converted)
+        parallel, serial = self._launcher("cpu", len(sizes), group is not None, types)
+        values = [a.value for a in converted]
+        if group is None:
+            arguments = list(sizes) + values
+            items = prod(sizes)
+        else:
+            groups = [-(-n // w) for n, w in zip(sizes, group)]
+            arguments = list(sizes) + list(group) + groups + values
+            items = prod(groups) * prod(group)
+        launcher = parallel if items >= PARALLEL_THRESHOLD else serial
+        self._run(launcher, lambda: launcher(*arguments), "cpu", sizes)
+
+    def _launch_cuda(
+        self,
+        converted: Sequence[_Argument],
+        sizes: tuple[int, ...],
+        group: Any,
+        device: Device,
+    ) -> None:
+        launcher = self._launcher("cuda", len(sizes), group is not None, None)
+        values = [a.value for a in converted]
+        stream = 0
+        for argument in converted:
+            if argument.tensor is not None:
+                stream = getattr(argument.tensor._backend, "stream", 0) or 0
+                break
+        if group is None:
+            total = prod(sizes)
+            blocks = -(-total // _CUDA_THREADS)
+            configured = launcher[blocks, _CUDA_THREADS, stream]
+        else:
+            if len(sizes) > 3:
+                raise KernelError(
+                    f"kernel '{self.info.name}': a workgroup launch on CUDA supports at most "
+                    f"3 index dimensions, got {len(sizes)}"
+                )
+            if prod(group) > _MAX_CUDA_BLOCK:
+                raise KernelError(
+                    f"kernel '{self.info.name}': workgroup {group} has {prod(group)} work "
+                    f"items; CUDA allows at most {_MAX_CUDA_BLOCK} per block"
+                )
+            grid = tuple(reversed([-(-n // w) for n, w in zip(sizes, group)]))
+            block = tuple(reversed(group))
+            configured = launcher[grid, block, stream]
+        self._run(launcher, lambda: configured(*sizes, *values), str(device), sizes)
+
+
+def _compiled_count(launcher: Any) -> int:
+    try:
+        return len(launcher.overloads)
+    except Exception:
+        return 0
+
+
+def _check_writable(kernel_name: str, name: str, shape: tuple, strides: tuple) -> None:
+    for size, stride in zip(shape, strides):
+        if stride == 0 and size > 1:
+            raise KernelError(
+                f"kernel '{kernel_name}' may write into argument '{name}', which is an "
+                f"expanded (broadcast) view of shape {shape} with a zero stride: several "
+                "elements share one memory location. Pass `.contiguous()` (a copy) instead"
+            )
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, workgroup: Any = None) -> Any:
+    """Compile a Python function into a kernel that runs where its tensors live.
+
+    The function body describes one *work item*; ``kg.index()`` says which. Launch it
+    with ``ndrange`` (the number of work items: an int or a tuple for a grid) and
+    optionally ``workgroup`` (the size of a group of items that share ``kg.shared``
+    memory and meet at ``kg.barrier()``):
+
+    >>> import kernelgrad as kg
+    >>> @kg.kernel
+    ... def clamp_(img):
+    ...     i = kg.index()
+    ...     v = img[i]
+    ...     if v > 1.0:
+    ...         img[i] = 1.0
+    ...     elif v < 0.0:
+    ...         img[i] = 0.0
+    >>> img = kg.tensor([[-0.5, 0.5], [1.5, 0.25]])
+    >>> clamp_(img, ndrange=img.numel())
+    >>> img.tolist()
+    [[0.0, 0.5], [1.0, 0.25]]
+
+    Rules:
+
+    * Tensor arguments arrive as arrays of their shape and strides, sharing memory
+      (writes reach the tensor, whatever view it is). An argument that the body only
+      ever indexes with *one* index (``img[i]``) is seen flat, in row-major order
+      (linear indexing); a non-contiguous one is copied and copied back.
+    * Numbers arrive as numbers; NumPy arrays run on the CPU, CUDA arrays on the GPU.
+    * All arrays must live on one device: CPU tensors compile with
+      ``numba.njit(parallel=True)``, CUDA tensors with ``numba.cuda.jit``.
+    * Writes bump the written tensors' version counters (autograd's in-place check).
+    * Compiled code is cached on disk; a second process loads it.
+    """
+    if fn is None:
+        return lambda f: Kernel(f, workgroup)
+    return Kernel(fn, workgroup)

@@ -1,0 +1,786 @@
+"""From a user's ``@kg.kernel`` function to the source of a generated CPU or CUDA module.
+
+The user's function is parsed once (:func:`analyze`). Calls of ``kg.index()`` and the
+other markers become plain names (``_kg_lin``, ``_kg_g0``, ...); ``kg.exp`` and
+friends become ``math`` functions; kernelgrad dtypes become NumPy types; constants the
+function reads from its module are written into the generated source (so that changing
+them changes the file's hash); plain Python helper functions it calls are copied into
+the generated module and compiled for the same device.
+
+Each device form then defines the marker names:
+
+* CPU, no workgroup: the body becomes a per-item function called from a
+  ``numba.njit(parallel=True)`` loop (``prange``) over the index range.
+* CPU, workgroup: groups run in parallel (``prange``); inside a group the body is cut
+  into *phases* at every ``kg.barrier()``, each phase a loop over the group's work items.
+  Local variables that live across a barrier become per-item arrays; loops and branches
+  that contain a barrier run once per group (their condition must be the same for every
+  work item, as on a GPU, and is read from the group's first item).
+* CUDA, no workgroup: a guarded one-dimensional grid; the body is a device function.
+* CUDA, workgroup: the block is the workgroup (the last index dimension on ``x``);
+  ``kg.shared`` is ``cuda.shared.array`` and ``kg.barrier`` is ``cuda.syncthreads``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DType, as_dtype
+from ..errors import KernelError
+from .markers import MARKERS
+
+PREFIX = "_kg_"
+_NUMBA_OPTIONS = "cache=True, error_model='numpy', nogil=True"
+
+# kg functions that mean the same thing inside a kernel as a math/builtin function
+_KG_MATH = {
+    "exp": "math.exp",
+    "log": "math.log",
+    "log1p": "math.log1p",
+    "expm1": "math.expm1",
+    "sqrt": "math.sqrt",
+    "sin": "math.sin",
+    "cos": "math.cos",
+    "tanh": "math.tanh",
+    "erf": "math.erf",
+    "abs": "abs",
+    "maximum": "max",
+    "minimum": "min",
+}
+_META_ATTRIBUTES = {"shape", "size", "ndim", "dtype", "strides"}
+_SAFE_CALLS = {"len"}
+
+
+# --- errors ------------------------------------------------------------------------------
+def _where(info: Any, node: ast.AST | None) -> str:
+    line = getattr(node, "lineno", None)
+    if line is None:
+        return f"in kernel '{info.name}'"
+    return f"in kernel '{info.name}' ({info.filename}, line {info.first_line + line - 1})"
+
+
+def kernel_error(info: Any, node: ast.AST | None, message: str) -> KernelError:
+    return KernelError(f"{_where(info, node)}: {message}")
+
+
+# --- analysis ----------------------------------------------------------------------------
+@dataclass
+class SharedDecl:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    lineno: int
+
+
+@dataclass
+class KernelInfo:
+    """Everything the code generators need to know about a kernel function."""
+
+    fn: Any
+    name: str
+    filename: str
+    first_line: int
+    params: list[str]
+    body: list[ast.stmt]
+    index_dims: set[int] = field(default_factory=set)
+    uses_workgroup: bool = False
+    uses_barrier: bool = False
+    shared: list[SharedDecl] = field(default_factory=list)
+    written: set[str] = field(default_factory=set)
+    linear: set[str] = field(default_factory=set)
+    header: dict[str, str] = field(default_factory=dict)  # name -> source line
+    helpers: dict[str, ast.FunctionDef] = field(default_factory=dict)
+    injected: dict[str, Any] = field(default_factory=dict)
+    global_types: dict[str, str] = field(default_factory=dict)
+    has_return: bool = False
+
+
+def _function_tree(fn: Any) -> tuple[ast.FunctionDef, str, int]:
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        filename = inspect.getsourcefile(fn) or "<unknown>"
+        first_line = inspect.getsourcelines(fn)[1]
+    except (OSError, TypeError) as error:
+        raise KernelError(
+            f"cannot read the source of {getattr(fn, '__name__', fn)!r} ({error}); kernels "
+            "must be defined in a file (not typed at an interactive prompt or made with exec)"
+        ) from None
+    tree = ast.parse(source)
+    node = tree.body[0]
+    if not isinstance(node, ast.FunctionDef):
+        raise KernelError(f"{fn!r} is not a plain function definition (def ...)")
+    node.decorator_list = []
+    return node, filename, first_line
+
+
+def _namespace(fn: Any) -> dict[str, Any]:
+    """The names a function can see: its closure, then its module globals."""
+    names = dict(fn.__globals__)
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            with contextlib.suppress(ValueError):  # an empty cell
+                names[name] = cell.cell_contents
+    return names
+
+
+_UNRESOLVED = object()
+
+
+def _resolve(node: ast.AST, namespace: dict[str, Any], local_names: set[str]) -> Any:
+    if isinstance(node, ast.Name):
+        if node.id in local_names:
+            return _UNRESOLVED
+        if node.id in namespace:
+            return namespace[node.id]
+        return getattr(builtins, node.id, _UNRESOLVED)
+    if isinstance(node, ast.Attribute):
+        base = _resolve(node.value, namespace, local_names)
+        if base is _UNRESOLVED or not isinstance(base, types.ModuleType):
+            return _UNRESOLVED
+        return getattr(base, node.attr, _UNRESOLVED)
+    return _UNRESOLVED
+
+
+def _constant(info: Any, node: ast.AST, namespace: dict[str, Any], what: str) -> Any:
+    try:
+        return eval(compile(ast.Expression(node), "<kernel>", "eval"), dict(namespace))
+    except Exception as error:
+        raise kernel_error(
+            info, node, f"{what} must be a constant the kernel compiler can evaluate ({error})"
+        ) from None
+
+
+def _assigned_names(body: list[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+            pass
+    return names
+
+
+def _kg_math_table() -> dict[int, str]:
+    """id(kg function) -> replacement, computed lazily to avoid an import cycle."""
+    import kernelgrad
+
+    table = {}
+    for name, target in _KG_MATH.items():
+        value = getattr(kernelgrad, name, None)
+        if value is not None:
+            table[id(value)] = target
+    return table
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Replace marker calls, kg math functions and kg dtypes; record what is used."""
+
+    def __init__(self, info: Any, namespace: dict[str, Any], local_names: set[str], helper: bool):
+        self.info = info
+        self.namespace = namespace
+        self.local_names = local_names
+        self.helper = helper
+        self.math_table = _kg_math_table()
+
+    def _marker_dims(self, node: ast.Call, name: str) -> int:
+        if node.keywords or len(node.args) > 1:
+            raise kernel_error(self.info, node, f"kg.{name}() takes at most one argument (ndim)")
+        if not node.args:
+            return 0
+        value = _constant(self.info, node.args[0], self.namespace, f"the argument of kg.{name}")
+        if not isinstance(value, int) or not 1 <= value <= 8:
+            raise kernel_error(
+                self.info, node, f"kg.{name}(ndim) needs an integer ndim >= 1, got {value!r}"
+            )
+        return value
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        target = _resolve(node.func, self.namespace, self.local_names)
+        marker = MARKERS.get(target) if callable(target) else None
+        if marker is not None:
+            if self.helper:
+                raise kernel_error(
+                    self.info,
+                    node,
+                    f"kg.{marker}() can only be used in the kernel function itself, not in a "
+                    "helper function it calls; pass the index to the helper as an argument",
+                )
+            return self._marker(node, marker)
+        replacement = self.math_table.get(id(target)) if target is not _UNRESOLVED else None
+        if replacement is not None:
+            node.func = ast.parse(replacement, mode="eval").body
+        self.generic_visit(node)
+        return node
+
+    def _marker(self, node: ast.Call, marker: str) -> ast.AST:
+        info = self.info
+        if marker in ("index", "local_index", "group_index"):
+            ndim = self._marker_dims(node, marker)
+            if marker != "index":
+                info.uses_workgroup = True
+            info.index_dims.add(ndim)
+            letter = {"index": "g", "local_index": "t", "group_index": "b"}[marker]
+            linear = {"index": "lin", "local_index": "llin", "group_index": "glin"}[marker]
+            if ndim == 0:
+                return ast.Name(PREFIX + linear, ast.Load())
+            if ndim == 1:
+                return ast.Name(f"{PREFIX}{letter}0", ast.Load())
+            return ast.Tuple(
+                [ast.Name(f"{PREFIX}{letter}{d}", ast.Load()) for d in range(ndim)], ast.Load()
+            )
+        if marker == "barrier":
+            info.uses_workgroup = True
+            info.uses_barrier = True
+            if node.args or node.keywords:
+                raise kernel_error(info, node, "kg.barrier() takes no arguments")
+            return ast.Call(ast.Name(PREFIX + "barrier", ast.Load()), [], [])
+        # shared(shape, dtype): checked and recorded by the statement pass
+        info.uses_workgroup = True
+        self.generic_visit(node)
+        return ast.Call(ast.Name(PREFIX + "shared", ast.Load()), node.args, node.keywords)
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        value = _resolve(node, self.namespace, self.local_names)
+        if isinstance(value, DType):
+            return _dtype_node(value)
+        self.generic_visit(node)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> Any:
+        if node.id.startswith(PREFIX):
+            raise kernel_error(
+                self.info, node, f"names starting with {PREFIX!r} are reserved for kernelgrad"
+            )
+        if isinstance(node.ctx, ast.Load) and node.id not in self.local_names:
+            value = self.namespace.get(node.id, _UNRESOLVED)
+            if isinstance(value, DType):
+                return _dtype_node(value)
+        return node
+
+
+def _dtype_node(dtype: DType) -> ast.AST:
+    name = "bool_" if dtype.name == "bool" else dtype.name
+    return ast.Attribute(ast.Name("np", ast.Load()), name, ast.Load())
+
+
+def _numpy_dtype(info: Any, node: ast.AST, value: Any) -> np.dtype:
+    try:
+        return as_dtype(value).numpy
+    except TypeError:
+        raise kernel_error(
+            info, node, f"kg.shared: unsupported dtype {value!r} (use kg.float32, kg.int32, ...)"
+        ) from None
+
+
+def analyze(fn: Any) -> KernelInfo:
+    """Parse and check a kernel function; see the module docstring."""
+    tree, filename, first_line = _function_tree(fn)
+    args = tree.args
+    info = KernelInfo(
+        fn=fn,
+        name=tree.name,
+        filename=filename,
+        first_line=first_line,
+        params=[a.arg for a in args.args],
+        body=tree.body,
+    )
+    if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs or args.defaults:
+        raise kernel_error(
+            info, tree, "kernel parameters must be plain positional names (no defaults, *args)"
+        )
+    namespace = _namespace(fn)
+    local_names = _assigned_names(tree.body) | set(info.params)
+    rewriter = _Rewriter(info, namespace, local_names, helper=False)
+    body = [rewriter.visit(stmt) for stmt in tree.body]
+    info.body = _extract_shared(info, body, namespace)
+    _check_statements(info)
+    _param_usage(info)
+    _resolve_globals(info, info.body, namespace, local_names, set())
+    return info
+
+
+def _is_call_to(node: ast.AST, name: str) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == PREFIX + name
+    )
+
+
+def _extract_shared(info: KernelInfo, body: list[ast.stmt], namespace: dict) -> list[ast.stmt]:
+    """``name = kg.shared(shape, dtype)`` at the top level of the body: recorded and kept
+    in place (each device form decides what it becomes). Anywhere else: an error."""
+    top_level = set()
+    for stmt in body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and _is_call_to(stmt.value, "shared")
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+        ):
+            call = stmt.value
+            arguments = list(call.args)
+            keywords = {k.arg: k.value for k in call.keywords}
+            if len(arguments) < 2:
+                arguments += [keywords.pop(k) for k in ("shape", "dtype") if k in keywords]
+            if len(arguments) != 2 or keywords:
+                raise kernel_error(info, stmt, "kg.shared takes (shape, dtype)")
+            shape = _constant(info, arguments[0], namespace, "the shape of kg.shared")
+            if isinstance(shape, int):
+                shape = (shape,)
+            if not (isinstance(shape, tuple) and all(isinstance(s, int) and s > 0 for s in shape)):
+                raise kernel_error(
+                    info, stmt, f"kg.shared needs a tuple of positive ints, got {shape!r}"
+                )
+            dtype_node = arguments[1]
+            if isinstance(dtype_node, ast.Attribute) and isinstance(dtype_node.value, ast.Name):
+                if dtype_node.value.id == "np":  # already rewritten from a kg dtype
+                    dtype = np.dtype(getattr(np, dtype_node.attr))
+                else:
+                    dtype = _numpy_dtype(
+                        info, stmt, _constant(info, dtype_node, namespace, "dtype")
+                    )
+            else:
+                dtype = _numpy_dtype(info, stmt, _constant(info, dtype_node, namespace, "dtype"))
+            name = stmt.targets[0].id
+            if any(d.name == name for d in info.shared):
+                raise kernel_error(info, stmt, f"shared array {name!r} is declared twice")
+            info.shared.append(SharedDecl(name, shape, dtype, stmt.lineno))
+            top_level.add(id(stmt.value))
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if _is_call_to(node, "shared") and id(node) not in top_level:
+            raise kernel_error(
+                info,
+                node,
+                "kg.shared(...) must be assigned to a name at the top level of the kernel "
+                "body (`tile = kg.shared((16, 16), kg.float32)`), not inside a branch, loop "
+                "or expression",
+            )
+    shared_names = {d.name for d in info.shared}
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Store)
+            and node.id in shared_names
+            and not _is_shared_target(node, body)
+        ):
+            raise kernel_error(
+                info, node, f"the shared array {node.id!r} cannot be assigned a new value"
+            )
+    return body
+
+
+def _is_shared_target(name_node: ast.Name, body: list[ast.stmt]) -> bool:
+    for stmt in body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and _is_call_to(stmt.value, "shared")
+            and stmt.targets[0] is name_node
+        ):
+            return True
+    return False
+
+
+def _check_statements(info: KernelInfo) -> None:
+    for node in ast.walk(ast.Module(body=info.body, type_ignores=[])):
+        if isinstance(node, ast.Return):
+            info.has_return = True
+            if node.value is not None and not (
+                isinstance(node.value, ast.Constant) and node.value.value is None
+            ):
+                raise kernel_error(
+                    info,
+                    node,
+                    "a kernel cannot return a value; write results into an output argument",
+                )
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            raise kernel_error(info, node, "nested functions and classes are not supported")
+        elif isinstance(node, (ast.Yield, ast.YieldFrom, ast.Await, ast.Try, ast.With)):
+            raise kernel_error(info, node, f"{type(node).__name__} is not supported in kernels")
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            raise kernel_error(info, node, "global/nonlocal statements are not supported")
+
+
+def _param_usage(info: KernelInfo) -> None:
+    """Which parameters may be written, and which are only ever indexed with one index
+    (those see their tensor flattened: linear indexing)."""
+    params = set(info.params)
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(ast.Module(body=info.body, type_ignores=[])):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    escaped: set[str] = set()
+    multi_index: set[str] = set()
+    for node in ast.walk(ast.Module(body=info.body, type_ignores=[])):
+        if not (isinstance(node, ast.Name) and node.id in params):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(node.ctx, ast.Store):
+            escaped.add(node.id)  # rebinding a parameter: be conservative
+            continue
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            if isinstance(parent.ctx, (ast.Store, ast.Del)):
+                info.written.add(node.id)
+            if isinstance(parent.slice, (ast.Tuple, ast.Slice)):
+                multi_index.add(node.id)
+            if isinstance(parent.ctx, ast.Load) and isinstance(parent.slice, ast.Slice):
+                escaped.add(node.id)  # a slice is a view that may be written
+            continue
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            if parent.attr in _META_ATTRIBUTES:
+                continue
+            escaped.add(node.id)
+            continue
+        if (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in _SAFE_CALLS
+        ):
+            continue
+        escaped.add(node.id)
+    info.written |= escaped
+    info.linear = params - escaped - multi_index
+
+
+def _literal(value: Any) -> bool:
+    if isinstance(value, (bool, int, float, complex, str, type(None))):
+        return True
+    if isinstance(value, tuple):
+        return all(_literal(v) for v in value)
+    return False
+
+
+def _free_names(body: list[ast.stmt], local_names: set[str]) -> list[ast.Name]:
+    found = []
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if (
+            isinstance(node, ast.Name)
+            and isinstance(node.ctx, ast.Load)
+            and node.id not in local_names
+            and not node.id.startswith(PREFIX)
+        ):
+            found.append(node)
+    return found
+
+
+def _resolve_globals(
+    info: KernelInfo,
+    body: list[ast.stmt],
+    namespace: dict[str, Any],
+    local_names: set[str],
+    visiting: set[str],
+) -> None:
+    """Make every free name of ``body`` available in the generated module."""
+    for node in _free_names(body, local_names):
+        name = node.id
+        if name in ("np", "math") and name not in namespace:
+            continue  # introduced by the rewriting; imported by every generated module
+        if name not in namespace:
+            if hasattr(builtins, name):
+                continue
+            raise kernel_error(info, node, f"name {name!r} is not defined")
+        value = namespace[name]
+        if isinstance(value, types.ModuleType):
+            line = f"import {value.__name__} as {name}"
+            if value.__name__ == "kernelgrad" or value.__name__.startswith("kernelgrad."):
+                raise kernel_error(
+                    info,
+                    node,
+                    f"'{name}.{_attribute_after(node, body)}' cannot be used inside a kernel "
+                    "(only kg.index, kg.local_index, kg.group_index, kg.shared, kg.barrier, "
+                    "kg dtypes and the math functions kg.exp, kg.log, kg.sqrt, ... are "
+                    "understood); use math or numpy functions instead",
+                )
+            _add_header(info, node, name, line)
+        elif _literal(value):
+            _add_header(info, node, name, f"{name} = {value!r}")
+            info.global_types[name] = _literal_type(value)
+        elif isinstance(value, type) and issubclass(value, np.generic):
+            _add_header(info, node, name, f"{name} = np.{value.__name__}")
+        elif isinstance(value, DType):
+            _add_header(info, node, name, f"{name} = np.{value.numpy.type.__name__}")
+        elif isinstance(value, types.FunctionType):
+            if name in visiting or name in info.helpers:
+                continue
+            _add_helper(info, node, name, value, visiting)
+        elif _is_numba_function(value) or isinstance(value, np.ndarray):
+            info.injected[name] = value
+        else:
+            raise kernel_error(
+                info,
+                node,
+                f"the kernel uses {name!r}, a {type(value).__name__}; kernels can use numbers, "
+                "tuples, math/numpy functions, NumPy arrays of constants, numba functions "
+                "and plain Python helper functions. Pass tensors as arguments instead.",
+            )
+
+
+def _attribute_after(node: ast.Name, body: list[ast.stmt]) -> str:
+    for candidate in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(candidate, ast.Attribute) and candidate.value is node:
+            return candidate.attr
+    return "..."
+
+
+def _literal_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "b"
+    if isinstance(value, int):
+        return "i"
+    if isinstance(value, float):
+        return "f64"
+    return "?"
+
+
+def _is_numba_function(value: Any) -> bool:
+    module = type(value).__module__ or ""
+    return module.startswith("numba") and callable(value)
+
+
+def _add_header(info: KernelInfo, node: ast.AST, name: str, line: str) -> None:
+    existing = info.header.get(name)
+    if existing is not None and existing != line:
+        raise kernel_error(
+            info, node, f"the name {name!r} means different things in the kernel and a helper"
+        )
+    info.header[name] = line
+
+
+def _add_helper(
+    info: KernelInfo, node: ast.AST, name: str, fn: types.FunctionType, visiting: set[str]
+) -> None:
+    tree, _, _ = _function_tree(fn)
+    tree.name = name
+    namespace = _namespace(fn)
+    local_names = _assigned_names(tree.body) | {a.arg for a in tree.args.args}
+    rewriter = _Rewriter(info, namespace, local_names, helper=True)
+    tree.body = [rewriter.visit(stmt) for stmt in tree.body]
+    info.helpers[name] = tree
+    _resolve_globals(info, tree.body, namespace, local_names, visiting | {name})
+
+
+# --- shared helpers for the generators -------------------------------------------------------
+def _unravel(index: str, sizes: list[str], names: list[str], indent: str) -> list[str]:
+    """Lines that split a linear ``index`` into row-major coordinates ``names``."""
+    k = len(names)
+    if k == 1:
+        return [f"{indent}{names[0]} = {index}"]
+    lines = []
+    rest = index
+    for d in range(k - 1):
+        inner = " * ".join(sizes[d + 1 :])
+        lines.append(f"{indent}{names[d]} = {rest} // ({inner})")
+        remainder = f"{PREFIX}rest{d}"
+        lines.append(f"{indent}{remainder} = {rest} - {names[d]} * ({inner})")
+        rest = remainder
+    lines.append(f"{indent}{names[k - 1]} = {rest}")
+    return lines
+
+
+def _linearize(coords: list[str], sizes: list[str]) -> str:
+    expr = coords[0]
+    for d in range(1, len(coords)):
+        expr = f"({expr}) * {sizes[d]} + {coords[d]}"
+    return expr
+
+
+def _header_lines(info: KernelInfo, device: str) -> list[str]:
+    lines = [
+        f'"""Generated by kernelgrad.kernel from {info.name} ({device}) -- do not edit."""',
+        "import math",
+        "import numpy as np",
+    ]
+    if device == "cpu":
+        lines.append("from numba import njit, prange")
+    else:
+        lines.append("from numba import cuda")
+    lines += sorted(info.header.values())
+    lines += [f"{name} = None  # set by kernelgrad before the first call" for name in info.injected]
+    lines.append("")
+    for tree in info.helpers.values():
+        if device == "cpu":
+            lines.append(f"@njit({_NUMBA_OPTIONS})")
+        else:
+            lines.append("@cuda.jit(device=True, cache=True)")
+        lines.append(ast.unparse(tree))
+        lines.append("")
+    return lines
+
+
+def _body_source(body: list[ast.stmt], indent: str) -> list[str]:
+    text = "\n".join(ast.unparse(stmt) for stmt in body) or "pass"
+    return [indent + line if line else line for line in text.splitlines()]
+
+
+class _ReplaceMarkers(ast.NodeTransformer):
+    """Final replacement of the ``_kg_barrier()`` / ``_kg_shared()`` placeholders."""
+
+    def __init__(self, barrier: str | None, shared: dict[str, str]):
+        self.barrier = barrier
+        self.shared = shared
+
+    def visit_Expr(self, node: ast.Expr) -> Any:
+        if _is_call_to(node.value, "barrier"):
+            if self.barrier is None:
+                return None
+            return ast.Expr(ast.parse(self.barrier, mode="eval").body)
+        return self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        if _is_call_to(node.value, "shared"):
+            name = node.targets[0].id
+            replacement = self.shared.get(name)
+            if replacement is None:
+                return None
+            node.value = ast.parse(replacement, mode="eval").body
+            return node
+        return self.generic_visit(node)
+
+
+def _copy_body(body: list[ast.stmt]) -> list[ast.stmt]:
+    import copy
+
+    return [copy.deepcopy(stmt) for stmt in body]
+
+
+def _replace(body: list[ast.stmt], barrier: str | None, shared: dict[str, str]) -> list[ast.stmt]:
+    transformer = _ReplaceMarkers(barrier, shared)
+    result = []
+    for stmt in _copy_body(body):
+        new = transformer.visit(stmt)
+        if new is not None:
+            result.append(new)
+    return [ast.fix_missing_locations(s) for s in result]
+
+
+# --- CUDA -------------------------------------------------------------------------------------
+_AXES = ("x", "y", "z")
+
+
+def cuda_source(info: KernelInfo, ndim: int, workgroup: bool) -> str:
+    """Source of a module whose ``kernel`` is the CUDA form for an ``ndim``-d range."""
+    lines = _header_lines(info, "cuda")
+    sizes = [f"{PREFIX}n{d}" for d in range(ndim)]
+    params = ", ".join(sizes + info.params)
+    g = [f"{PREFIX}g{d}" for d in range(ndim)]
+    if not workgroup:
+        body = _replace(info.body, None, {})
+        item_params = ", ".join(g + [PREFIX + "lin"] + info.params)
+        lines.append("@cuda.jit(device=True, cache=True)")
+        lines.append(f"def {PREFIX}item({item_params}):")
+        lines += _body_source(body, "    ")
+        lines.append("")
+        lines.append("")
+        lines.append("@cuda.jit(cache=True)")
+        lines.append(f"def kernel({params}):")
+        lines.append(f"    {PREFIX}lin = cuda.grid(1)")
+        lines.append(f"    if {PREFIX}lin < {' * '.join(sizes)}:")
+        lines += _unravel(PREFIX + "lin", sizes, g, "        ")
+        lines.append(f"        {PREFIX}item({', '.join(g + [PREFIX + 'lin'] + info.params)})")
+        lines.append("")
+        return "\n".join(lines)
+
+    if ndim > 3:
+        raise KernelError(
+            f"kernel '{info.name}': a workgroup launch on CUDA supports at most 3 index "
+            f"dimensions, got {ndim}"
+        )
+    shared = {
+        d.name: f"cuda.shared.array({d.shape!r}, np.{d.dtype.type.__name__})" for d in info.shared
+    }
+    body = _replace(info.body, "cuda.syncthreads()", shared)
+    lines.append("@cuda.jit(cache=True)")
+    lines.append(f"def kernel({params}):")
+    t = [f"{PREFIX}t{d}" for d in range(ndim)]
+    b = [f"{PREFIX}b{d}" for d in range(ndim)]
+    w = [f"{PREFIX}w{d}" for d in range(ndim)]
+    ng = [f"{PREFIX}ng{d}" for d in range(ndim)]
+    for d in range(ndim):
+        axis = _AXES[ndim - 1 - d]
+        lines.append(f"    {t[d]} = cuda.threadIdx.{axis}")
+        lines.append(f"    {b[d]} = cuda.blockIdx.{axis}")
+        lines.append(f"    {w[d]} = cuda.blockDim.{axis}")
+        lines.append(f"    {ng[d]} = cuda.gridDim.{axis}")
+        lines.append(f"    {g[d]} = {b[d]} * {w[d]} + {t[d]}")
+    lines.append(f"    {PREFIX}lin = {_linearize(g, sizes)}")
+    lines.append(f"    {PREFIX}llin = {_linearize(t, w)}")
+    lines.append(f"    {PREFIX}glin = {_linearize(b, ng)}")
+    lines += _body_source(body, "    ")
+    lines.append("")
+    return "\n".join(lines)
+
+
+# --- CPU --------------------------------------------------------------------------------------
+def cpu_source(
+    info: KernelInfo, ndim: int, workgroup: bool, arg_types: dict[str, str] | None = None
+) -> str:
+    """Source of a module whose ``kernel`` is the CPU form for an ``ndim``-d range.
+
+    ``arg_types`` (parameter -> type code, see :mod:`.typeinfer`) is needed for workgroup
+    kernels whose local variables live across a barrier."""
+    lines = _header_lines(info, "cpu")
+    sizes = [f"{PREFIX}n{d}" for d in range(ndim)]
+    g = [f"{PREFIX}g{d}" for d in range(ndim)]
+    if not workgroup:
+        body = _replace(info.body, None, {})
+        item_params = g + [PREFIX + "lin"] + info.params
+        lines.append(f"@njit({_NUMBA_OPTIONS})")
+        lines.append(f"def {PREFIX}item({', '.join(item_params)}):")
+        lines += _body_source(body, "    ")
+        lines.append("")
+        lines.append("")
+        launcher = [f"def kernel({', '.join(sizes + info.params)}):"]
+        launcher.append(f"    for {PREFIX}lin in prange({' * '.join(sizes)}):")
+        launcher += _unravel(PREFIX + "lin", sizes, g, "        ")
+        launcher.append(f"        {PREFIX}item({', '.join(item_params)})")
+        return "\n".join(lines + _twins(launcher))
+
+    from .phases import split_phases
+
+    t = [f"{PREFIX}t{d}" for d in range(ndim)]
+    b = [f"{PREFIX}b{d}" for d in range(ndim)]
+    w = [f"{PREFIX}w{d}" for d in range(ndim)]
+    ng = [f"{PREFIX}ng{d}" for d in range(ndim)]
+    shared = {d.name: None for d in info.shared}
+    body = _replace(info.body, f"{PREFIX}barrier()", shared)  # shared decls removed
+    item_setup = _unravel(PREFIX + "llin", w, t, "")
+    item_setup += [f"{g[d]} = {b[d]} * {w[d]} + {t[d]}" for d in range(ndim)]
+    item_setup.append(f"{PREFIX}lin = {_linearize(g, sizes)}")
+    program, per_item = split_phases(info, body, item_setup, arg_types or {})
+
+    params = sizes + w + ng + info.params
+    launcher = [f"def kernel({', '.join(params)}):"]
+    launcher.append(f"    {PREFIX}G = {' * '.join(w)}")
+    launcher.append(f"    for {PREFIX}glin in prange({' * '.join(ng)}):")
+    launcher += _unravel(PREFIX + "glin", ng, b, "        ")
+    for decl in info.shared:
+        launcher.append(
+            f"        {decl.name} = np.empty({decl.shape!r}, np.{decl.dtype.type.__name__})"
+        )
+    for name, dtype in per_item.items():
+        launcher.append(f"        {PREFIX}v_{name} = np.empty({PREFIX}G, np.{dtype})")
+    launcher += ["        " + line for line in program]
+    return "\n".join(lines + _twins(launcher))
+
+
+def _twins(launcher: list[str]) -> list[str]:
+    """The launcher twice: ``kernel`` spreads the range over the cores (prange);
+    ``kernel_serial`` runs it on the calling thread, for small ranges, where waking the
+    worker threads would cost more than the work."""
+    serial = [launcher[0].replace("def kernel(", "def kernel_serial(", 1)] + launcher[1:]
+    return (
+        [f"@njit(parallel=True, {_NUMBA_OPTIONS})"]
+        + launcher
+        + ["", "", f"@njit({_NUMBA_OPTIONS})"]
+        + serial
+        + [""]
+    )

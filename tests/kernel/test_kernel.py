@@ -1,0 +1,263 @@
+"""``@kg.kernel`` without workgroups: index ranges, argument layouts, scalars, errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+from kernelgrad.errors import DeviceMismatchError, InplaceError, KernelError, ShapeError
+from tests.helpers import as_numpy, assert_close
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@kg.kernel
+def clamp_(img):
+    i = kg.index()
+    v = img[i]
+    if v > 1.0:
+        img[i] = 1.0
+    elif v < 0.0:
+        img[i] = 0.0
+
+
+@kg.kernel
+def axpy_transposed(out, a, b, alpha):
+    i, j = kg.index(2)
+    out[i, j] = a[i, j] + alpha * b[j, i]
+
+
+@kg.kernel
+def fill_coordinates(out):
+    i, j, k = kg.index(3)
+    out[i, j, k] = 100 * i + 10 * j + k
+
+
+@kg.kernel
+def linear_positions(out):
+    out[kg.index()] = kg.index()
+
+
+@kg.kernel
+def guarded_square(out, x, n):
+    i = kg.index()
+    if i >= n:
+        return
+    out[i] = x[i] * x[i]
+
+
+def _image(shape, seed=0):
+    return np.random.default_rng(seed).uniform(-1.0, 2.0, shape).astype(np.float32)
+
+
+def test_clamp_2d_image(device, simulated):
+    shape = (6, 5) if simulated else (30, 20)
+    values = _image(shape)
+    img = kg.tensor(values, device=device)
+    version = img._storage.version
+    clamp_(img, ndrange=img.numel())
+    assert_close(img, np.clip(values, 0.0, 1.0))
+    assert img._storage.version == version + 1
+
+
+def test_clamp_through_views_reaches_base(device):
+    values = _image((4, 6), seed=1)
+    base = kg.tensor(values, device=device)
+    strided = base[:, ::2]  # non-contiguous: copied, run, copied back
+    clamp_(strided, ndrange=strided.numel())
+    expected = values.copy()
+    expected[:, ::2] = np.clip(values[:, ::2], 0.0, 1.0)
+    assert_close(base, expected)
+
+    transposed = kg.tensor(values, device=device).T
+    clamp_(transposed, ndrange=transposed.numel())
+    assert_close(transposed, np.clip(values.T, 0.0, 1.0))
+
+
+def test_two_dimensional_index_with_strided_arguments(device):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b_storage = np.arange(24, dtype=np.float32).reshape(4, 6)
+    b = kg.tensor(b_storage, device=device)[:, ::2]  # shape (4, 3), strides (6, 2)
+    out = kg.zeros(3, 4, device=device)
+    axpy_transposed(out, kg.tensor(a, device=device), b, 0.5, ndrange=(3, 4))
+    assert_close(out, a + 0.5 * b_storage[:, ::2].T)
+
+
+def test_three_dimensional_index(device):
+    out = kg.zeros(2, 3, 4, dtype=kg.int64, device=device)
+    fill_coordinates(out, ndrange=(2, 3, 4))
+    i, j, k = np.indices((2, 3, 4))
+    assert_close(out, 100 * i + 10 * j + k)
+
+
+def test_linear_index_over_a_grid_and_flat_view_of_nd_tensor(device):
+    out = kg.zeros(3, 5, dtype=kg.int64, device=device)
+    linear_positions(out, ndrange=(3, 5))
+    assert_close(out, np.arange(15).reshape(3, 5))
+
+
+def test_early_return_and_integer_scalar(device):
+    x = kg.arange(8, dtype=kg.float32, device=device)
+    out = kg.full((8,), -1.0, device=device)
+    guarded_square(out, x, 5, ndrange=8)
+    assert_close(out, [0, 1, 4, 9, 16, -1, -1, -1])
+
+
+def test_empty_range_launches_nothing(device):
+    x = kg.zeros(0, device=device)
+    clamp_(x, ndrange=0)
+    assert x.numel() == 0
+
+
+def test_numpy_arrays_run_on_the_cpu():
+    values = _image((3, 4), seed=2)
+    array = values.copy()
+    clamp_(array, ndrange=array.size)
+    np.testing.assert_array_equal(array, np.clip(values, 0.0, 1.0))
+
+
+TILE_SCALE = 3.0
+
+
+def _scale(v):
+    return v * TILE_SCALE
+
+
+@kg.kernel
+def scale_with_helper(x):
+    i = kg.index()
+    x[i] = _scale(x[i]) + kg.exp(0.0)
+
+
+def test_helpers_globals_and_kg_math(device):
+    x = kg.tensor([1.0, 2.0], device=device)
+    scale_with_helper(x, ndrange=2)
+    assert_close(x, [4.0, 7.0])
+
+
+# --- errors --------------------------------------------------------------------------------
+def test_markers_outside_a_kernel_raise():
+    with pytest.raises(KernelError, match="only has a meaning inside"):
+        kg.index()
+    with pytest.raises(KernelError, match=r"@kg.kernel"):
+        kg.barrier()
+
+
+def test_mixed_devices_name_the_arguments():
+    x = kg.zeros(3)
+    with pytest.raises(DeviceMismatchError, match=r"'img' on cpu.*device=cuda"):
+        clamp_(x, ndrange=3, device="cuda")
+
+
+def test_wrong_ndrange_rank():
+    out = kg.zeros(2, 2)
+    with pytest.raises(ShapeError, match=r"kg.index\(2\).*1-dimensional"):
+        axpy_transposed(out, out, out, 1.0, ndrange=4)
+
+
+def test_wrong_argument_count_and_type():
+    with pytest.raises(TypeError, match="takes 1 arguments"):
+        clamp_(kg.zeros(2), kg.zeros(2), ndrange=2)
+    with pytest.raises(TypeError, match="argument 'img' is a str"):
+        clamp_("image", ndrange=2)
+
+
+def test_writing_a_tensor_that_requires_grad_is_refused():
+    w = kg.zeros(3, requires_grad=True)
+    with pytest.raises(InplaceError, match="requires grad"):
+        clamp_(w, ndrange=3)
+    with kg.no_grad():
+        clamp_(w, ndrange=3)
+
+
+def test_writing_a_broadcast_view_is_refused():
+    x = kg.zeros(1).expand(4)
+    with pytest.raises(KernelError, match="zero stride"):
+        clamp_(x, ndrange=4)
+
+
+def test_returning_a_value_is_refused():
+    def returns(x):
+        return x[kg.index()]
+
+    with pytest.raises(KernelError, match="cannot return a value"):
+        kg.kernel(returns)
+
+
+def test_tensor_globals_are_refused():
+    table = kg.zeros(3)
+
+    def uses_global(x):
+        x[kg.index()] = table[0]
+
+    with pytest.raises(KernelError, match="'table', a Tensor"):
+        kg.kernel(uses_global)
+
+
+def test_numba_typing_errors_become_kernel_errors():
+    @kg.kernel
+    def bad(x):
+        i = kg.index()
+        x[i] = "text"
+
+    with pytest.raises(KernelError, match="failed to compile"):
+        bad(kg.zeros(2), ndrange=2)
+
+
+def test_reserved_names():
+    def reserved(x):
+        _kg_lin = 1
+        x[_kg_lin] = 0.0
+
+    with pytest.raises(KernelError, match="reserved"):
+        kg.kernel(reserved)
+
+
+# --- disk cache -----------------------------------------------------------------------------
+CACHE_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np
+    import kernelgrad as kg
+    from tests.kernel.test_kernel import clamp_
+
+    x = kg.tensor(np.array([-1.0, 0.5, 2.0], dtype=np.float32))
+    clamp_(x, ndrange=3)
+    assert x.tolist() == [0.0, 0.5, 1.0]
+    launchers = next(iter(clamp_._launchers.values()))
+    print("hits", sum(sum(d.stats.cache_hits.values()) for d in launchers))
+    """
+)
+
+
+def test_compiled_kernels_are_cached_on_disk_across_processes(tmp_path):
+    env = dict(os.environ, KERNELGRAD_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    runs = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", CACHE_SCRIPT],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        runs.append(int(done.stdout.split("hits")[-1].split()[0]))
+    assert runs[0] == 0
+    assert runs[1] >= 1
+    assert list((tmp_path / "kernels").glob("kg_kernel_cpu_clamp__*.py"))
+
+
+def test_results_round_trip_to_numpy(device):
+    values = _image((2, 3), seed=3)
+    img = kg.tensor(values, device=device)
+    clamp_(img, ndrange=6)
+    assert np.array_equal(as_numpy(img), np.clip(values, 0, 1))

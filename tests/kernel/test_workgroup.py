@@ -1,0 +1,252 @@
+"""Workgroups: local and group indices, shared memory and barriers, on every device."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+from kernelgrad.errors import KernelError
+from tests.helpers import assert_close
+
+ROOT = Path(__file__).resolve().parents[2]
+TILE = 4
+
+
+@kg.kernel
+def matmul_tiled(c, a, b):
+    i, j = kg.index(2)
+    li, lj = kg.local_index(2)
+    tile_a = kg.shared((TILE, TILE), kg.float32)
+    tile_b = kg.shared((TILE, TILE), kg.float32)
+    n = a.shape[0]
+    k = a.shape[1]
+    m = b.shape[1]
+    acc = 0.0
+    for t in range((k + TILE - 1) // TILE):
+        col = t * TILE + lj
+        row = t * TILE + li
+        if i < n and col < k:
+            tile_a[li, lj] = a[i, col]
+        else:
+            tile_a[li, lj] = 0.0
+        if row < k and j < m:
+            tile_b[li, lj] = b[row, j]
+        else:
+            tile_b[li, lj] = 0.0
+        kg.barrier()
+        for kk in range(TILE):
+            acc += tile_a[li, kk] * tile_b[kk, lj]
+        kg.barrier()
+    if i < n and j < m:
+        c[i, j] = acc
+
+
+GROUP = 8
+
+
+@kg.kernel
+def group_sums(out, x, n):
+    i = kg.index()
+    lane = kg.local_index()
+    partial = kg.shared(GROUP, kg.float32)
+    if i < n:
+        partial[lane] = x[i]
+    else:
+        partial[lane] = 0.0
+    kg.barrier()
+    stride = GROUP // 2
+    while stride > 0:
+        if lane < stride:
+            partial[lane] += partial[lane + stride]
+        kg.barrier()
+        stride //= 2
+    if lane == 0:
+        out[kg.group_index()] = partial[0]
+
+
+@kg.kernel
+def positions(local_out, group_out, global_out):
+    i, j = kg.index(2)
+    li, lj = kg.local_index(2)
+    gi, gj = kg.group_index(2)
+    if i < global_out.shape[0] and j < global_out.shape[1]:
+        local_out[i, j] = 10 * li + lj
+        group_out[i, j] = 10 * gi + gj
+        global_out[i, j] = kg.index()
+
+
+def _random(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def test_tiled_matmul_crosses_tile_edges(device):
+    a, b = _random((9, 7), 0), _random((7, 10), 1)
+    c = kg.zeros(9, 10, device=device)
+    ndrange = (-(-9 // TILE) * TILE, -(-10 // TILE) * TILE)
+    matmul_tiled(
+        c,
+        kg.tensor(a, device=device),
+        kg.tensor(b, device=device),
+        ndrange=ndrange,
+        workgroup=(TILE, TILE),
+    )
+    assert_close(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_tiled_matmul_with_partial_groups_and_transposed_input(device):
+    a, b = _random((5, 6), 2), _random((6, 3), 3)
+    a_t = kg.tensor(np.ascontiguousarray(a.T), device=device).T  # strided view
+    c = kg.zeros(5, 3, device=device)
+    matmul_tiled(c, a_t, kg.tensor(b, device=device), ndrange=(5, 3), workgroup=(TILE, TILE))
+    assert_close(c, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_tree_reduction_with_barriers_in_a_while_loop(device):
+    x = _random(21, 4)
+    groups = -(-21 // GROUP)
+    out = kg.zeros(groups, device=device)
+    group_sums(out, kg.tensor(x, device=device), 21, ndrange=groups * GROUP, workgroup=GROUP)
+    padded = np.concatenate([x, np.zeros(groups * GROUP - 21, np.float32)])
+    assert_close(out, padded.reshape(groups, GROUP).sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_local_group_and_linear_indices(device):
+    shape = (5, 6)
+    local = kg.zeros(*shape, dtype=kg.int64, device=device)
+    group = kg.zeros(*shape, dtype=kg.int64, device=device)
+    linear = kg.zeros(*shape, dtype=kg.int64, device=device)
+    positions(local, group, linear, ndrange=shape, workgroup=(2, 4))
+    i, j = np.indices(shape)
+    assert_close(local, 10 * (i % 2) + j % 4)
+    assert_close(group, 10 * (i // 2) + j // 4)
+    assert_close(linear, i * shape[1] + j)
+
+
+def test_workgroup_required():
+    with pytest.raises(KernelError, match="needs a workgroup size"):
+        group_sums(kg.zeros(1), kg.zeros(8), 8, ndrange=8)
+
+
+# --- structural errors, found when the function is decorated ------------------------------------
+def test_barrier_under_an_item_dependent_branch_is_refused():
+    def divergent(x):
+        i = kg.index()
+        if i < 3:
+            kg.barrier()
+        x[i] = 0.0
+
+    with pytest.raises(KernelError, match=r"depends on the work item's index.*i < 3") as info:
+        kg.kernel(divergent)
+    assert "line" in str(info.value)
+
+
+def test_barrier_inside_an_unsupported_statement_is_refused():
+    def in_with(x):
+        i = kg.index()
+        for _ in range(2):
+            try:
+                kg.barrier()
+            finally:
+                x[i] = 0.0
+
+    with pytest.raises(KernelError, match="Try is not supported"):
+        kg.kernel(in_with)
+
+
+def test_return_in_a_kernel_with_barriers_is_refused():
+    def early_exit(x):
+        i = kg.index()
+        if i > 4:
+            return
+        kg.barrier()
+        x[i] = 0.0
+
+    with pytest.raises(KernelError, match="'return' is not supported"):
+        kg.kernel(early_exit)
+
+
+def test_break_out_of_a_barrier_loop_is_refused():
+    def breaks(x):
+        for t in range(3):
+            kg.barrier()
+            if t == 1:
+                break
+
+    with pytest.raises(KernelError, match="'break' would leave a loop"):
+        kg.kernel(breaks)
+
+
+def test_shared_must_be_declared_at_top_level():
+    def nested_shared(x):
+        if x.shape[0] > 1:
+            tile = kg.shared(4, kg.float32)
+            tile[0] = 1.0
+
+    with pytest.raises(KernelError, match="top level"):
+        kg.kernel(nested_shared)
+
+
+def test_shared_shape_must_be_constant():
+    def dynamic_shared(x):
+        tile = kg.shared(x.shape, kg.float32)
+        tile[0] = 1.0
+
+    with pytest.raises(KernelError, match="constant"):
+        kg.kernel(dynamic_shared)
+
+
+# --- the CUDA form under Numba's simulator ------------------------------------------------------
+SIMULATOR_SCRIPT = textwrap.dedent(
+    """
+    import numpy as np
+    from numba import cuda
+    from tests.kernel.test_kernel import clamp_
+    from tests.kernel.test_workgroup import TILE, GROUP, group_sums, matmul_tiled
+
+    values = np.random.default_rng(0).uniform(-1, 2, (6, 5)).astype(np.float32)
+    image = cuda.to_device(values)
+    clamp_(image, ndrange=values.size)
+    assert np.array_equal(image.copy_to_host(), np.clip(values, 0, 1))
+
+    a = np.random.default_rng(1).standard_normal((9, 7)).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal((7, 6)).astype(np.float32)
+    c = cuda.to_device(np.zeros((9, 6), np.float32))
+    matmul_tiled(c, cuda.to_device(a), cuda.to_device(b), ndrange=(12, 8),
+                 workgroup=(TILE, TILE))
+    assert np.allclose(c.copy_to_host(), a @ b, atol=1e-5)
+
+    x = np.arange(11, dtype=np.float32)
+    out = cuda.to_device(np.zeros(2, np.float32))
+    group_sums(out, cuda.to_device(x), 11, ndrange=16, workgroup=GROUP)
+    assert np.allclose(out.copy_to_host(), [x[:8].sum(), x[8:].sum()])
+    print("simulated ok")
+    """
+)
+
+
+def test_cuda_form_runs_in_the_simulator(tmp_path):
+    """The generated CUDA kernels (plain and workgroup) on Numba device arrays, in a
+    process with the simulator enabled (the CUDA backend is not needed for this)."""
+    env = dict(
+        os.environ,
+        NUMBA_ENABLE_CUDASIM="1",
+        KERNELGRAD_CACHE_DIR=str(tmp_path),
+        PYTHONPATH=str(ROOT),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", SIMULATOR_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "simulated ok" in done.stdout

@@ -48,7 +48,9 @@ class ScalarFunction:
     """Source text of a scalar function ``def <name>(x0, x1, ...)`` returning one value
     (or a tuple of ``nout`` values). Backends compile it into their elementwise kernels:
     the CPU with ``numba.njit``, CUDA with ``numba.cuda.jit(device=True)``. The source may
-    use the ``math`` module and nothing else from outside the function."""
+    use the ``math`` module and NumPy scalar casts (``np.float32(x)``, ``np.int64(x)``,
+    ``np.bool_(x)``) and nothing else from outside the function: every backend's
+    generated module imports ``math`` and ``numpy as np``."""
 
     name: str
     source: str

@@ -1,0 +1,71 @@
+"""Datasets, data loading and dataset files (``kg.data``).
+
+* :class:`Dataset`, :class:`TensorDataset`, :class:`Subset` and :class:`DataLoader`
+  (batches, seeded shuffling, ``drop_last``, ``device=``), as in PyTorch.
+* :func:`read_idx` / :func:`write_idx`: the IDX format of MNIST and Fashion-MNIST.
+* :func:`find_dataset`, :func:`download_dataset`, :func:`load_dataset` and the
+  dataset classes :class:`FashionMNIST`, :class:`MNIST` and :class:`Digits` (a small
+  real dataset embedded in the package).
+
+>>> import kernelgrad as kg
+>>> train = kg.data.load_dataset("digits", train=True)
+>>> images, labels = next(iter(kg.data.DataLoader(train, batch_size=32, shuffle=True, seed=0)))
+>>> tuple(images.shape), labels.dtype
+((32, 1, 28, 28), kg.int64)
+"""
+
+from __future__ import annotations
+
+from .datasets import (
+    DATASETS,
+    MNIST,
+    DatasetLocation,
+    DatasetSpec,
+    Digits,
+    FashionMNIST,
+    IDXImageDataset,
+    available_datasets,
+    dataset_cache_dir,
+    download_dataset,
+    find_dataset,
+    get_spec,
+    how_to_get,
+    load_dataset,
+    register_dataset,
+)
+from .download import download_file, file_digest
+from .errors import ChecksumError, DatasetError, DatasetNotFoundError, DownloadError, IDXError
+from .idx import read_idx, write_idx
+from .loader import DataLoader, Dataset, Subset, TensorDataset, default_collate
+
+__all__ = [
+    "DATASETS",
+    "ChecksumError",
+    "DataLoader",
+    "Dataset",
+    "DatasetError",
+    "DatasetLocation",
+    "DatasetNotFoundError",
+    "DatasetSpec",
+    "Digits",
+    "DownloadError",
+    "FashionMNIST",
+    "IDXError",
+    "IDXImageDataset",
+    "MNIST",
+    "Subset",
+    "TensorDataset",
+    "available_datasets",
+    "dataset_cache_dir",
+    "default_collate",
+    "download_dataset",
+    "download_file",
+    "file_digest",
+    "find_dataset",
+    "get_spec",
+    "how_to_get",
+    "load_dataset",
+    "read_idx",
+    "register_dataset",
+    "write_idx",
+]

@@ -145,8 +145,9 @@ MNIST_SPEC = DatasetSpec(
     homepage="http://yann.lecun.com/exdb/mnist/",
     license="CC BY-SA 3.0 (Yann LeCun and Corinna Cortes)",
     mirrors=(
-        "https://yann.lecun.com/exdb/mnist/",
+        "http://yann.lecun.com/exdb/mnist/",
         "https://ossci-datasets.s3.amazonaws.com/mnist/",
+        "https://storage.googleapis.com/cvdf-datasets/mnist/",
     ),
     checksums={
         "train-images-idx3-ubyte.gz": ("md5", "f68b3c2dcbeaaa9fbdd348bbdeb94873"),
@@ -274,7 +275,7 @@ def _search_plan(spec: DatasetSpec, data_dir: str | os.PathLike[str] | None) -> 
     return plan
 
 
-def how_to_get(spec: DatasetSpec) -> list[str]:
+def how_to_get(spec: DatasetSpec, include_download: bool = True) -> list[str]:
     """Ways to obtain a dataset, one sentence each, for error messages."""
     names = ", ".join(f"{name}.gz" for name in spec.file_names())
     ways = []
@@ -286,7 +287,7 @@ def how_to_get(spec: DatasetSpec) -> list[str]:
         f"put {names} in a folder and pass --data FOLDER (data_dir=FOLDER in Python) or set "
         "KERNELGRAD_DATA=FOLDER"
     )
-    if spec.downloadable:
+    if spec.downloadable and include_download:
         ways.append(
             f"on a machine with internet access, run `kernelgrad download {spec.name}` (or "
             f"let `kernelgrad train` download it) into {dataset_cache_dir() / spec.name}"
@@ -338,6 +339,10 @@ def download_dataset(
     spec = get_spec(name)
     bases = tuple(mirrors) if mirrors is not None else spec.mirrors
     if not bases:
+        if spec.embedded_dir:
+            raise DownloadError(
+                f"{spec.title} ships inside kernelgrad; there is nothing to download"
+            )
         raise DownloadError(
             f"{spec.title} has no download source; get it another way:\n"
             + "\n".join(f"  - {way}" for way in how_to_get(spec))

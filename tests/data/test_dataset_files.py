@@ -269,6 +269,9 @@ def test_files_already_present_are_not_downloaded_again(tmp_path, cleanup_regist
     assert download_dataset(spec, root=target).folder == target
 
 
-def test_dataset_without_mirrors_cannot_be_downloaded():
-    with pytest.raises(DownloadError, match="has no download source"):
+def test_dataset_without_mirrors_cannot_be_downloaded(fake_spec):
+    with pytest.raises(DownloadError, match="ships inside kernelgrad"):
         download_dataset("digits")
+    with pytest.raises(DownloadError, match="Toy-MNIST has no download source") as info:
+        download_dataset("toy-mnist")
+    assert "sudo apt-get install dataset-toy-mnist" in str(info.value)

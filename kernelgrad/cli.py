@@ -1,0 +1,882 @@
+"""The ``kernelgrad`` command: ``train``, ``evaluate``, ``info`` and ``download``.
+
+``kernelgrad train`` trains LeNet-5 (or ``--model mlp|cnn``) on Fashion-MNIST (or
+``--dataset mnist|digits``) on the best available device, with a progress bar on
+stderr, per-epoch test accuracy, a checkpoint every epoch (``--resume`` continues a
+run exactly where it stopped), and metrics (JSON, CSV) and a loss/accuracy plot (PNG)
+in the run folder. ``kernelgrad evaluate CHECKPOINT`` reports test accuracy, loss and
+per-class accuracy. Expected user errors (a missing or corrupt dataset, a checkpoint of
+another model, an unknown device) print one message and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["UserError", "main"]
+
+MODELS = ("lenet", "mlp", "cnn")
+DEFAULT_DATASET = "fashion-mnist"
+CHECKPOINT_FORMAT = "kernelgrad-train-checkpoint"
+CHECKPOINT_NAME = "checkpoint.kg"
+
+
+class UserError(Exception):
+    """An error the user can fix; the command prints the message and exits with 2."""
+
+
+def _process_age() -> float | None:
+    """Seconds since this process started (Linux), or None where that is unknown."""
+    try:
+        with open("/proc/self/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        start_ticks = int(fields[19])
+        with open("/proc/uptime") as handle:
+            uptime = float(handle.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+# --- progress -------------------------------------------------------------------------------
+
+
+class Progress:
+    """A progress line on ``stream``: samples done, samples/s, running loss, ETA.
+
+    On a terminal the line is redrawn in place (at most 10 times a second); in a log
+    file (not a TTY) a plain line is written at each quarter of the epoch, so that a
+    log stays short and readable.
+    """
+
+    def __init__(self, total: int, label: str, stream: TextIO | None = None) -> None:
+        self.total = total
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.start = time.perf_counter()
+        self.last_draw = 0.0
+        self.next_quarter = 1
+        self.done = 0
+
+    def _line(self, loss: float | None) -> str:
+        elapsed = max(time.perf_counter() - self.start, 1e-9)
+        rate = self.done / elapsed
+        fraction = self.done / self.total if self.total else 1.0
+        width = 24
+        filled = int(width * fraction)
+        bar = "=" * filled + (">" if filled < width else "") + " " * max(width - filled - 1, 0)
+        remaining = (self.total - self.done) / rate if rate > 0 else 0.0
+        loss_text = f"  loss {loss:.4f}" if loss is not None and math.isfinite(loss) else ""
+        return (
+            f"{self.label} [{bar}] {self.done}/{self.total} {fraction:4.0%}  "
+            f"{rate:,.0f} samples/s{loss_text}  eta {_duration(remaining)}"
+        )
+
+    def wants_update(self, done: int) -> bool:
+        """Whether :meth:`update` would draw now (lets callers skip reading the loss)."""
+        if done >= self.total:
+            return True
+        if self.interactive:
+            return time.perf_counter() - self.last_draw >= 0.1
+        return done * 4 >= self.next_quarter * self.total
+
+    def update(self, done: int, loss: float | None) -> None:
+        self.done = done
+        if not self.wants_update(done):
+            return
+        self.last_draw = time.perf_counter()
+        if self.interactive:
+            self.stream.write("\r" + self._line(loss) + "\x1b[K")
+        else:
+            while done * 4 >= self.next_quarter * self.total and self.next_quarter <= 4:
+                self.next_quarter += 1
+            self.stream.write(self._line(loss) + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.interactive:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}" if hours else f"{minutes}:{seconds:02d}"
+
+
+def _note(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --- devices --------------------------------------------------------------------------------
+
+
+def _cuda_available() -> tuple[bool, str]:
+    try:
+        from . import cuda  # type: ignore[attr-defined]
+    except ImportError as error:
+        return False, f"the CUDA backend cannot be loaded ({error})"
+    try:
+        if cuda.is_available():
+            return True, ""
+    except Exception as error:
+        return False, f"checking for a GPU failed ({error})"
+    return False, "no CUDA GPU or driver was found"
+
+
+def resolve_device(requested: str | None) -> Any:
+    """``None``/``"auto"`` -> cuda when available, else cpu; otherwise parse and check."""
+    from .device import as_device
+
+    if requested in (None, "", "auto"):
+        available, _ = _cuda_available()
+        return as_device("cuda" if available else "cpu")
+    try:
+        device = as_device(requested)
+    except (ValueError, TypeError) as error:
+        raise UserError(f"--device {requested}: {error}") from None
+    if device.type == "cuda":
+        available, reason = _cuda_available()
+        if not available:
+            raise UserError(
+                f"--device {requested}: CUDA is not available: {reason}. Use --device cpu (or "
+                "leave --device out to use a GPU only when there is one)."
+            )
+        count = _cuda_device_count()
+        if count is not None and device.index is not None and device.index >= count:
+            raise UserError(f"--device {requested}: there are {count} CUDA device(s)")
+    return device
+
+
+def _cuda_device_count() -> int | None:
+    try:
+        from . import cuda  # type: ignore[attr-defined]
+
+        return int(cuda.device_count())
+    except Exception:
+        return None
+
+
+# --- datasets -------------------------------------------------------------------------------
+
+
+@dataclass
+class LoadedData:
+    name: str
+    train: Any
+    test: Any
+    source: str
+
+
+def _download_progress() -> Any:
+    state = {"url": None, "last": 0.0}
+
+    def report(url: str, done: int, total: int | None) -> None:
+        now = time.perf_counter()
+        if url != state["url"]:
+            state["url"] = url
+            _note(f"downloading {url}")
+        if total and (now - state["last"] > 2.0 or done == total):
+            state["last"] = now
+            _note(f"  {done / 1e6:.1f} / {total / 1e6:.1f} MB")
+
+    return report
+
+
+def load_data(
+    name: str,
+    data_dir: str | None,
+    *,
+    explicit: bool,
+    allow_download: bool = True,
+    limit_train: int | None = None,
+    limit_test: int | None = None,
+    need_train: bool = True,
+) -> LoadedData:
+    """Find (or download, or fall back to the embedded digits) and load a dataset."""
+    from . import data as kgdata
+
+    try:
+        spec = kgdata.get_spec(name)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    if data_dir is not None and not Path(data_dir).expanduser().is_dir():
+        raise UserError(
+            f"--data {data_dir}: no such folder. Give the folder that holds the "
+            f"{spec.title} files ({', '.join(n + '.gz' for n in spec.file_names())})."
+        )
+    try:
+        location = kgdata.find_dataset(spec, data_dir)
+    except kgdata.DatasetNotFoundError as not_found:
+        location = None
+        problem = str(not_found)
+        if allow_download and spec.downloadable:
+            _note(f"{spec.title} was not found locally; trying to download it.")
+            try:
+                location = kgdata.download_dataset(spec, progress=_download_progress())
+            except kgdata.DownloadError as error:
+                problem += f"\nDownloading failed: {error}"
+        if location is None:
+            if explicit or spec.name == "digits":
+                raise UserError(problem) from None
+            _note(problem)
+            _note(
+                "Falling back to the small dataset embedded in kernelgrad (1,797 handwritten "
+                "digits, UCI, CC BY 4.0) so that this run trains something real; pass "
+                f"--dataset {spec.name} to make a missing dataset an error instead."
+            )
+            return load_data(
+                "digits",
+                None,
+                explicit=True,
+                limit_train=limit_train,
+                limit_test=limit_test,
+                need_train=need_train,
+            )
+    try:
+        train = kgdata.load_dataset(spec, train=True, location=location) if need_train else None
+        test = kgdata.load_dataset(spec, train=False, location=location)
+    except kgdata.IDXError as error:
+        raise UserError(
+            f"{spec.title} in {location.folder} is damaged: {error}\nReplace the file (delete "
+            "it and download again, or reinstall the package it came from)."
+        ) from None
+    if limit_train is not None and train is not None and limit_train < len(train):
+        train = kgdata.Subset(train, range(limit_train))
+    if limit_test is not None and limit_test < len(test):
+        test = kgdata.Subset(test, range(limit_test))
+    return LoadedData(spec.name, train, test, f"{location.folder} ({location.source})")
+
+
+# --- models, optimizers and checkpoints -----------------------------------------------------
+
+
+def build(model_name: str, device: Any) -> Any:
+    from .models import build_model
+
+    try:
+        model = build_model(model_name)
+    except (KeyError, ValueError) as error:
+        raise UserError(f"--model {model_name}: {error}") from None
+    return model.to(device)
+
+
+def make_optimizer(name: str, parameters: Any, lr: float, momentum: float) -> Any:
+    from . import optim
+
+    if name == "adam":
+        return optim.Adam(parameters, lr=lr)
+    if name == "adamw":
+        return optim.AdamW(parameters, lr=lr)
+    if name == "sgd":
+        return optim.SGD(parameters, lr=lr, momentum=momentum)
+    raise UserError(f"--optimizer {name}: unknown; choose adam, adamw or sgd")
+
+
+def get_rng_state() -> dict[str, Any]:
+    """The random-number state of every backend in use (for an exact resume)."""
+    from .backends import loaded_backends
+
+    states: dict[str, Any] = {}
+    for device, backend in loaded_backends().items():
+        getter = getattr(backend, "get_rng_state", None)
+        if getter is not None:
+            states[str(device)] = getter()
+    return states
+
+
+def set_rng_state(states: dict[str, Any]) -> None:
+    from .backends import get_backend
+    from .device import as_device
+
+    for name, state in states.items():
+        try:
+            backend = get_backend(as_device(name))
+        except Exception:
+            continue  # a checkpoint from a GPU machine resumed on a CPU-only one
+        setter = getattr(backend, "set_rng_state", None)
+        if setter is not None:
+            setter(state)
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    from .serialization import save
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.part")
+    save(payload, temporary)
+    os.replace(temporary, path)
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
+    """Load a training checkpoint (``path`` may be a run folder); user errors are
+    reported as :class:`UserError`."""
+    from .serialization import load
+
+    path = Path(path).expanduser()
+    if path.is_dir():
+        candidate = path / CHECKPOINT_NAME
+        if not candidate.is_file():
+            raise UserError(f"{path} holds no {CHECKPOINT_NAME}; is it a kernelgrad run folder?")
+        path = candidate
+    if not path.is_file():
+        raise UserError(f"{path}: no such checkpoint file")
+    try:
+        payload = load(path)
+    except Exception as error:
+        raise UserError(f"{path}: cannot read the checkpoint ({error})") from None
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise UserError(
+            f"{path} is not a `kernelgrad train` checkpoint (a bare state_dict, perhaps); "
+            "load it in Python with kg.load() instead"
+        )
+    return path, payload
+
+
+def load_model_state(model: Any, state: Any, checkpoint: Path, model_name: str) -> None:
+    try:
+        model.load_state_dict(state)
+    except (KeyError, ValueError, RuntimeError, TypeError) as error:
+        raise UserError(
+            f"{checkpoint}: its weights do not fit the '{model_name}' model ({error}). Was it "
+            "written by another model or another version of kernelgrad?"
+        ) from None
+
+
+# --- training and evaluation ----------------------------------------------------------------
+
+
+@dataclass
+class EpochResult:
+    loss: float
+    accuracy: float
+    samples: int
+    seconds: float
+
+
+@dataclass
+class History:
+    epoch: list[int] = field(default_factory=list)
+    train_loss: list[float] = field(default_factory=list)
+    train_accuracy: list[float] = field(default_factory=list)
+    test_loss: list[float] = field(default_factory=list)
+    test_accuracy: list[float] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    samples_per_second: list[float] = field(default_factory=list)
+    step_epoch: list[float] = field(default_factory=list)
+    step_loss: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list]:
+        return {name: list(value) for name, value in self.__dict__.items()}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, list]) -> History:
+        history = cls()
+        for name in history.__dict__:
+            setattr(history, name, list(values.get(name, [])))
+        return history
+
+
+def train_one_epoch(
+    model: Any,
+    optimizer: Any,
+    loader: Any,
+    progress: Progress,
+    history: History,
+    epoch: int,
+    on_first_step: Any = None,
+) -> EpochResult:
+    from .nn import functional
+
+    model.train()
+    start = time.perf_counter()
+    loss_sum = None  # device tensors: no device-to-host copy per step
+    correct = None
+    samples = 0
+    window_loss = None
+    window_count = 0
+    steps = len(loader)
+    for step, (images, labels) in enumerate(loader):
+        logits = model(images)
+        loss = functional.cross_entropy(logits, labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if on_first_step is not None and step == 0:
+            on_first_step()
+        batch = int(labels.shape[0])
+        samples += batch
+        detached = loss.detach()
+        hits = (logits.detach().argmax(1) == labels).sum()
+        loss_sum = detached * batch if loss_sum is None else loss_sum + detached * batch
+        correct = hits if correct is None else correct + hits
+        window_loss = detached if window_loss is None else window_loss + detached
+        window_count += 1
+        if progress.wants_update(samples) or step == steps - 1:
+            mean = window_loss.item() / window_count
+            history.step_epoch.append(epoch - 1 + (step + 1) / steps)
+            history.step_loss.append(mean)
+            window_loss, window_count = None, 0
+            progress.update(samples, mean)
+    progress.close()
+    seconds = time.perf_counter() - start
+    if samples == 0:
+        return EpochResult(float("nan"), float("nan"), 0, seconds)
+    return EpochResult(loss_sum.item() / samples, correct.item() / samples, samples, seconds)
+
+
+def evaluate_model(model: Any, loader: Any, classes: int) -> dict[str, Any]:
+    """Loss, accuracy and per-class accuracy over a loader."""
+    import numpy as np
+
+    from .autograd import no_grad
+    from .nn import functional
+
+    model.eval()
+    loss_sum = 0.0
+    predictions: list[np.ndarray] = []
+    targets: list[np.ndarray] = []
+    with no_grad():
+        for images, labels in loader:
+            logits = model(images)
+            loss = functional.cross_entropy(logits, labels, reduction="sum")
+            loss_sum += loss.item()
+            predictions.append(logits.argmax(1).cpu().numpy().copy())
+            targets.append(labels.cpu().numpy().copy())
+    if not targets:
+        return {"loss": float("nan"), "accuracy": float("nan"), "samples": 0, "per_class": []}
+    predicted = np.concatenate(predictions)
+    target = np.concatenate(targets)
+    per_class = []
+    for label in range(classes):
+        mask = target == label
+        count = int(mask.sum())
+        hits = int((predicted[mask] == label).sum())
+        per_class.append(
+            {"class": label, "samples": count, "accuracy": hits / count if count else None}
+        )
+    return {
+        "loss": loss_sum / len(target),
+        "accuracy": float((predicted == target).mean()),
+        "samples": len(target),
+        "per_class": per_class,
+    }
+
+
+def _write_metrics(folder: Path, config: dict[str, Any], history: History, extra: dict) -> None:
+    from .data._files import atomic_write_bytes
+
+    document = {"config": config, **extra, "history": history.as_dict()}
+    atomic_write_bytes(folder / "metrics.json", json.dumps(document, indent=2).encode())
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    columns = [
+        "epoch",
+        "train_loss",
+        "train_accuracy",
+        "test_loss",
+        "test_accuracy",
+        "seconds",
+        "samples_per_second",
+    ]
+    writer.writerow(columns)
+    for row in zip(*(getattr(history, name) for name in columns)):
+        writer.writerow([f"{value:.6g}" if isinstance(value, float) else value for value in row])
+    atomic_write_bytes(folder / "metrics.csv", buffer.getvalue().encode())
+
+
+def _default_out(model: str, dataset: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{stamp}-{model}-{dataset}"
+
+
+def command_train(args: argparse.Namespace) -> int:
+    import kernelgrad as kg
+
+    from .data import DataLoader
+    from .plotting import save_training_plot
+
+    process_age = _process_age()
+    entered = time.perf_counter()
+    checkpoint_payload = None
+    if args.resume:
+        checkpoint_path, checkpoint_payload = load_checkpoint(args.resume)
+        config = dict(checkpoint_payload["config"])
+        if args.model is not None and args.model != config["model"]:
+            raise UserError(
+                f"{checkpoint_path} was trained with --model {config['model']}, but --model "
+                f"{args.model} was given. Leave --model out to resume it, or start a new run "
+                "(without --resume) to train a different model."
+            )
+        if args.dataset is not None and _canonical(args.dataset) != config["dataset"]:
+            raise UserError(
+                f"{checkpoint_path} was trained on {config['dataset']}, but --dataset "
+                f"{args.dataset} was given; leave --dataset out to resume it"
+            )
+        # What may change on resume: the number of epochs, the device, the data folder.
+        if args.epochs is not None:
+            config["epochs"] = args.epochs
+        out = Path(args.out) if args.out else checkpoint_path.parent
+        done_epochs = int(checkpoint_payload["epoch"])
+        if config["epochs"] <= done_epochs:
+            raise UserError(
+                f"{checkpoint_path} has already trained {done_epochs} of {config['epochs']} "
+                f"epochs; pass --epochs N with N > {done_epochs} to train further"
+            )
+        explicit_dataset = True
+    else:
+        config = {
+            "model": args.model or "lenet",
+            "dataset": _canonical(args.dataset or DEFAULT_DATASET),
+            "epochs": args.epochs if args.epochs is not None else 2,
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+            "optimizer": args.optimizer,
+            "momentum": args.momentum,
+            "seed": args.seed,
+            "limit_train": args.limit_train,
+            "limit_test": args.limit_test,
+        }
+        explicit_dataset = args.dataset is not None
+        out = Path(args.out) if args.out else _default_out(config["model"], config["dataset"])
+        done_epochs = 0
+    device = resolve_device(args.device)
+    data = load_data(
+        config["dataset"],
+        args.data,
+        explicit=explicit_dataset,
+        allow_download=not args.no_download,
+        limit_train=config["limit_train"],
+        limit_test=config["limit_test"],
+    )
+    config["dataset"] = data.name  # after a fallback to the embedded digits
+    kg.manual_seed(config["seed"])
+    model = build(config["model"], device)
+    optimizer = make_optimizer(
+        config["optimizer"], model.parameters(), config["lr"], config["momentum"]
+    )
+    train_loader = DataLoader(
+        data.train,
+        batch_size=config["batch_size"],
+        shuffle=True,
+        seed=config["seed"],
+        device=device,
+    )
+    test_loader = DataLoader(data.test, batch_size=max(config["batch_size"], 256), device=device)
+    history = History()
+    if checkpoint_payload is not None:
+        load_model_state(model, checkpoint_payload["model"], checkpoint_path, config["model"])
+        try:
+            optimizer.load_state_dict(checkpoint_payload["optimizer"])
+        except (KeyError, ValueError, RuntimeError, TypeError) as error:
+            raise UserError(f"{checkpoint_path}: cannot restore the optimizer ({error})") from None
+        train_loader.load_state_dict(checkpoint_payload["loader"])
+        set_rng_state(checkpoint_payload.get("rng", {}))
+        history = History.from_dict(checkpoint_payload.get("history", {}))
+    out.mkdir(parents=True, exist_ok=True)
+    classes = list(data.test.classes)
+    print(
+        f"kernelgrad train: {config['model']} on {data.name} ({len(data.train)} train / "
+        f"{len(data.test)} test samples from {data.source}), device {device}, "
+        f"{config['epochs']} epochs, batch {config['batch_size']}, {config['optimizer']} "
+        f"lr {config['lr']:g}, run folder {out}",
+        flush=True,
+    )
+    timing: dict[str, Any] = {}
+
+    def first_step() -> None:
+        if "first_step_seconds" in timing:
+            return
+        now = time.perf_counter()
+        since_main = now - entered
+        timing["first_step_seconds"] = since_main + (process_age or 0.0)
+        timing["first_step_seconds_since_main"] = since_main
+        _note(
+            f"first training step done {timing['first_step_seconds']:.1f} s after the process "
+            "started (kernel compilation included; cached kernels make this faster)"
+        )
+
+    for epoch in range(done_epochs + 1, config["epochs"] + 1):
+        progress = Progress(len(data.train), f"epoch {epoch}/{config['epochs']}")
+        result = train_one_epoch(
+            model,
+            optimizer,
+            train_loader,
+            progress,
+            history,
+            epoch,
+            on_first_step=first_step if epoch == done_epochs + 1 else None,
+        )
+        evaluation = evaluate_model(model, test_loader, len(classes))
+        rate = result.samples / result.seconds if result.seconds > 0 else float("nan")
+        history.epoch.append(epoch)
+        history.train_loss.append(result.loss)
+        history.train_accuracy.append(result.accuracy)
+        history.test_loss.append(evaluation["loss"])
+        history.test_accuracy.append(evaluation["accuracy"])
+        history.seconds.append(result.seconds)
+        history.samples_per_second.append(rate)
+        print(
+            f"epoch {epoch}/{config['epochs']}: train loss {result.loss:.4f} accuracy "
+            f"{result.accuracy:.4f} | test loss {evaluation['loss']:.4f} accuracy "
+            f"{evaluation['accuracy']:.4f} | {result.seconds:.1f} s, {rate:,.0f} samples/s",
+            flush=True,
+        )
+        payload = {
+            "format": CHECKPOINT_FORMAT,
+            "version": kg.__version__,
+            "config": config,
+            "epoch": epoch,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "loader": train_loader.state_dict(),
+            "rng": get_rng_state(),
+            "history": history.as_dict(),
+            "classes": classes,
+        }
+        save_checkpoint(out / CHECKPOINT_NAME, payload)
+        save_checkpoint(out / f"checkpoint-epoch-{epoch:03d}.kg", payload)
+        extra = {"device": str(device), "data": data.source, **timing}
+        _write_metrics(out, config, history, extra)
+        engine = save_training_plot(out / "curves.png", history.as_dict())
+    print(
+        f"done: test accuracy {history.test_accuracy[-1]:.4f}; checkpoint {out / CHECKPOINT_NAME},"
+        f" metrics {out / 'metrics.csv'}, plot {out / 'curves.png'} ({engine})",
+        flush=True,
+    )
+    return 0
+
+
+def _canonical(name: str) -> str:
+    from .data import get_spec
+
+    try:
+        return get_spec(name).name
+    except ValueError as error:
+        raise UserError(f"--dataset {name}: {error}") from None
+
+
+def command_evaluate(args: argparse.Namespace) -> int:
+    from .data import DataLoader
+
+    checkpoint_path, payload = load_checkpoint(args.checkpoint)
+    config = payload["config"]
+    device = resolve_device(args.device)
+    data = load_data(
+        config["dataset"],
+        args.data,
+        explicit=True,
+        allow_download=not args.no_download,
+        limit_test=args.limit_test,
+        need_train=False,
+    )
+    model = build(config["model"], device)
+    load_model_state(model, payload["model"], checkpoint_path, config["model"])
+    loader = DataLoader(data.test, batch_size=args.batch_size, device=device)
+    classes = list(payload.get("classes") or data.test.classes)
+    result = evaluate_model(model, loader, len(classes))
+    result.update(
+        {"checkpoint": str(checkpoint_path), "model": config["model"], "dataset": data.name}
+    )
+    for entry in result["per_class"]:
+        entry["name"] = classes[entry["class"]]
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(
+        f"{checkpoint_path}: {config['model']} trained {payload['epoch']} epoch(s) on "
+        f"{data.name}; evaluated on {result['samples']} test samples ({data.source}), "
+        f"device {device}"
+    )
+    print(f"test accuracy {result['accuracy']:.4f}  loss {result['loss']:.4f}")
+    print("per-class accuracy:")
+    width = max(len(name) for name in classes)
+    for entry in result["per_class"]:
+        accuracy = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.4f}"
+        print(f"  {entry['class']:>2} {entry['name']:<{width}}  {accuracy}  ({entry['samples']})")
+    return 0
+
+
+def command_info(args: argparse.Namespace) -> int:
+    from .info import collect, format_report
+
+    report = collect(args.data)
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0
+
+
+def command_download(args: argparse.Namespace) -> int:
+    from . import data as kgdata
+
+    try:
+        spec = kgdata.get_spec(args.dataset)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    if not spec.downloadable:
+        raise UserError(f"{spec.title} cannot be downloaded: {_no_download_reason(spec)}")
+    try:
+        location = kgdata.download_dataset(spec, args.root, progress=_download_progress())
+    except kgdata.DownloadError as error:
+        ways = kgdata.how_to_get(spec, include_download=False)
+        raise UserError(
+            f"{error}\nOther ways to get it:\n" + "\n".join(f"  - {way}" for way in ways)
+        ) from None
+    print(f"{spec.title} is in {location.folder}")
+    return 0
+
+
+def _no_download_reason(spec: Any) -> str:
+    if spec.embedded_dir:
+        return "it ships inside kernelgrad, so there is nothing to download"
+    return "no download source is known for it"
+
+
+# --- argument parsing -----------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="kernelgrad",
+        description="Train and evaluate small image classifiers with kernelgrad.",
+    )
+    parser.add_argument("--version", action="version", version=f"kernelgrad {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    train = commands.add_parser(
+        "train",
+        help="train a model (default: LeNet-5 on Fashion-MNIST)",
+        description="Train a model, with a checkpoint, metrics and a plot in the run folder.",
+    )
+    train.add_argument("--model", choices=MODELS, help="network (default: lenet)")
+    train.add_argument(
+        "--dataset",
+        help="fashion-mnist (default), mnist or digits (embedded). Without --dataset, a "
+        "missing Fashion-MNIST falls back to digits with a note; with it, it is an error",
+    )
+    train.add_argument("--data", metavar="DIR", help="folder holding the dataset's IDX files")
+    train.add_argument(
+        "--device", help="cpu, cuda or cuda:N (default: cuda when available, else cpu)"
+    )
+    train.add_argument("--epochs", type=_positive_int, help="number of epochs (default: 2)")
+    train.add_argument("--batch-size", type=_positive_int, default=128)
+    train.add_argument("--lr", type=_positive_float, default=1e-3, help="learning rate")
+    train.add_argument("--optimizer", choices=("adam", "adamw", "sgd"), default="adam")
+    train.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument(
+        "--out", metavar="DIR", help="run folder (default: runs/<time>-<model>-<dataset>)"
+    )
+    train.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="continue a run from its folder or checkpoint file (model, optimizer, epoch, "
+        "shuffling and random state)",
+    )
+    train.add_argument("--limit-train", type=_positive_int, metavar="N", help="use N train samples")
+    train.add_argument("--limit-test", type=_positive_int, metavar="N", help="use N test samples")
+    train.add_argument(
+        "--no-download", action="store_true", help="never try to download a missing dataset"
+    )
+    train.set_defaults(handler=command_train)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="test accuracy, loss and per-class accuracy of a checkpoint"
+    )
+    evaluate.add_argument("checkpoint", help="a checkpoint file or a run folder")
+    evaluate.add_argument("--data", metavar="DIR")
+    evaluate.add_argument("--device")
+    evaluate.add_argument("--batch-size", type=_positive_int, default=500)
+    evaluate.add_argument("--limit-test", type=_positive_int, metavar="N")
+    evaluate.add_argument("--no-download", action="store_true")
+    evaluate.add_argument("--json", action="store_true", help="print the results as JSON")
+    evaluate.set_defaults(handler=command_evaluate)
+
+    info = commands.add_parser("info", help="versions, devices, caches and datasets")
+    info.add_argument("--data", metavar="DIR", help="also look for datasets in DIR")
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(handler=command_info)
+
+    download = commands.add_parser("download", help="download a dataset into the user cache")
+    download.add_argument("dataset", help="fashion-mnist or mnist")
+    download.add_argument("--root", metavar="DIR", help="download into DIR instead")
+    download.set_defaults(handler=command_download)
+    return parser
+
+
+@contextlib.contextmanager
+def _user_errors(command: str) -> Iterator[None]:
+    from .data import DatasetError
+
+    try:
+        yield
+    except (UserError, DatasetError) as error:
+        raise _ExitError(2, f"kernelgrad {command}: error: {error}") from None
+
+
+class _ExitError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``kernelgrad`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        with _user_errors(args.command):
+            return int(args.handler(args) or 0)
+    except _ExitError as exit_:
+        print(exit_.message, file=sys.stderr)
+        return exit_.code
+    except KeyboardInterrupt:
+        hint = ""
+        if args.command == "train":
+            hint = " (continue with `kernelgrad train --resume RUN_FOLDER`)"
+        print(f"\nkernelgrad {args.command}: interrupted{hint}", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -3,7 +3,7 @@ download them, and how to load them.
 
 Known datasets: ``"fashion-mnist"``, ``"mnist"`` and ``"digits"`` (a small real dataset
 that ships inside kernelgrad: 1,797 8x8 handwritten digits from the UCI "Optical
-Recognition of Handwritten Digits" data, CC BY 4.0). :func:`register_dataset` adds
+Recognition of Handwritten Digits" data, CC BY 4.0; see docs/data.md). :func:`register_dataset` adds
 others that use the same four-file layout.
 
 A dataset is looked for, in this order:
@@ -143,7 +143,7 @@ MNIST_SPEC = DatasetSpec(
     mean=0.1307,
     std=0.3081,
     homepage="http://yann.lecun.com/exdb/mnist/",
-    license="CC BY-SA 3.0 (Yann LeCun and Corinna Cortes)",
+    license="see the maintainers' page (Yann LeCun, Corinna Cortes, Christopher J. C. Burges)",
     mirrors=(
         "http://yann.lecun.com/exdb/mnist/",
         "https://ossci-datasets.s3.amazonaws.com/mnist/",
@@ -165,7 +165,7 @@ DIGITS = DatasetSpec(
     # Statistics of the 28x28 training images that load_dataset produces.
     mean=0.1558,
     std=0.2773,
-    homepage="https://archive.ics.uci.edu/dataset/80/optical+recognition+of+handwritten+digits",
+    homepage="https://archive.ics.uci.edu/ml/datasets/Optical+Recognition+of+Handwritten+Digits",
     license="CC BY 4.0 (E. Alpaydin, C. Kaynak)",
     embedded_dir="digits",
     native_size=8,

@@ -505,6 +505,70 @@ def _default_out(model: str, dataset: str) -> Path:
     return Path("runs") / f"{stamp}-{model}-{dataset}"
 
 
+@dataclass
+class RunSetup:
+    config: dict[str, Any]
+    out: Path
+    done_epochs: int = 0
+    explicit_dataset: bool = True
+    checkpoint_path: Path | None = None
+    checkpoint: dict[str, Any] | None = None
+
+
+def _new_config(args: argparse.Namespace) -> RunSetup:
+    config: dict[str, Any] = {
+        "model": args.model or "lenet",
+        "dataset": _canonical(args.dataset or DEFAULT_DATASET),
+        "epochs": args.epochs if args.epochs is not None else 2,
+        "data_dir": str(Path(args.data).expanduser().resolve()) if args.data else None,
+    }
+    for name in _RESUME_FIXED:
+        value = getattr(args, name)
+        config[name] = _TRAIN_DEFAULTS.get(name) if value is None else value
+    out = Path(args.out) if args.out else _default_out(config["model"], config["dataset"])
+    return RunSetup(config, out, explicit_dataset=args.dataset is not None)
+
+
+def _resume_config(args: argparse.Namespace) -> RunSetup:
+    """The stored configuration of the run to resume, checked against the options given:
+    only --epochs, --device, --data and --out may differ."""
+    checkpoint_path, checkpoint = load_checkpoint(args.resume)
+    config = dict(checkpoint["config"])
+    if args.model is not None and args.model != config["model"]:
+        raise UserError(
+            f"{checkpoint_path} was trained with --model {config['model']}, but --model "
+            f"{args.model} was given. Leave --model out to resume it, or start a new run "
+            "(without --resume) to train a different model."
+        )
+    if args.dataset is not None and _canonical(args.dataset) != config["dataset"]:
+        raise UserError(
+            f"{checkpoint_path} was trained on {config['dataset']}, but --dataset "
+            f"{args.dataset} was given; leave --dataset out to resume it"
+        )
+    changed = [
+        f"--{name.replace('_', '-')} {getattr(args, name)} (the run used {config[name]})"
+        for name in _RESUME_FIXED
+        if getattr(args, name) is not None and getattr(args, name) != config[name]
+    ]
+    if changed:
+        raise UserError(
+            f"cannot change {', '.join(changed)} when resuming {checkpoint_path}; leave "
+            "these options out to resume, or start a new run"
+        )
+    if args.epochs is not None:
+        config["epochs"] = args.epochs
+    if args.data:
+        config["data_dir"] = str(Path(args.data).expanduser().resolve())
+    done_epochs = int(checkpoint["epoch"])
+    if config["epochs"] <= done_epochs:
+        raise UserError(
+            f"{checkpoint_path} has already trained {done_epochs} of {config['epochs']} "
+            f"epochs; pass --epochs N with N > {done_epochs} to train further"
+        )
+    out = Path(args.out) if args.out else checkpoint_path.parent
+    return RunSetup(config, out, done_epochs, True, checkpoint_path, checkpoint)
+
+
 def command_train(args: argparse.Namespace) -> int:
     import kernelgrad as kg
 
@@ -513,53 +577,18 @@ def command_train(args: argparse.Namespace) -> int:
 
     process_age = _process_age()
     entered = time.perf_counter()
-    checkpoint_payload = None
     if args.resume:
-        checkpoint_path, checkpoint_payload = load_checkpoint(args.resume)
-        config = dict(checkpoint_payload["config"])
-        if args.model is not None and args.model != config["model"]:
-            raise UserError(
-                f"{checkpoint_path} was trained with --model {config['model']}, but --model "
-                f"{args.model} was given. Leave --model out to resume it, or start a new run "
-                "(without --resume) to train a different model."
-            )
-        if args.dataset is not None and _canonical(args.dataset) != config["dataset"]:
-            raise UserError(
-                f"{checkpoint_path} was trained on {config['dataset']}, but --dataset "
-                f"{args.dataset} was given; leave --dataset out to resume it"
-            )
-        # What may change on resume: the number of epochs, the device, the data folder.
-        if args.epochs is not None:
-            config["epochs"] = args.epochs
-        out = Path(args.out) if args.out else checkpoint_path.parent
-        done_epochs = int(checkpoint_payload["epoch"])
-        if config["epochs"] <= done_epochs:
-            raise UserError(
-                f"{checkpoint_path} has already trained {done_epochs} of {config['epochs']} "
-                f"epochs; pass --epochs N with N > {done_epochs} to train further"
-            )
-        explicit_dataset = True
+        run = _resume_config(args)
     else:
-        config = {
-            "model": args.model or "lenet",
-            "dataset": _canonical(args.dataset or DEFAULT_DATASET),
-            "epochs": args.epochs if args.epochs is not None else 2,
-            "batch_size": args.batch_size,
-            "lr": args.lr,
-            "optimizer": args.optimizer,
-            "momentum": args.momentum,
-            "seed": args.seed,
-            "limit_train": args.limit_train,
-            "limit_test": args.limit_test,
-        }
-        explicit_dataset = args.dataset is not None
-        out = Path(args.out) if args.out else _default_out(config["model"], config["dataset"])
-        done_epochs = 0
+        run = _new_config(args)
+    config, out = run.config, run.out
+    checkpoint_path, checkpoint_payload = run.checkpoint_path, run.checkpoint
+    done_epochs = run.done_epochs
     device = resolve_device(args.device)
     data = load_data(
         config["dataset"],
-        args.data,
-        explicit=explicit_dataset,
+        _data_dir(args.data, config),
+        explicit=run.explicit_dataset,
         allow_download=not args.no_download,
         limit_train=config["limit_train"],
         limit_test=config["limit_test"],
@@ -662,6 +691,25 @@ def command_train(args: argparse.Namespace) -> int:
     return 0
 
 
+# Options that a resumed run must keep (they are stored in the checkpoint's config).
+_TRAIN_DEFAULTS: dict[str, Any] = {
+    "batch_size": 128,
+    "lr": 1e-3,
+    "optimizer": "adam",
+    "momentum": 0.9,
+    "seed": 0,
+}
+_RESUME_FIXED = ("batch_size", "lr", "optimizer", "momentum", "seed", "limit_train", "limit_test")
+
+
+def _data_dir(given: str | None, config: dict[str, Any]) -> str | None:
+    """--data when given, else the folder the run was trained from (if it still exists)."""
+    if given:
+        return given
+    stored = config.get("data_dir")
+    return stored if stored and Path(stored).is_dir() else None
+
+
 def _canonical(name: str) -> str:
     from .data import get_spec
 
@@ -679,7 +727,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     data = load_data(
         config["dataset"],
-        args.data,
+        _data_dir(args.data, config),
         explicit=True,
         allow_download=not args.no_download,
         limit_test=args.limit_test,
@@ -705,10 +753,12 @@ def command_evaluate(args: argparse.Namespace) -> int:
     )
     print(f"test accuracy {result['accuracy']:.4f}  loss {result['loss']:.4f}")
     print("per-class accuracy:")
+    numbered = all(name == str(index) for index, name in enumerate(classes))
     width = max(len(name) for name in classes)
     for entry in result["per_class"]:
         accuracy = "-" if entry["accuracy"] is None else f"{entry['accuracy']:.4f}"
-        print(f"  {entry['class']:>2} {entry['name']:<{width}}  {accuracy}  ({entry['samples']})")
+        label = f"{entry['class']:>2}" + ("" if numbered else f" {entry['name']:<{width}}")
+        print(f"  {label}  {accuracy}  ({entry['samples']} samples)")
     return 0
 
 
@@ -795,11 +845,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--device", help="cpu, cuda or cuda:N (default: cuda when available, else cpu)"
     )
     train.add_argument("--epochs", type=_positive_int, help="number of epochs (default: 2)")
-    train.add_argument("--batch-size", type=_positive_int, default=128)
-    train.add_argument("--lr", type=_positive_float, default=1e-3, help="learning rate")
-    train.add_argument("--optimizer", choices=("adam", "adamw", "sgd"), default="adam")
-    train.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--batch-size", type=_positive_int, help="samples per step (default: 128)")
+    train.add_argument("--lr", type=_positive_float, help="learning rate (default: 0.001)")
+    train.add_argument(
+        "--optimizer", choices=("adam", "adamw", "sgd"), help="optimizer (default: adam)"
+    )
+    train.add_argument("--momentum", type=float, help="SGD momentum (default: 0.9)")
+    train.add_argument("--seed", type=int, help="seed of initialisation and shuffling (default: 0)")
     train.add_argument(
         "--out", metavar="DIR", help="run folder (default: runs/<time>-<model>-<dataset>)"
     )

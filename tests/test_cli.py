@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import io
+import json
+import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -155,3 +159,193 @@ def test_subprocess_error_has_no_traceback(tmp_path):
     assert result.returncode == 2
     assert "kernelgrad train: error: MNIST was not found" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- end to end: train, resume, evaluate ----------------------------------------------------
+
+
+@pytest.fixture(autouse=False)
+def models():
+    """The reference models come from kernelgrad.models (the neural-network library)."""
+    return pytest.importorskip("kernelgrad.models")
+
+
+SMALL = ["--batch-size", "32", "--limit-train", "128", "--limit-test", "64", "--device", "cpu"]
+
+
+def read_png(path: Path) -> tuple[int, int, bytes]:
+    """Check a PNG's signature and chunk CRCs; return width, height and the raw rows."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    position, chunks = 8, {}
+    while position < len(data):
+        (length,) = struct.unpack(">I", data[position : position + 4])
+        kind = data[position + 4 : position + 8]
+        body = data[position + 8 : position + 8 + length]
+        (crc,) = struct.unpack(">I", data[position + 8 + length : position + 12 + length])
+        assert zlib.crc32(kind + body) == crc
+        chunks[kind] = chunks.get(kind, b"") + body
+        position += 12 + length
+    width, height = struct.unpack(">II", chunks[b"IHDR"][:8])
+    return width, height, zlib.decompress(chunks[b"IDAT"])
+
+
+def test_train_resume_evaluate(models, tmp_path, tiny_data, capsys):
+    run = tmp_path / "run"
+    code, out, err = run_cli(
+        capsys,
+        "train", "--dataset", "mnist", "--data", str(tiny_data), "--model", "lenet",
+        "--epochs", "1", "--out", str(run), *SMALL,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "lenet on mnist (128 train / 64 test samples" in out
+    assert "epoch 1/1: train loss" in out and "test loss" in out and "samples/s" in out
+    assert "epoch 1/1 [" in err and "samples/s" in err and "loss " in err
+    assert "first training step done" in err
+    for name in ("checkpoint.kg", "checkpoint-epoch-001.kg", "metrics.json", "metrics.csv"):
+        assert (run / name).is_file(), name
+    width, height, _ = read_png(run / "curves.png")
+    assert width > 200 and height > 100
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["config"]["model"] == "lenet" and metrics["config"]["dataset"] == "mnist"
+    assert metrics["history"]["epoch"] == [1]
+    accuracy = metrics["history"]["test_accuracy"][0]
+    assert 0.0 <= accuracy <= 1.0 and accuracy * 64 == round(accuracy * 64)
+    assert metrics["first_step_seconds"] > 0
+    rows = list(csv.reader((run / "metrics.csv").read_text().splitlines()))
+    assert rows[0][:5] == ["epoch", "train_loss", "train_accuracy", "test_loss", "test_accuracy"]
+    assert len(rows) == 2 and rows[1][0] == "1"
+
+    code, out, err = run_cli(capsys, "train", "--resume", str(run), "--epochs", "2")
+    assert code == 0, err
+    assert "epoch 1/" not in out and "epoch 2/2: train loss" in out
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["history"]["epoch"] == [1, 2]
+    assert (run / "checkpoint-epoch-002.kg").is_file()
+    assert len((run / "metrics.csv").read_text().splitlines()) == 3
+
+    code, out, err = run_cli(
+        capsys, "evaluate", str(run), "--data", str(tiny_data), "--limit-test", "64", "--json"
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["samples"] == 64 and result["model"] == "lenet"
+    assert result["accuracy"] == pytest.approx(metrics["history"]["test_accuracy"][-1])
+    assert result["loss"] == pytest.approx(metrics["history"]["test_loss"][-1], rel=1e-5)
+    assert [entry["class"] for entry in result["per_class"]] == list(range(10))
+    assert sum(entry["samples"] for entry in result["per_class"]) == 64
+
+    code, out, _ = run_cli(
+        capsys, "evaluate", str(run / "checkpoint-epoch-001.kg"), "--data", str(tiny_data)
+    )
+    assert code == 0
+    assert "trained 1 epoch(s)" in out and "test accuracy" in out and "per-class accuracy" in out
+    assert len([line for line in out.splitlines() if "samples)" in line]) == 10
+
+
+def _state(path: Path) -> dict[str, np.ndarray]:
+    from kernelgrad.serialization import load
+
+    payload = load(path)
+    return {name: np.asarray(value.cpu().numpy()) for name, value in payload["model"].items()}
+
+
+def test_resumed_run_equals_an_uninterrupted_one(models, tmp_path, tiny_data, capsys):
+    common = ["--dataset", "mnist", "--data", str(tiny_data), "--model", "mlp", *SMALL]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert run_cli(capsys, "train", *common, "--epochs", "2", "--out", str(straight))[0] == 0
+    assert run_cli(capsys, "train", *common, "--epochs", "1", "--out", str(split))[0] == 0
+    assert run_cli(capsys, "train", "--resume", str(split), "--epochs", "2")[0] == 0
+    one = json.loads((straight / "metrics.json").read_text())["history"]
+    two = json.loads((split / "metrics.json").read_text())["history"]
+    for key in ("train_loss", "train_accuracy", "test_loss", "test_accuracy"):
+        assert two[key] == pytest.approx(one[key], rel=1e-6, abs=1e-7), key
+    first, second = _state(straight / "checkpoint.kg"), _state(split / "checkpoint.kg")
+    assert first.keys() == second.keys()
+    for name in first:
+        np.testing.assert_allclose(second[name], first[name], rtol=1e-6, atol=1e-7)
+
+
+def test_resume_refuses_another_model_or_changed_options(models, tmp_path, tiny_data, capsys):
+    run = tmp_path / "run"
+    common = ["--dataset", "mnist", "--data", str(tiny_data), *SMALL]
+    assert (
+        run_cli(capsys, "train", *common, "--model", "mlp", "--epochs", "1", "--out", str(run))[0]
+        == 0
+    )
+    code, _, err = run_cli(
+        capsys, "train", "--resume", str(run), "--model", "lenet", "--epochs", "2"
+    )
+    assert code == 2
+    assert "was trained with --model mlp, but --model lenet was given" in err
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--epochs", "2", "--lr", "0.5")
+    assert code == 2 and "cannot change --lr 0.5 (the run used 0.001)" in err
+    code, _, err = run_cli(capsys, "train", "--resume", str(run))
+    assert code == 2 and "already trained 1 of 1 epochs" in err
+    code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "nothing"))
+    assert code == 2 and "no such checkpoint file" in err
+
+
+def test_checkpoint_of_another_model_or_no_checkpoint(models, tmp_path, tiny_data, capsys):
+    from kernelgrad.serialization import load, save
+
+    run = tmp_path / "run"
+    common = ["--dataset", "mnist", "--data", str(tiny_data), *SMALL]
+    assert (
+        run_cli(capsys, "train", *common, "--model", "mlp", "--epochs", "1", "--out", str(run))[0]
+        == 0
+    )
+    payload = load(run / "checkpoint.kg")
+    payload["config"]["model"] = "lenet"  # weights of an MLP, labelled as LeNet-5
+    save(payload, tmp_path / "mislabelled.kg")
+    code, _, err = run_cli(
+        capsys, "evaluate", str(tmp_path / "mislabelled.kg"), "--data", str(tiny_data)
+    )
+    assert code == 2 and "do not fit the 'lenet' model" in err and "Traceback" not in err
+
+    save(payload["model"], tmp_path / "weights.kg")  # a bare state_dict
+    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "weights.kg"))
+    assert code == 2 and "is not a `kernelgrad train` checkpoint" in err
+
+    (tmp_path / "garbage.kg").write_bytes(b"not a checkpoint at all")
+    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "garbage.kg"))
+    assert code == 2 and "cannot read the checkpoint" in err
+
+
+def test_default_dataset_missing_falls_back_to_embedded_digits(models, tmp_path, capsys):
+    run = tmp_path / "run"
+    code, out, err = run_cli(
+        capsys, "train", "--model", "mlp", "--epochs", "1", "--out", str(run), *SMALL
+    )
+    assert code == 0, err
+    assert (
+        "Fashion-MNIST was not found" in err and "sudo apt-get install dataset-fashion-mnist" in err
+    )
+    assert "Falling back to the small dataset embedded in kernelgrad" in err
+    assert "mlp on digits (128 train / 64 test samples" in out
+    assert json.loads((run / "metrics.json").read_text())["config"]["dataset"] == "digits"
+
+
+def test_builtin_plot_when_matplotlib_is_missing(tmp_path, monkeypatch):
+    from kernelgrad.plotting import save_training_plot
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    history = {
+        "epoch": [1, 2, 3],
+        "train_loss": [1.2, 0.8, 0.6],
+        "test_loss": [1.0, 0.9, 0.85],
+        "train_accuracy": [0.6, 0.7, 0.8],
+        "test_accuracy": [0.65, 0.7, 0.72],
+        "step_epoch": [0.5, 1.0, 1.5, 2.0, 2.5, 3.0],
+        "step_loss": [2.0, 1.2, 0.9, 0.8, 0.7, 0.6],
+    }
+    assert save_training_plot(tmp_path / "curves.png", history) == "builtin"
+    width, height, rows = read_png(tmp_path / "curves.png")
+    pixels = np.frombuffer(rows, dtype=np.uint8).reshape(height, width * 3 + 1)[:, 1:]
+    pixels = pixels.reshape(height, width, 3)
+    # Both curve colours are drawn, on a white background.
+    assert (pixels == 255).all(axis=2).mean() > 0.5
+    for colour in ((31, 119, 180), (255, 127, 14)):
+        assert (pixels == colour).all(axis=2).sum() > 50
+    with pytest.raises(ImportError):
+        save_training_plot(tmp_path / "other.png", history, engine="matplotlib")

@@ -248,6 +248,32 @@ def manual_seed(seed: int) -> None:
         _SeedState.seeded_devices.add(device)
 
 
+def get_rng_state(device: Any = None) -> Any:
+    """The state of ``device``'s random generator (default: the default device), to give
+    back to :func:`set_rng_state` later, e.g. when resuming training from a checkpoint.
+
+    >>> import kernelgrad as kg
+    >>> state = kg.get_rng_state()
+    >>> first = kg.rand(3).tolist()
+    >>> kg.set_rng_state(state)
+    >>> kg.rand(3).tolist() == first
+    True
+    """
+    target = _device(device)
+    backend = get_backend(target)
+    if _SeedState.seed is not None and target not in _SeedState.seeded_devices:
+        backend.manual_seed(_SeedState.seed)
+        _SeedState.seeded_devices.add(target)
+    return backend.get_rng_state()
+
+
+def set_rng_state(state: Any, device: Any = None) -> None:
+    """Restore a state that :func:`get_rng_state` returned for the same kind of device."""
+    target = _device(device)
+    get_backend(target).set_rng_state(state)
+    _SeedState.seeded_devices.add(target)  # a later manual_seed still re-seeds it
+
+
 def _random(
     shape: tuple[int, ...], dtype: DType, device: Any, kind: str, low: float, high: float
 ) -> Tensor:

@@ -40,3 +40,17 @@ def test_uniform_and_normal_fill_in_place(device):
     assert values.min() >= -2 and values.max() < 2 and values.std() > 0.5
     normal_(t, 3.0, 0.1)
     assert abs(t.mean().item() - 3.0) < 0.05
+
+
+def test_rng_state_round_trip(device):
+    kg.manual_seed(5)
+    kg.rand(3, device=device)
+    state = kg.get_rng_state(device)
+    first = kg.randn(6, device=device).cpu().numpy()
+    kg.rand(10, device=device)  # move on
+    kg.set_rng_state(state, device)
+    np.testing.assert_array_equal(kg.randn(6, device=device).cpu().numpy(), first)
+    kg.manual_seed(5)  # manual_seed still takes precedence afterwards
+    a = kg.rand(4, device=device).cpu().numpy()
+    kg.manual_seed(5)
+    np.testing.assert_array_equal(kg.rand(4, device=device).cpu().numpy(), a)

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from math import prod
@@ -398,6 +399,14 @@ class CPUBackend:
     # --- random -----------------------------------------------------------------------
     def manual_seed(self, seed: int) -> None:
         self._rng = np.random.default_rng(seed)
+
+    def get_rng_state(self) -> Any:
+        return copy.deepcopy(self._rng.bit_generator.state)
+
+    def set_rng_state(self, state: Any) -> None:
+        generator = np.random.default_rng()
+        generator.bit_generator.state = copy.deepcopy(state)
+        self._rng = generator
 
     def random(self, out: View, distribution: str, low: float, high: float) -> None:
         n = prod(out.shape)

@@ -405,12 +405,14 @@ def train_one_epoch(
 
     model.train()
     start = time.perf_counter()
-    loss_sum = None  # device tensors: no device-to-host copy per step
+    loss_sum = None  # device tensors: the loss is read back only now and then
     correct = None
     samples = 0
     window_loss = None
     window_count = 0
+    last_mean: float | None = None
     steps = len(loader)
+    record_every = max(1, steps // 50)  # about 50 points per epoch for the plot
     for step, (images, labels) in enumerate(loader):
         logits = model(images)
         loss = functional.cross_entropy(logits, labels)
@@ -418,6 +420,7 @@ def train_one_epoch(
         loss.backward()
         optimizer.step()
         if on_first_step is not None and step == 0:
+            loss.item()  # wait for the device to finish the step
             on_first_step()
         batch = int(labels.shape[0])
         samples += batch
@@ -427,12 +430,12 @@ def train_one_epoch(
         correct = hits if correct is None else correct + hits
         window_loss = detached if window_loss is None else window_loss + detached
         window_count += 1
-        if progress.wants_update(samples) or step == steps - 1:
-            mean = window_loss.item() / window_count
+        if (step + 1) % record_every == 0 or step == steps - 1:
+            last_mean = window_loss.item() / window_count
             history.step_epoch.append(epoch - 1 + (step + 1) / steps)
-            history.step_loss.append(mean)
+            history.step_loss.append(last_mean)
             window_loss, window_count = None, 0
-            progress.update(samples, mean)
+        progress.update(samples, last_mean)
     progress.close()
     seconds = time.perf_counter() - start
     if samples == 0:

@@ -11,11 +11,13 @@ import numpy as np
 
 import kernelgrad
 from kernelgrad.cli import main
+from kernelgrad.codecache import cache_dir
 from kernelgrad.data import write_idx
 from kernelgrad.info import collect, format_report
 
 
 def test_collect_reports_versions_devices_and_caches(tmp_path, monkeypatch):
+    cache_dir()  # settle this process's kernel cache before the environment changes
     monkeypatch.setenv("KERNELGRAD_CACHE_DIR", str(tmp_path / "kernels"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     (tmp_path / "kernels").mkdir()
@@ -38,6 +40,7 @@ def test_collect_reports_versions_devices_and_caches(tmp_path, monkeypatch):
 
 
 def test_info_finds_a_dataset_in_the_named_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KERNELGRAD_CACHE_DIR", str(cache_dir()))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("KERNELGRAD_DATA", raising=False)
     folder = tmp_path / "mnist-files"
@@ -56,6 +59,7 @@ def test_info_finds_a_dataset_in_the_named_folder(tmp_path, monkeypatch, capsys)
 
 
 def test_missing_dataset_says_how_to_get_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KERNELGRAD_CACHE_DIR", str(cache_dir()))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("KERNELGRAD_DATA", raising=False)
     assert main(["info"]) == 0

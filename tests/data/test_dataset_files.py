@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernelgrad.codecache import cache_dir
 from kernelgrad.data import (
     DATASETS,
     ChecksumError,
@@ -39,6 +40,8 @@ FILES = [
 @pytest.fixture(autouse=True)
 def isolated_environment(tmp_path, monkeypatch):
     """No real KERNELGRAD_DATA and a cache folder inside tmp_path."""
+    # The kernel cache stays where it is (it would follow XDG_CACHE_HOME otherwise).
+    monkeypatch.setenv("KERNELGRAD_CACHE_DIR", str(cache_dir()))
     monkeypatch.delenv("KERNELGRAD_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

@@ -18,6 +18,7 @@ import io
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -29,8 +30,8 @@ __all__ = ["UserError", "main"]
 
 MODELS = ("lenet", "mlp", "cnn")
 DEFAULT_DATASET = "fashion-mnist"
-CHECKPOINT_FORMAT = "kernelgrad-train-checkpoint"
-CHECKPOINT_NAME = "checkpoint.kg"
+CHECKPOINT_KIND = "kernelgrad-train"
+CHECKPOINT_NAME = "checkpoint.safetensors"
 
 
 class UserError(Exception):
@@ -314,19 +315,26 @@ def set_rng_state(states: dict[str, Any]) -> None:
             setter(state)
 
 
-def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    from .serialization import save
+def save_run_checkpoint(path: Path, model: Any, optimizer: Any, extra: dict[str, Any]) -> None:
+    """Model and optimizer tensors plus the run's JSON values, in one safetensors file
+    (written atomically by :func:`kernelgrad.serialization.save_checkpoint`)."""
+    from .serialization import save_checkpoint
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.part")
-    save(payload, temporary)
-    os.replace(temporary, path)
+    save_checkpoint(path, model, optimizer, **extra)
 
 
-def load_checkpoint(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
-    """Load a training checkpoint (``path`` may be a run folder); user errors are
-    reported as :class:`UserError`."""
-    from .serialization import load
+def _atomic_copy(source: Path, destination: Path) -> None:
+    from .data._files import atomic_writer
+
+    with atomic_writer(destination) as handle, open(source, "rb") as origin:
+        shutil.copyfileobj(origin, handle)
+
+
+def read_run_checkpoint(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
+    """The path of a `kernelgrad train` checkpoint (``path`` may be a run folder) and
+    its stored values (configuration, epoch, ...), checked; nothing is loaded yet."""
+    from .serialization import FORMAT, CheckpointError, read_metadata
 
     path = Path(path).expanduser()
     if path.is_dir():
@@ -337,25 +345,38 @@ def load_checkpoint(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]
     if not path.is_file():
         raise UserError(f"{path}: no such checkpoint file")
     try:
-        payload = load(path)
-    except Exception as error:
-        raise UserError(f"{path}: cannot read the checkpoint ({error})") from None
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        metadata = read_metadata(path)
+    except (CheckpointError, OSError) as error:
+        raise UserError(f"cannot read the checkpoint: {error}") from None
+    if metadata.get("format") != FORMAT:
         raise UserError(
-            f"{path} is not a `kernelgrad train` checkpoint (a bare state_dict, perhaps); "
-            "load it in Python with kg.load() instead"
+            f"{path} is not a kernelgrad checkpoint (a plain tensor file, perhaps); load it "
+            "in Python with kg.serialization.load_file"
         )
-    return path, payload
-
-
-def load_model_state(model: Any, state: Any, checkpoint: Path, model_name: str) -> None:
     try:
-        model.load_state_dict(state)
-    except (KeyError, ValueError, RuntimeError, TypeError) as error:
+        extra = json.loads(metadata.get("extra", "{}"))
+    except json.JSONDecodeError as error:
+        raise UserError(f"{path}: its stored values are not valid JSON ({error})") from None
+    if not isinstance(extra, dict) or extra.get("kind") != CHECKPOINT_KIND:
         raise UserError(
-            f"{checkpoint}: its weights do not fit the '{model_name}' model ({error}). Was it "
-            "written by another model or another version of kernelgrad?"
+            f"{path} is not a `kernelgrad train` checkpoint (it has no run configuration); "
+            "load it in Python with kg.serialization.load_checkpoint(path, model)"
+        )
+    return path, extra
+
+
+def restore_run_checkpoint(path: Path, model: Any, optimizer: Any, model_name: str) -> None:
+    from .serialization import CheckpointError, CheckpointMismatchError, load_checkpoint
+
+    try:
+        load_checkpoint(path, model, optimizer)
+    except CheckpointMismatchError as error:
+        raise UserError(
+            f"{path} does not fit the '{model_name}' model: {error}. Was it written for "
+            "another model or by another version of kernelgrad?"
         ) from None
+    except (CheckpointError, OSError) as error:
+        raise UserError(f"cannot read the checkpoint: {error}") from None
 
 
 # --- training and evaluation ----------------------------------------------------------------
@@ -535,7 +556,7 @@ def _new_config(args: argparse.Namespace) -> RunSetup:
 def _resume_config(args: argparse.Namespace) -> RunSetup:
     """The stored configuration of the run to resume, checked against the options given:
     only --epochs, --device, --data and --out may differ."""
-    checkpoint_path, checkpoint = load_checkpoint(args.resume)
+    checkpoint_path, checkpoint = read_run_checkpoint(args.resume)
     config = dict(checkpoint["config"])
     if args.model is not None and args.model != config["model"]:
         raise UserError(
@@ -612,11 +633,7 @@ def command_train(args: argparse.Namespace) -> int:
     test_loader = DataLoader(data.test, batch_size=max(config["batch_size"], 256), device=device)
     history = History()
     if checkpoint_payload is not None:
-        load_model_state(model, checkpoint_payload["model"], checkpoint_path, config["model"])
-        try:
-            optimizer.load_state_dict(checkpoint_payload["optimizer"])
-        except (KeyError, ValueError, RuntimeError, TypeError) as error:
-            raise UserError(f"{checkpoint_path}: cannot restore the optimizer ({error})") from None
+        restore_run_checkpoint(checkpoint_path, model, optimizer, config["model"])
         train_loader.load_state_dict(checkpoint_payload["loader"])
         set_rng_state(checkpoint_payload.get("rng", {}))
         history = History.from_dict(checkpoint_payload.get("history", {}))
@@ -669,20 +686,20 @@ def command_train(args: argparse.Namespace) -> int:
             f"{evaluation['accuracy']:.4f} | {result.seconds:.1f} s, {rate:,.0f} samples/s",
             flush=True,
         )
-        payload = {
-            "format": CHECKPOINT_FORMAT,
+        stored = {
+            "kind": CHECKPOINT_KIND,
             "version": kg.__version__,
             "config": config,
             "epoch": epoch,
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
             "loader": train_loader.state_dict(),
             "rng": get_rng_state(),
             "history": history.as_dict(),
             "classes": classes,
         }
-        save_checkpoint(out / CHECKPOINT_NAME, payload)
-        save_checkpoint(out / f"checkpoint-epoch-{epoch:03d}.kg", payload)
+        save_run_checkpoint(out / CHECKPOINT_NAME, model, optimizer, stored)
+        save_run_checkpoint(
+            out / f"checkpoint-epoch-{epoch:03d}.safetensors", model, optimizer, stored
+        )
         extra = {"device": str(device), "data": data.source, **timing}
         _write_metrics(out, config, history, extra)
         engine = save_training_plot(out / "curves.png", history.as_dict())
@@ -725,7 +742,7 @@ def _canonical(name: str) -> str:
 def command_evaluate(args: argparse.Namespace) -> int:
     from .data import DataLoader
 
-    checkpoint_path, payload = load_checkpoint(args.checkpoint)
+    checkpoint_path, payload = read_run_checkpoint(args.checkpoint)
     config = payload["config"]
     device = resolve_device(args.device)
     data = load_data(
@@ -737,7 +754,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         need_train=False,
     )
     model = build(config["model"], device)
-    load_model_state(model, payload["model"], checkpoint_path, config["model"])
+    restore_run_checkpoint(checkpoint_path, model, None, config["model"])
     loader = DataLoader(data.test, batch_size=args.batch_size, device=device)
     classes = list(payload.get("classes") or data.test.classes)
     result = evaluate_model(model, loader, len(classes))

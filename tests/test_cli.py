@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from kernelgrad.cli import Progress, main
+from kernelgrad.codecache import cache_dir
 from kernelgrad.data import DATASETS, write_idx
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +38,8 @@ def make_tiny_mnist(folder: Path, train: int = 256, test: int = 96, seed: int = 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
     """No real dataset locations, no network: every dataset comes from tmp_path."""
+    # The kernel cache stays where it is (it would follow XDG_CACHE_HOME otherwise).
+    monkeypatch.setenv("KERNELGRAD_CACHE_DIR", str(cache_dir()))
     monkeypatch.delenv("KERNELGRAD_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     for name in ("fashion-mnist", "mnist"):
@@ -202,7 +205,12 @@ def test_train_resume_evaluate(models, tmp_path, tiny_data, capsys):
     assert "epoch 1/1: train loss" in out and "test loss" in out and "samples/s" in out
     assert "epoch 1/1 [" in err and "samples/s" in err and "loss " in err
     assert "first training step done" in err
-    for name in ("checkpoint.kg", "checkpoint-epoch-001.kg", "metrics.json", "metrics.csv"):
+    for name in (
+        "checkpoint.safetensors",
+        "checkpoint-epoch-001.safetensors",
+        "metrics.json",
+        "metrics.csv",
+    ):
         assert (run / name).is_file(), name
     width, height, _ = read_png(run / "curves.png")
     assert width > 200 and height > 100
@@ -221,7 +229,7 @@ def test_train_resume_evaluate(models, tmp_path, tiny_data, capsys):
     assert "epoch 1/" not in out and "epoch 2/2: train loss" in out
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["history"]["epoch"] == [1, 2]
-    assert (run / "checkpoint-epoch-002.kg").is_file()
+    assert (run / "checkpoint-epoch-002.safetensors").is_file()
     assert len((run / "metrics.csv").read_text().splitlines()) == 3
 
     code, out, err = run_cli(
@@ -236,7 +244,7 @@ def test_train_resume_evaluate(models, tmp_path, tiny_data, capsys):
     assert sum(entry["samples"] for entry in result["per_class"]) == 64
 
     code, out, _ = run_cli(
-        capsys, "evaluate", str(run / "checkpoint-epoch-001.kg"), "--data", str(tiny_data)
+        capsys, "evaluate", str(run / "checkpoint-epoch-001.safetensors"), "--data", str(tiny_data)
     )
     assert code == 0
     assert "trained 1 epoch(s)" in out and "test accuracy" in out and "per-class accuracy" in out
@@ -244,10 +252,9 @@ def test_train_resume_evaluate(models, tmp_path, tiny_data, capsys):
 
 
 def _state(path: Path) -> dict[str, np.ndarray]:
-    from kernelgrad.serialization import load
+    from kernelgrad.serialization import load_file
 
-    payload = load(path)
-    return {name: np.asarray(value.cpu().numpy()) for name, value in payload["model"].items()}
+    return {name: value.numpy() for name, value in load_file(path).items()}
 
 
 def test_resumed_run_equals_an_uninterrupted_one(models, tmp_path, tiny_data, capsys):
@@ -260,7 +267,8 @@ def test_resumed_run_equals_an_uninterrupted_one(models, tmp_path, tiny_data, ca
     two = json.loads((split / "metrics.json").read_text())["history"]
     for key in ("train_loss", "train_accuracy", "test_loss", "test_accuracy"):
         assert two[key] == pytest.approx(one[key], rel=1e-6, abs=1e-7), key
-    first, second = _state(straight / "checkpoint.kg"), _state(split / "checkpoint.kg")
+    first = _state(straight / "checkpoint.safetensors")
+    second = _state(split / "checkpoint.safetensors")
     assert first.keys() == second.keys()
     for name in first:
         np.testing.assert_allclose(second[name], first[name], rtol=1e-6, atol=1e-7)
@@ -287,29 +295,41 @@ def test_resume_refuses_another_model_or_changed_options(models, tmp_path, tiny_
 
 
 def test_checkpoint_of_another_model_or_no_checkpoint(models, tmp_path, tiny_data, capsys):
-    from kernelgrad.serialization import load, save
+    from kernelgrad.cli import read_run_checkpoint
+    from kernelgrad.serialization import save_checkpoint, save_file
 
     run = tmp_path / "run"
     common = ["--dataset", "mnist", "--data", str(tiny_data), *SMALL]
-    assert (
-        run_cli(capsys, "train", *common, "--model", "mlp", "--epochs", "1", "--out", str(run))[0]
-        == 0
-    )
-    payload = load(run / "checkpoint.kg")
-    payload["config"]["model"] = "lenet"  # weights of an MLP, labelled as LeNet-5
-    save(payload, tmp_path / "mislabelled.kg")
+    code = run_cli(capsys, "train", *common, "--model", "mlp", "--epochs", "1", "--out", str(run))[
+        0
+    ]
+    assert code == 0
+    _, stored = read_run_checkpoint(run)
+    stored["config"]["model"] = "lenet"  # the weights of an MLP, labelled as LeNet-5
+    mlp = models.build_model("mlp")
+    save_checkpoint(tmp_path / "mislabelled.safetensors", mlp, **stored)
     code, _, err = run_cli(
-        capsys, "evaluate", str(tmp_path / "mislabelled.kg"), "--data", str(tiny_data)
+        capsys, "evaluate", str(tmp_path / "mislabelled.safetensors"), "--data", str(tiny_data)
     )
-    assert code == 2 and "do not fit the 'lenet' model" in err and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err
+    assert "does not fit the 'lenet' model" in err and "not in the model" in err
 
-    save(payload["model"], tmp_path / "weights.kg")  # a bare state_dict
-    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "weights.kg"))
+    save_file(mlp.state_dict(), tmp_path / "weights.safetensors")  # a plain tensor file
+    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "weights.safetensors"))
+    assert code == 2 and "is not a kernelgrad checkpoint" in err
+
+    save_checkpoint(tmp_path / "bare.safetensors", mlp, epoch=1)  # no run configuration
+    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "bare.safetensors"))
     assert code == 2 and "is not a `kernelgrad train` checkpoint" in err
 
-    (tmp_path / "garbage.kg").write_bytes(b"not a checkpoint at all")
-    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "garbage.kg"))
+    (tmp_path / "garbage.safetensors").write_bytes(b"not a checkpoint at all")
+    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "garbage.safetensors"))
     assert code == 2 and "cannot read the checkpoint" in err
+
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes((run / "checkpoint.safetensors").read_bytes()[:-100])
+    code, _, err = run_cli(capsys, "train", "--resume", str(truncated), "--epochs", "3")
+    assert code == 2 and "cannot read the checkpoint" in err and "truncated" in err
 
 
 def test_default_dataset_missing_falls_back_to_embedded_digits(models, tmp_path, capsys):

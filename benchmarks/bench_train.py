@@ -1,0 +1,138 @@
+"""End-to-end `kernelgrad train` on the real Fashion-MNIST, against PyTorch on the same data.
+
+Runs the command as a user would (a fresh process: imports, data loading, progress,
+per-epoch evaluation, checkpoints, metrics, plot), reads its ``metrics.json``, and
+prints:
+
+* the time from process start to the end of the first training step with an empty
+  kernel cache (``KERNELGRAD_CACHE_DIR`` set to a new temporary folder) and with a warm
+  one (the best of ``--repeats`` runs);
+* training samples/s and seconds per epoch of LeNet-5 (batch 128, Adam 1e-3) over the
+  first ``--samples`` training images, and the test accuracy;
+* the same training loop in PyTorch (if installed) on the same images in this process,
+  limited to ``--threads`` threads, and the ratio kernelgrad / PyTorch.
+
+    python benchmarks/bench_train.py [--samples 6000] [--epochs 1] [--repeats 2] [--threads 2]
+
+``--samples 60000`` measures whole epochs. Needs Fashion-MNIST (see docs/data.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_train(out: Path, samples: int, epochs: int, cache: Path | None) -> dict:
+    env = dict(os.environ)
+    if cache is not None:
+        env["KERNELGRAD_CACHE_DIR"] = str(cache)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    command = [
+        sys.executable, "-m", "kernelgrad", "train", "--dataset", "fashion-mnist",
+        "--model", "lenet", "--device", "cpu", "--epochs", str(epochs),
+        "--limit-train", str(samples), "--out", str(out), "--no-download",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        sys.exit(f"kernelgrad train failed:\n{result.stderr}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    metrics["wall_seconds"] = wall
+    return metrics
+
+
+def torch_samples_per_second(samples: int, epochs: int, threads: int) -> tuple[float, float]:
+    """PyTorch LeNet-5 (the same layers), batch 128, Adam 1e-3, on the same images."""
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from kernelgrad.data import load_dataset
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    train = load_dataset("fashion-mnist", train=True)
+    test = load_dataset("fashion-mnist", train=False)
+    images, labels = train.get_batch(np.arange(samples))
+    test_images, test_labels = test.get_batch(np.arange(len(test)))
+    model = nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
+    )  # fmt: skip
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x_all, y_all = torch.from_numpy(images), torch.from_numpy(labels)
+    generator = np.random.default_rng(0)
+    seconds = 0.0
+    for _ in range(epochs):
+        order = torch.from_numpy(generator.permutation(samples))
+        start = time.perf_counter()
+        for begin in range(0, samples, 128):
+            index = order[begin : begin + 128]
+            optimizer.zero_grad()
+            loss = nn.functional.cross_entropy(model(x_all[index]), y_all[index])
+            loss.backward()
+            optimizer.step()
+        seconds += time.perf_counter() - start
+    with torch.no_grad():
+        predicted = model(torch.from_numpy(test_images)).argmax(1).numpy()
+    return samples * epochs / seconds, float((predicted == test_labels).mean())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=6000)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="kg-bench-train-") as folder:
+        folder = Path(folder)
+        cold = run_train(folder / "cold", 256, 1, cache=folder / "empty-cache")
+        print(
+            f"empty kernel cache: first training step after {cold['first_step_seconds']:.1f} s "
+            f"(process start included), whole 256-sample run {cold['wall_seconds']:.1f} s"
+        )
+        warm_runs = [
+            run_train(folder / f"warm{index}", args.samples, args.epochs, cache=None)
+            for index in range(args.repeats)
+        ]
+        best = min(warm_runs, key=lambda metrics: metrics["first_step_seconds"])
+        print(f"warm kernel cache: first training step after {best['first_step_seconds']:.1f} s")
+        fastest = max(warm_runs, key=lambda m: max(m["history"]["samples_per_second"]))
+        history = fastest["history"]
+        rate = max(history["samples_per_second"])
+        print(
+            f"kernelgrad train, LeNet-5, {args.samples} samples x {args.epochs} epoch(s): "
+            f"{rate:,.0f} samples/s (best epoch of {args.repeats} runs), "
+            f"{min(history['seconds']):.1f} s per epoch, "
+            f"{60000 / rate:.0f} s per 60,000-sample epoch at that rate, "
+            f"test accuracy {history['test_accuracy'][-1]:.4f}"
+        )
+    try:
+        torch_rate, torch_accuracy = torch_samples_per_second(
+            args.samples, args.epochs, args.threads
+        )
+    except ImportError:
+        print("PyTorch is not installed: no peer figure")
+        return
+    print(
+        f"PyTorch ({args.threads} threads), same loop and data: {torch_rate:,.0f} samples/s, "
+        f"test accuracy {torch_accuracy:.4f}"
+    )
+    print(f"ratio kernelgrad / PyTorch samples/s: {rate / torch_rate:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -578,6 +578,14 @@ class CUDABackend:
         self._seed = int(seed) & _MASK64
         self._counter = 0
 
+    def get_rng_state(self) -> dict[str, int]:
+        # Counter-based generator: the seed and the count of numbers drawn are the state.
+        return {"seed": self._seed, "counter": self._counter}
+
+    def set_rng_state(self, state: dict[str, int]) -> None:
+        self._seed = int(state["seed"]) & _MASK64
+        self._counter = int(state["counter"])
+
     def random(self, out: View, distribution: str, low: float, high: float) -> None:
         n = prod(out.shape)
         if n == 0:

@@ -128,8 +128,9 @@ def _note(message: str) -> None:
 
 
 def _cuda_available() -> tuple[bool, str]:
+    """(usable, why not): CUDA tensors can be made here (a GPU, or the simulator)."""
     try:
-        from . import cuda  # type: ignore[attr-defined]
+        from . import cuda
     except ImportError as error:
         return False, f"the CUDA backend cannot be loaded ({error})"
     try:
@@ -140,13 +141,22 @@ def _cuda_available() -> tuple[bool, str]:
     return False, "no CUDA GPU or driver was found"
 
 
+def _real_gpu() -> bool:
+    """A real GPU, not numba's simulator (which is far too slow to train on)."""
+    available, _ = _cuda_available()
+    if not available:
+        return False
+    from . import cuda
+
+    return not cuda.is_simulated()
+
+
 def resolve_device(requested: str | None) -> Any:
     """``None``/``"auto"`` -> cuda when available, else cpu; otherwise parse and check."""
     from .device import as_device
 
     if requested in (None, "", "auto"):
-        available, _ = _cuda_available()
-        return as_device("cuda" if available else "cpu")
+        return as_device("cuda" if _real_gpu() else "cpu")
     try:
         device = as_device(requested)
     except (ValueError, TypeError) as error:
@@ -166,7 +176,7 @@ def resolve_device(requested: str | None) -> Any:
 
 def _cuda_device_count() -> int | None:
     try:
-        from . import cuda  # type: ignore[attr-defined]
+        from . import cuda
 
         return int(cuda.device_count())
     except Exception:

@@ -32,12 +32,9 @@ def _version(distribution: str) -> str | None:
 def cuda_status() -> dict[str, Any]:
     """``{"available": bool, "devices": [...], "reason": str}`` without failing when the
     CUDA backend, numba-cuda or a driver is missing."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        simulated = True
-    else:
-        simulated = False
+    simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
     try:
-        from . import cuda  # type: ignore[attr-defined]
+        from . import cuda
     except ImportError as error:
         return {"available": False, "devices": [], "simulator": simulated, "reason": str(error)}
     try:
@@ -47,10 +44,13 @@ def cuda_status() -> dict[str, Any]:
     devices: list[str] = []
     reason = ""
     if available:
-        count = getattr(cuda, "device_count", lambda: 1)()
-        for index in range(count):
-            name_of = getattr(cuda, "get_device_name", None)
-            devices.append(f"cuda:{index}" + (f" ({name_of(index)})" if name_of else ""))
+        simulated = bool(cuda.is_simulated())
+        for index in range(cuda.device_count()):
+            try:
+                name = cuda.get_device_name(index)
+            except Exception:  # the name is a nicety; never fail `info` for it
+                name = "simulator" if simulated else "unknown"
+            devices.append(f"cuda:{index} ({name})")
     else:
         reason = "no CUDA GPU or driver was found"
     return {"available": available, "devices": devices, "simulator": simulated, "reason": reason}
@@ -125,7 +125,7 @@ def collect(data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
             },
         },
         "devices": devices,
-        "default_device": "cuda" if cuda["available"] else "cpu",
+        "default_device": "cuda" if cuda["available"] and not cuda["simulator"] else "cpu",
         "kernel_cache": _folder_summary(_kernel_cache_folder()),
         "dataset_cache": str(dataset_cache_dir()),
         "datasets": datasets,

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelgrad.cli import Progress, main
+from kernelgrad.cli import Progress, main, read_run_checkpoint, resolve_device
 from kernelgrad.codecache import cache_dir
 from kernelgrad.data import DATASETS, write_idx
 
@@ -295,7 +295,6 @@ def test_resume_refuses_another_model_or_changed_options(models, tmp_path, tiny_
 
 
 def test_checkpoint_of_another_model_or_no_checkpoint(models, tmp_path, tiny_data, capsys):
-    from kernelgrad.cli import read_run_checkpoint
     from kernelgrad.serialization import save_checkpoint, save_file
 
     run = tmp_path / "run"
@@ -369,3 +368,17 @@ def test_builtin_plot_when_matplotlib_is_missing(tmp_path, monkeypatch):
         assert (pixels == colour).all(axis=2).sum() > 50
     with pytest.raises(ImportError):
         save_training_plot(tmp_path / "other.png", history, engine="matplotlib")
+
+
+def test_default_device_is_cpu_unless_a_real_gpu(monkeypatch):
+    import kernelgrad.cuda
+
+    monkeypatch.setattr(kernelgrad.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(kernelgrad.cuda, "is_simulated", lambda: True)
+    monkeypatch.setattr(kernelgrad.cuda, "device_count", lambda: 1)
+    assert resolve_device(None).type == "cpu"  # the simulator is far too slow to train on
+    assert resolve_device("cuda").type == "cuda"  # ... but can be asked for
+    monkeypatch.setattr(kernelgrad.cuda, "is_simulated", lambda: False)
+    assert resolve_device(None).type == "cuda"
+    monkeypatch.setattr(kernelgrad.cuda, "is_available", lambda: False)
+    assert resolve_device("auto").type == "cpu"

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's kernelgrad, as in the subprocesses
 
 
 def run_train(out: Path, samples: int, epochs: int, cache: Path | None) -> dict:
@@ -57,7 +58,7 @@ def torch_samples_per_second(samples: int, epochs: int, threads: int) -> tuple[f
     import torch
     from torch import nn
 
-    from kernelgrad.data import load_dataset
+    from kernelgrad.data import load_dataset  # after torch: an ImportError here is a bug
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
@@ -121,12 +122,11 @@ def main() -> None:
             f"test accuracy {history['test_accuracy'][-1]:.4f}"
         )
     try:
-        torch_rate, torch_accuracy = torch_samples_per_second(
-            args.samples, args.epochs, args.threads
-        )
+        import torch  # noqa: F401
     except ImportError:
         print("PyTorch is not installed: no peer figure")
         return
+    torch_rate, torch_accuracy = torch_samples_per_second(args.samples, args.epochs, args.threads)
     print(
         f"PyTorch ({args.threads} threads), same loop and data: {torch_rate:,.0f} samples/s, "
         f"test accuracy {torch_accuracy:.4f}"

@@ -10,7 +10,11 @@ prints:
 * training samples/s and seconds per epoch of LeNet-5 (batch 128, Adam 1e-3) over the
   first ``--samples`` training images, and the test accuracy;
 * the same training loop in PyTorch (if installed) on the same images in this process,
-  limited to ``--threads`` threads, and the ratio kernelgrad / PyTorch.
+  and the ratio kernelgrad / PyTorch.
+
+Both use ``--threads`` threads (PyTorch's intra-op threads; Numba's and the BLAS's for
+kernelgrad). On a shared, busy machine use 1: with 2 threads on 2 busy cores, PyTorch's
+spinning worker threads can lose an order of magnitude.
 
     python benchmarks/bench_train.py [--samples 6000] [--epochs 1] [--repeats 2] [--threads 2]
 
@@ -32,8 +36,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's kernelgrad, as in the subprocesses
 
 
-def run_train(out: Path, samples: int, epochs: int, cache: Path | None) -> dict:
+def run_train(out: Path, samples: int, epochs: int, cache: Path | None, threads: int) -> dict:
     env = dict(os.environ)
+    for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[name] = str(threads)
     if cache is not None:
         env["KERNELGRAD_CACHE_DIR"] = str(cache)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
@@ -100,13 +106,13 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="kg-bench-train-") as folder:
         folder = Path(folder)
-        cold = run_train(folder / "cold", 256, 1, cache=folder / "empty-cache")
+        cold = run_train(folder / "cold", 256, 1, folder / "empty-cache", args.threads)
         print(
             f"empty kernel cache: first training step after {cold['first_step_seconds']:.1f} s "
             f"(process start included), whole 256-sample run {cold['wall_seconds']:.1f} s"
         )
         warm_runs = [
-            run_train(folder / f"warm{index}", args.samples, args.epochs, cache=None)
+            run_train(folder / f"warm{index}", args.samples, args.epochs, None, args.threads)
             for index in range(args.repeats)
         ]
         best = min(warm_runs, key=lambda metrics: metrics["first_step_seconds"])

@@ -183,6 +183,21 @@ def _cuda_device_count() -> int | None:
         return None
 
 
+def set_threads(count: int | None) -> None:
+    """Limit the threads of Numba's parallel kernels (``None``: leave the default)."""
+    if count is None:
+        return
+    import numba
+
+    available = numba.config.NUMBA_NUM_THREADS
+    if count > available:
+        raise UserError(
+            f"--threads {count}: at most {available} (NUMBA_NUM_THREADS, the number of cores "
+            "by default)"
+        )
+    numba.set_num_threads(count)
+
+
 # --- datasets -------------------------------------------------------------------------------
 
 
@@ -619,6 +634,7 @@ def command_train(args: argparse.Namespace) -> int:
     checkpoint_path, checkpoint_payload = run.checkpoint_path, run.checkpoint
     done_epochs = run.done_epochs
     device = resolve_device(args.device)
+    set_threads(args.threads)
     data = load_data(
         config["dataset"],
         _data_dir(args.data, config),
@@ -755,6 +771,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     checkpoint_path, payload = read_run_checkpoint(args.checkpoint)
     config = payload["config"]
     device = resolve_device(args.device)
+    set_threads(args.threads)
     data = load_data(
         config["dataset"],
         _data_dir(args.data, config),
@@ -896,6 +913,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--no-download", action="store_true", help="never try to download a missing dataset"
     )
+    train.add_argument(
+        "--threads",
+        type=_positive_int,
+        metavar="N",
+        help="CPU threads for kernelgrad's compiled kernels (default: all cores; 1 can be "
+        "much faster on a machine whose cores are busy with other work)",
+    )
     train.set_defaults(handler=command_train)
 
     evaluate = commands.add_parser(
@@ -908,6 +932,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--limit-test", type=_positive_int, metavar="N")
     evaluate.add_argument("--no-download", action="store_true")
     evaluate.add_argument("--json", action="store_true", help="print the results as JSON")
+    evaluate.add_argument("--threads", type=_positive_int, metavar="N")
     evaluate.set_defaults(handler=command_evaluate)
 
     info = commands.add_parser("info", help="versions, devices, caches and datasets")

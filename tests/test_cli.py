@@ -382,3 +382,8 @@ def test_default_device_is_cpu_unless_a_real_gpu(monkeypatch):
     assert resolve_device(None).type == "cuda"
     monkeypatch.setattr(kernelgrad.cuda, "is_available", lambda: False)
     assert resolve_device("auto").type == "cpu"
+
+
+def test_too_many_threads(capsys):
+    code, _, err = run_cli(capsys, "train", "--threads", "100000", "--device", "cpu")
+    assert code == 2 and "--threads 100000: at most" in err

@@ -30,6 +30,7 @@ __all__ = ["UserError", "main"]
 
 MODELS = ("lenet", "mlp", "cnn")
 DEFAULT_DATASET = "fashion-mnist"
+DIGITS_EPOCHS = 10  # default --epochs for the small embedded dataset
 CHECKPOINT_KIND = "kernelgrad-train"
 CHECKPOINT_NAME = "checkpoint.safetensors"
 
@@ -644,6 +645,8 @@ def command_train(args: argparse.Namespace) -> int:
         limit_test=config["limit_test"],
     )
     config["dataset"] = data.name  # after a fallback to the embedded digits
+    if data.name == "digits" and args.epochs is None and not args.resume:
+        config["epochs"] = DIGITS_EPOCHS  # 12 steps an epoch: give it enough of them
     kg.manual_seed(config["seed"])
     model = build(config["model"], device)
     optimizer = make_optimizer(

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...dtypes import DType
+from . import vmath
 
 # Elements per parallel work item: large enough to amortise the index arithmetic,
 # small enough to balance work across cores.
@@ -84,7 +85,9 @@ def elementwise_source(
             for exprs in (flat_inputs, fast_inputs, general_inputs):
                 exprs.append(f"scalar{i}")
 
-    lines = [_HEADER, "", fn_source.rstrip(), "", ""]
+    # math.exp, math.log, ... become vmath calls, which LLVM vectorises (see vmath.py).
+    fn_source, vmath_header = vmath.vectorise_math_calls(fn_source)
+    lines = [_HEADER + vmath_header, "", fn_source.rstrip(), "", ""]
     lines.append(f"_scalar_fn = njit(inline='always', {_NUMBA_OPTIONS})({fn_name})")
     for parallel in (True, False):
         loop = "prange" if parallel else "range"

@@ -583,6 +583,13 @@ _COS_6 = F64(-1.13596475577881948265e-11)
 _SIN_TINY32, _SIN_TINY64 = F32(2.0**-12), F64(2.0**-27)
 
 
+# Beyond those ranges the products n * pio2_1 are no longer exact; x * 2/pi is then
+# reduced as rounded (bounded results, absolute error about |x| * 1e-16 for float64).
+_LARGE_THRESHOLD32 = F32(2.0**28 * 1.5707963267948966)
+_LARGE_THRESHOLD64 = F64(2.0**20 * 1.5707963267948966)
+_PIO2 = F64(1.5707963267948966)
+
+
 @register_jitable(**_JIT_OPTIONS)
 def _is_odd(n):
     """Whether the integral float n is odd."""
@@ -602,6 +609,8 @@ def _sin_cos_kernels32(x):
     wide = np.float64(x)
     n = _rint(wide * _INV_PIO2)
     r = (wide - n * _PIO2F_1) - n * _PIO2F_1T
+    r_large = (wide * _INV_PIO2 - n) * _PIO2
+    r = r if abs(x) < _LARGE_THRESHOLD32 else r_large  # also NaN for +-inf
     z = r * r
     w = z * z
     sin_r = (r + (z * r) * (_SINF_1 + z * _SINF_2)) + (z * r) * w * (_SINF_3 + z * _SINF_4)
@@ -645,6 +654,9 @@ def _sin_cos_kernels64(x):
     tail_sum = n * _PIO2_3T - error2 - error3
     r = new_head - tail_sum
     r_tail = (new_head - r) - tail_sum
+    small = abs(x) < _LARGE_THRESHOLD64
+    r = r if small else (x * _INV_PIO2 - n) * _PIO2  # also NaN for +-inf
+    r_tail = r_tail if small else _ZERO64
     z = r * r
     w = z * z
     # sin(r + t) ~ sin r + (1 - r*r/2) t

@@ -387,16 +387,13 @@ _LG7_64 = F64(1.479819860511658591e-01)
 # Denormal inputs are scaled into the normal range first.
 _MIN_NORMAL32, _DENORMAL_SCALE32, _DENORMAL_SHIFT32 = F32(2.0**-126), F32(2.0**25), F32(25.0)
 _MIN_NORMAL64, _DENORMAL_SCALE64, _DENORMAL_SHIFT64 = F64(2.0**-1022), F64(2.0**54), F64(54.0)
-_LOG1P_TINY32, _LOG1P_TINY64 = F32(2.0**-25), F64(2.0**-54)
 
 
 @register_jitable(**_JIT_OPTIONS)
-def _log_core32(u, c):
-    """log(u) + c for finite u > 0 and a small correction c (0 for log itself)."""
-    denormal = u < _MIN_NORMAL32
-    scaled = u * _DENORMAL_SCALE32 if denormal else u
-    k = _log_exponent(scaled) - (_DENORMAL_SHIFT32 if denormal else _ZERO32)
-    f = _log_mantissa(scaled) - _ONE32  # exact
+def _log_core32(u, c, k_offset):
+    """log(u * 2**k_offset) + c for a positive normal u and a small correction c."""
+    k = _log_exponent(u) + k_offset
+    f = _log_mantissa(u) - _ONE32  # exact
     s = f / (_TWO32 + f)
     z = s * s
     w = z * z
@@ -407,11 +404,9 @@ def _log_core32(u, c):
 
 
 @register_jitable(**_JIT_OPTIONS)
-def _log_core64(u, c):
-    denormal = u < _MIN_NORMAL64
-    scaled = u * _DENORMAL_SCALE64 if denormal else u
-    k = _log_exponent(scaled) - (_DENORMAL_SHIFT64 if denormal else _ZERO64)
-    f = _log_mantissa(scaled) - _ONE64
+def _log_core64(u, c, k_offset):
+    k = _log_exponent(u) + k_offset
+    f = _log_mantissa(u) - _ONE64
     s = f / (_TWO64 + f)
     z = s * s
     w = z * z
@@ -423,7 +418,9 @@ def _log_core64(u, c):
 
 @register_jitable(**_JIT_OPTIONS)
 def _log32(x):
-    result = _log_core32(x, _ZERO32)
+    denormal = x < _MIN_NORMAL32
+    scaled = x * _DENORMAL_SCALE32 if denormal else x
+    result = _log_core32(scaled, _ZERO32, -_DENORMAL_SHIFT32 if denormal else _ZERO32)
     result = result if x < _INF32 else x  # +inf and NaN
     result = result if x != _ZERO32 else -_INF32
     return result if x >= _ZERO32 else _NAN32  # also x = -inf
@@ -431,7 +428,9 @@ def _log32(x):
 
 @register_jitable(**_JIT_OPTIONS)
 def _log64(x):
-    result = _log_core64(x, _ZERO64)
+    denormal = x < _MIN_NORMAL64
+    scaled = x * _DENORMAL_SCALE64 if denormal else x
+    result = _log_core64(scaled, _ZERO64, -_DENORMAL_SHIFT64 if denormal else _ZERO64)
     result = result if x < _INF64 else x
     result = result if x != _ZERO64 else -_INF64
     return result if x >= _ZERO64 else _NAN64
@@ -439,26 +438,27 @@ def _log64(x):
 
 @register_jitable(**_JIT_OPTIONS)
 def _log1p32(x):
-    # 1 + x = u + c exactly, with u = fl(1 + x): log(1 + x) = log(u) + log(1 + c/u)
-    # ~ log(u) + c/u. (u - 1 is exact for u < 2, u - x is exact for x >= 1.)
+    # u = fl(1 + x) and its rounding error c (two-sum: 1 + x = u + c exactly):
+    # log(1 + x) = log(u) + log(1 + c/u) ~ log(u) + c/u. u is never denormal.
     u = _ONE32 + x
-    c = (x - (u - _ONE32)) if x < _ONE32 else (_ONE32 - (u - x))
-    result = _log_core32(u, c / u)
-    result = result if abs(x) >= _LOG1P_TINY32 else x  # also passes NaN through
-    result = result if x < _INF32 else x
-    result = result if x != -_ONE32 else -_INF32
-    return result if x >= -_ONE32 else _NAN32
+    x_part = u - _ONE32
+    c = (_ONE32 - (u - x_part)) + (x - x_part)
+    # log1p(x) has the sign of x: copysign keeps -0.0 (the core returns +0.0 there).
+    result = _copysign(_log_core32(u, c / u, _ZERO32), x)
+    result = result if u < _INF32 else u  # +inf and NaN
+    result = result if u != _ZERO32 else -_INF32  # x = -1
+    return result if u >= _ZERO32 else _NAN32  # x < -1
 
 
 @register_jitable(**_JIT_OPTIONS)
 def _log1p64(x):
     u = _ONE64 + x
-    c = (x - (u - _ONE64)) if x < _ONE64 else (_ONE64 - (u - x))
-    result = _log_core64(u, c / u)
-    result = result if abs(x) >= _LOG1P_TINY64 else x
-    result = result if x < _INF64 else x
-    result = result if x != -_ONE64 else -_INF64
-    return result if x >= -_ONE64 else _NAN64
+    x_part = u - _ONE64
+    c = (_ONE64 - (u - x_part)) + (x - x_part)
+    result = _copysign(_log_core64(u, c / u, _ZERO64), x)
+    result = result if u < _INF64 else u
+    result = result if u != _ZERO64 else -_INF64
+    return result if u >= _ZERO64 else _NAN64
 
 
 # --- tanh ------------------------------------------------------------------------------

@@ -44,27 +44,6 @@ class Group:
     consumer: dict[int, int] = field(default_factory=dict)
 
 
-# Transcendental functions that Numba compiles to one scalar libm call per element
-# unless Intel's SVML is installed, while the CPU backend runs them with NumPy's SIMD
-# loops (10-20x faster on large arrays). On the CPU such an op stays a kernel of its own
-# when its array is large; the arithmetic around it still fuses.
-SCALAR_LIBM = frozenset({"exp", "log", "log1p", "expm1", "sin", "cos", "tanh"})
-LIBRARY_THRESHOLD = 1 << 16
-
-
-def _prefers_library(op: Op) -> bool:
-    fn = op.attrs["fn"]
-    if getattr(fn, "library", None) not in SCALAR_LIBM:
-        return False
-    if getattr(op.attrs["backend"], "name", "") != "cpu":
-        return False
-    if prod(op.outputs[0].shape) < LIBRARY_THRESHOLD:
-        return False
-    import numba
-
-    return not numba.config.USING_SVML
-
-
 def lift(view: ViewRef, shape: tuple[int, ...]) -> ViewRef:
     """The view broadcast to ``shape`` (stride 0 along new or expanded dims)."""
     if view.shape == shape:
@@ -136,9 +115,7 @@ class Analysis:
         found = self._inlinable.get(index)
         if found is None:
             op = self.ops[index]
-            found = (
-                op.kind == "elementwise" and inlinable(op.attrs["fn"]) and not _prefers_library(op)
-            )
+            found = op.kind == "elementwise" and inlinable(op.attrs["fn"])
             self._inlinable[index] = found
         return found
 

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...dtypes import DType
+from ..scalar_source import narrow_literals
 from . import vmath
 
 # Elements per parallel work item: large enough to amortise the index arithmetic,
@@ -86,6 +87,7 @@ def elementwise_source(
                 exprs.append(f"scalar{i}")
 
     # math.exp, math.log, ... become vmath calls, which LLVM vectorises (see vmath.py).
+    fn_source = narrow_literals(fn_source, compute_dtypes)
     fn_source, vmath_header = vmath.vectorise_math_calls(fn_source)
     lines = [_HEADER + vmath_header, "", fn_source.rstrip(), "", ""]
     lines.append(f"_scalar_fn = njit(inline='always', {_NUMBA_OPTIONS})({fn_name})")

@@ -28,11 +28,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import autograd
+from ..backends.base import ScalarFunction
 from ..dtypes import int64
 from ..errors import BackwardError, DeviceMismatchError, ShapeError, format_shape
 from ..ops import elementwise as _ew
 from ..ops.creation import arange, empty, ones, rand, zeros
-from ..ops.elementwise import copy_into, defop, where
+from ..ops.elementwise import copy_into, where
 from ..ops.indexing import take
 from ..ops.movement import make_view
 from ..ops.movement import pad as _pad_constant
@@ -885,18 +886,26 @@ def _pooling_matrix(out: int, size: int, like: Tensor) -> Tensor:
 # =========================================================================================
 # dropout, normalisation, embedding, padding
 # =========================================================================================
-def _dropout_kernel(x, u, p, scale):
+def dropout_mask(x, u, p, scale):
     return x * scale if u >= p else x * 0.0
 
 
-DROPOUT = defop(
-    _dropout_kernel,
-    _ew.promote,
-    lambda g, x, u, p, scale: (DROPOUT(g, u, p, scale), None, None, None),
-    "none",
-    ("kg.nn.functional.dropout",),
-    name="dropout",
-)
+_DROPOUT = ScalarFunction.from_python(dropout_mask)
+
+
+def _apply_dropout(x: Tensor, draws: Tensor, p: float, scale: float) -> Tensor:
+    """``x * scale`` where ``draws >= p``, else 0: one fused kernel, forward and backward."""
+    result = empty(x.shape, dtype=x.dtype, device=x.device)
+    _fused.launch(_DROPOUT, [result], [x, draws, p, scale], x.dtype)
+    if autograd.needs_grad(x):
+
+        def backward(grad: Tensor) -> tuple[Tensor]:
+            if autograd.is_grad_enabled():  # create_graph: stay differentiable
+                return (grad * where(draws >= p, scale, 0.0),)
+            return (_apply_dropout(grad, draws, p, scale),)
+
+        autograd.record("dropout", (x,), result, backward)
+    return result
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -915,7 +924,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1.0:
         return input * 0.0
     draws = rand(input.shape, dtype=input.dtype, device=input.device)
-    return DROPOUT(input, draws, p, 1.0 / (1.0 - p))
+    return _apply_dropout(input, draws, p, 1.0 / (1.0 - p))
 
 
 def batch_norm(

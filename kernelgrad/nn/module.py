@@ -342,16 +342,19 @@ class Module:
         self._collect_state(prefix, keep_vars, result, set())
         return result
 
-    def _collect_state(self, prefix: str, keep_vars: bool, out: dict, seen: set[int]) -> None:
-        if id(self) in seen:
+    def _collect_state(self, prefix: str, keep_vars: bool, out: dict, ancestors: set[int]) -> None:
+        # A module reachable under two names appears under both (as in PyTorch); only
+        # cycles are cut.
+        if id(self) in ancestors:
             return
-        seen.add(id(self))
+        ancestors.add(id(self))
         for name, parameter in self._own_parameters():
             out[prefix + name] = parameter if keep_vars else parameter.detach()
         for name, buffer in self._own_buffers(persistent_only=True):
             out[prefix + name] = buffer if keep_vars else buffer.detach()
         for name, child in self.named_children():
-            child._collect_state(f"{prefix}{name}.", keep_vars, out, seen)
+            child._collect_state(f"{prefix}{name}.", keep_vars, out, ancestors)
+        ancestors.discard(id(self))
 
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True

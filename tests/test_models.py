@@ -56,21 +56,24 @@ def test_lenet5_matches_the_same_network_in_torch():
 
 
 def test_short_training_run_reduces_the_loss(device, simulated):
-    """A few Adam steps on a fixed batch (a tiny CNN under the simulator)."""
+    """A few Adam steps on a fixed batch (a tiny network under the simulator)."""
     kg.manual_seed(0)
     rng = np.random.default_rng(0)
-    if simulated:
-        model = CNN(channels=(2, 2), hidden=4, dropout=0.0)
-        images = rng.standard_normal((2, 1, 28, 28)).astype(np.float32)
-        steps = 4
+    if simulated:  # the same layers, on 6x6 images
+        model = kg.nn.Sequential(
+            kg.nn.Conv2d(1, 2, 3, padding=1), kg.nn.ReLU(), kg.nn.MaxPool2d(2),
+            kg.nn.Flatten(), kg.nn.Linear(18, 10),
+        )  # fmt: skip
+        images = rng.standard_normal((2, 1, 6, 6)).astype(np.float32)
+        steps, lr = 5, 0.03
     else:
         model = LeNet5()
         images = rng.standard_normal((16, 1, 28, 28)).astype(np.float32)
-        steps = 15
+        steps, lr = 15, 3e-3
     labels = rng.integers(0, 10, len(images))
     model.to(device)
     x, y = kg.tensor(images, device=device), kg.tensor(labels, device=device)
-    optimizer = kg.optim.Adam(model.parameters(), lr=3e-3)
+    optimizer = kg.optim.Adam(model.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
         optimizer.zero_grad()

@@ -333,6 +333,9 @@ def conv2d(
     return result.squeeze(0) if unbatched else result
 
 
+_FORCE_PER_PIXEL = False  # benchmarks/bench_conv.py compares the two patch layouts
+
+
 class _ConvPlan:
     """Geometry of one convolution and the layout of its patch matrix."""
 
@@ -360,7 +363,7 @@ class _ConvPlan:
         self.ow = (self.wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
         # Full-width layout (stride 1): output position (oh, ow) is column oh * wp + ow of
         # a run of length (oh - 1) * wp + ow, contiguous in the padded input.
-        self.full_width = stride == (1, 1)
+        self.full_width = stride == (1, 1) and not _FORCE_PER_PIXEL
         if self.full_width:
             self.positions: tuple[int, ...] = ((self.oh - 1) * self.wp + self.ow,)
         else:

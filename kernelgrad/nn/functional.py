@@ -220,6 +220,23 @@ def _window_view(
     )
 
 
+def _swap_batch_and_channels(t: Tensor) -> Tensor:
+    """(A, B, H, W) -> (B, A, H, W) as a view that owns its result (no autograd)."""
+    shape, strides = t.shape, t._strides
+    view = make_view(
+        t, (shape[1], shape[0]) + shape[2:], (strides[1], strides[0]) + strides[2:], t._offset
+    )
+    view._base = None
+    return view
+
+
+def _kernel_order(t: Tensor) -> bool:
+    """Whether kernels over ``t`` should run in (C, N, ...) order: when channels are the
+    outer dimension in memory (the layout convolution outputs have), so that N and C
+    merge into one loop dimension."""
+    return t._strides[1] > t._strides[0] and t.shape[0] > 1 and t.shape[1] > 1
+
+
 def _no_double_backward(op: str) -> None:
     if autograd.is_grad_enabled():
         raise BackwardError(
@@ -453,7 +470,8 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
             grad_x = grad_w = grad_b = None
             if need_w or need_b:
                 if groups == 1:
-                    grad_w_matrix = grad_product @ cols.reshape(rows, columns).T
+                    # (cols @ grad.T).T: BLAS is faster with the long dimension inside
+                    grad_w_matrix = (cols.reshape(rows, columns) @ grad_product.T).T
                     grad_w = grad_w_matrix[:, : plan.taps].reshape(weight.shape)
                     if need_b:
                         grad_b = grad_w_matrix[:, plan.taps] if ones_row else grad_product.sum(1)
@@ -567,24 +585,36 @@ _MAX_FUSED_TAPS = 16  # windows with more taps use a reduction instead of one fu
 
 
 def _max_fn(taps: int) -> Any:
+    """``max_window_<taps>(x0, ..., x<taps-1>)``: the window's maximum, NaN if any tap is
+    NaN (as PyTorch). The NaN test comes last: folding it into every comparison makes
+    the compiled loop several times slower."""
     names = [f"x{k}" for k in range(taps)]
     lines = [f"def max_window_{taps}({', '.join(names)}):", "    m = x0"]
     for name in names[1:]:
-        lines.append(f"    if {name} > m or {name} != {name}:")
+        lines.append(f"    if {name} > m:")
         lines.append(f"        m = {name}")
+    lines.append(f"    if {' or '.join(f'{n} != {n}' for n in names)}:")
+    lines.append("        return math.nan")
     lines.append("    return m")
     return _fused.from_source(f"max_window_{taps}", "\n".join(lines) + "\n", taps, 1)
 
 
 def _max_grad_fn(taps: int) -> Any:
-    """Route the gradient to the first tap that holds the maximum (PyTorch's choice)."""
+    """Route each window's gradient to its first maximum (PyTorch's choice), or to its
+    first NaN when the maximum is NaN."""
     names = [f"x{k}" for k in range(taps)]
+
+    def picked(k: int) -> str:
+        return "(" + ", ".join("gg" if j == k else "0.0" for j in range(taps)) + ",)"
+
     lines = [f"def max_window_grad_{taps}({', '.join(names)}, m, g):", "    gg = float(g)"]
-    for k, name in enumerate(names):
-        values = ", ".join("gg" if j == k else "0.0" for j in range(taps))
-        lines.append(f"    if {name} == m or {name} != {name}:")
-        lines.append(f"        return ({values},)")
-    lines.append(f"    return ({', '.join('0.0' for _ in range(taps))},)")
+    lines.append("    if m != m:")
+    for k, name in enumerate(names[:-1]):
+        lines += [f"        if {name} != {name}:", f"            return {picked(k)}"]
+    lines.append(f"        return {picked(taps - 1)}")
+    for k, name in enumerate(names[:-1]):
+        lines += [f"    if {name} == m:", f"        return {picked(k)}"]
+    lines.append(f"    return {picked(taps - 1)}")
     return _fused.from_source(f"max_window_grad_{taps}", "\n".join(lines) + "\n", taps + 2, taps)
 
 
@@ -722,18 +752,23 @@ def max_pool2d(
         return result.squeeze(0) if unbatched else result
     with autograd.no_grad():
         xp = _pad_constant(x, plan.pads(), value=-math.inf) if plan.padded else x
-        views = plan.views(xp)
-        result = empty((x.shape[0], x.shape[1], plan.oh, plan.ow), dtype=x.dtype, device=x.device)
-        _fused.launch(_max_fn(plan.taps), [result], views, x.dtype)
+        swap = _kernel_order(xp)
+        kernel_x = _swap_batch_and_channels(xp) if swap else xp
+        kernel_result = empty(
+            kernel_x.shape[:2] + (plan.oh, plan.ow), dtype=x.dtype, device=x.device
+        )
+        _fused.launch(_max_fn(plan.taps), [kernel_result], plan.views(kernel_x), x.dtype)
+        result = _swap_batch_and_channels(kernel_result) if swap else kernel_result
     if autograd.needs_grad(x):
-        source = x
 
         def backward(grad: Tensor) -> tuple[Tensor]:
             _no_double_backward("max_pool2d")
-            inputs = plan.views(xp) + [result, grad]
-            return (plan.scatter(_max_grad_fn(plan.taps), inputs, grad),)
+            kernel_grad = _swap_batch_and_channels(grad) if swap else grad
+            inputs = plan.views(kernel_x) + [kernel_result, kernel_grad]
+            grad_x = plan.scatter(_max_grad_fn(plan.taps), inputs, kernel_grad)
+            return (_swap_batch_and_channels(grad_x) if swap else grad_x,)
 
-        autograd.record("max_pool2d", (source,), result, backward, (xp, result))
+        autograd.record("max_pool2d", (x,), result, backward, (xp, kernel_result))
     return result.squeeze(0) if unbatched else result
 
 
@@ -780,22 +815,30 @@ def avg_pool2d(
     scale = 1.0 / divisor if isinstance(divisor, float) else 1.0
     with autograd.no_grad():
         xp = _pad_constant(x, plan.pads(), value=0.0) if plan.padded else x
-        result = _window_sum(xp, plan, scale)
+        swap = _kernel_order(xp)
+        kernel_result = _window_sum(_swap_batch_and_channels(xp) if swap else xp, plan, scale)
         if not isinstance(divisor, float):
-            result = result / divisor
+            kernel_result = kernel_result / divisor
+        result = _swap_batch_and_channels(kernel_result) if swap else kernel_result
     if autograd.needs_grad(x):
 
         def backward(grad: Tensor) -> tuple[Tensor]:
             _no_double_backward("avg_pool2d")
-            scaled = grad * scale if isinstance(divisor, float) else grad / divisor
-            return (plan.scatter(_broadcast_fn(plan.taps), [scaled], grad),)
+            kernel_grad = _swap_batch_and_channels(grad) if swap else grad
+            if isinstance(divisor, float):
+                scaled = kernel_grad * scale
+            else:
+                scaled = kernel_grad / divisor
+            grad_x = plan.scatter(_broadcast_fn(plan.taps), [scaled], kernel_grad)
+            return (_swap_batch_and_channels(grad_x) if swap else grad_x,)
 
         autograd.record("avg_pool2d", (x,), result, backward)
     return result.squeeze(0) if unbatched else result
 
 
 def _window_sum(x: Tensor, plan: _PoolPlan, scale: float) -> Tensor:
-    result = empty((x.shape[0], x.shape[1], plan.oh, plan.ow), dtype=x.dtype, device=x.device)
+    """Scaled window sums of a 4-d tensor, in the order of its first two dims."""
+    result = empty(x.shape[:2] + (plan.oh, plan.ow), dtype=x.dtype, device=x.device)
     _fused.launch(_sum_fn(plan.taps), [result], plan.views(x) + [scale], x.dtype)
     return result
 

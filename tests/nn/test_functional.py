@@ -203,6 +203,26 @@ def test_avg_pool2d_matches_torch(case, count_include_pad, device):
     )
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("pool", ["max", "avg"])
+@pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (3, 2, 1)])
+def test_pooling_channel_major_input_matches_torch(pool, kernel, stride, padding, device):
+    # Convolution outputs are stored channel-major: (C, N, H, W) memory seen as (N, C, H, W).
+    torch = torch_module()
+    base = randn(3, 2, 6, 7)
+    mine = kg.tensor(base, device=device, requires_grad=True)
+    theirs = torch.tensor(base, requires_grad=True)
+    mine_fn = getattr(F, f"{pool}_pool2d")
+    their_fn = getattr(torch.nn.functional, f"{pool}_pool2d")
+    out = mine_fn(mine.permute(1, 0, 2, 3), kernel, stride, padding)
+    expected = their_fn(theirs.permute(1, 0, 2, 3), kernel, stride, padding)
+    assert_close(out, expected.detach().numpy(), rtol=1e-5, atol=1e-6)
+    seed = randn(*expected.shape)
+    out.backward(kg.tensor(seed, device=device))
+    expected.backward(torch.tensor(seed))
+    assert_close(mine.grad, theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_pooling_matches_numpy_windows(device):
     x = randn(2, 3, 6, 8)
     windows = x.reshape(2, 3, 3, 2, 4, 2)

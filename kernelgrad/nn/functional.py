@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -235,6 +236,39 @@ def _kernel_order(t: Tensor) -> bool:
     outer dimension in memory (the layout convolution outputs have), so that N and C
     merge into one loop dimension."""
     return t._strides[1] > t._strides[0] and t.shape[0] > 1 and t.shape[1] > 1
+
+
+# Storages holding zeros everywhere outside the one view that was written into them.
+# A pooling gradient for a convolution output is allocated in that output's layout
+# (which has unused columns, see conv2d); the convolution's VJP then uses the buffer
+# as its product-shaped gradient directly instead of zero-filling and copying.
+_ZERO_OUTSIDE_VIEW: weakref.WeakSet = weakref.WeakSet()
+
+
+def _buffer_like(x: Tensor, fill_zeros: bool) -> Tensor:
+    """A new tensor of ``x``'s shape with ``x``'s strides (same memory order, gaps
+    included) when that layout is simple, else a contiguous one. With ``fill_zeros``
+    every element, and every gap, is zero."""
+    order = sorted(range(x.ndim), key=lambda d: x._strides[d])
+    extent = 1  # the inner dims so far span [0, extent)
+    simple = x._offset == 0
+    for d in order:
+        size, stride = x.shape[d], x._strides[d]
+        if size == 1:
+            continue
+        if stride < extent:  # negative, broadcast or possibly overlapping
+            simple = False
+            break
+        extent += stride * (size - 1)
+    make = zeros if fill_zeros else empty
+    if not simple or extent > 2 * x.numel():
+        return make(x.shape, dtype=x.dtype, device=x.device)
+    buffer = make(extent, dtype=x.dtype, device=x.device)
+    if fill_zeros:
+        _ZERO_OUTSIDE_VIEW.add(buffer._storage)
+    view = make_view(buffer, x.shape, x._strides, 0)
+    view._base = None
+    return view
 
 
 def _no_double_backward(op: str) -> None:
@@ -459,14 +493,21 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
         def backward(grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
             _no_double_backward("conv2d")
             # The output gradient in the product's layout (zeros in the unused columns).
-            make = zeros if plan.full_width else empty
-            grad_product = make((out_channels, columns), dtype=grad.dtype, device=grad.device)
-            copy_into(
-                make_view(
-                    grad_product, (n, out_channels, plan.oh, plan.ow), plan.output_strides(), 0
-                ),
-                grad,
-            )
+            if (
+                grad._offset == 0
+                and grad._strides == plan.output_strides()
+                and (not plan.full_width or grad._storage in _ZERO_OUTSIDE_VIEW)
+            ):
+                grad_product = make_view(grad, (out_channels, columns), (columns, 1), 0)
+            else:
+                make = zeros if plan.full_width else empty
+                grad_product = make((out_channels, columns), dtype=grad.dtype, device=grad.device)
+                copy_into(
+                    make_view(
+                        grad_product, (n, out_channels, plan.oh, plan.ow), plan.output_strides(), 0
+                    ),
+                    grad,
+                )
             grad_x = grad_w = grad_b = None
             if need_w or need_b:
                 if groups == 1:
@@ -529,7 +570,7 @@ def _col2im(grad_cols: Tensor, plan: _ConvPlan, dtype: Any) -> Tensor:
             source = make_view(
                 grad_cols, window_shape, source_strides, (i * plan.kw + j) * tap_stride
             )
-            target.add_(source)
+            _fused.accumulate(target, source)
     top, _, left, _ = plan.pads
     if grad_xp.shape[2:] == (plan.h, plan.w):
         return grad_xp
@@ -691,13 +732,15 @@ class _PoolPlan:
             for j in range(self.kw)
         ]
 
-    def scatter(self, fn: Any, inputs: list[Any], like: Tensor) -> Tensor:
+    def scatter(self, fn: Any, inputs: list[Any], like: Tensor, source: Tensor) -> Tensor:
         """Run a ``taps``-output kernel whose k-th output belongs to window tap k, and sum
-        the outputs onto the (unpadded) input positions."""
+        the outputs onto the (unpadded) input positions. ``like`` gives dtype, device
+        and the first two dims; ``source`` is the pooled input in the same dim order
+        (when windows tile it, the gradient is laid out like it)."""
         n, c = like.shape[0], like.shape[1]
         if self.disjoint:
-            make = zeros if (self.h % self.kh or self.w % self.kw) else empty
-            grad = make((n, c, self.h, self.w), dtype=like.dtype, device=like.device)
+            covered = not (self.h % self.kh or self.w % self.kw)
+            grad = _buffer_like(source, fill_zeros=not covered or source.numel() != _span(source))
             _fused.launch(fn, self.views(grad), inputs, like.dtype)
             return grad
         parts = empty((self.taps, n, c, self.oh, self.ow), dtype=like.dtype, device=like.device)
@@ -706,10 +749,15 @@ class _PoolPlan:
         wp = self.w + 2 * self.pw + self.extra_w
         grad = zeros((n, c, hp, wp), dtype=like.dtype, device=like.device)
         for k, view in enumerate(self.views(grad)):
-            view.add_(parts[k])
+            _fused.accumulate(view, parts[k])
         if not self.padded:
             return grad
         return grad[:, :, self.ph : self.ph + self.h, self.pw : self.pw + self.w]
+
+
+def _span(t: Tensor) -> int:
+    """Elements from the first to the last one a view touches (positive strides)."""
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t._strides))
 
 
 def _pool_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil: bool) -> int:
@@ -765,7 +813,7 @@ def max_pool2d(
             _no_double_backward("max_pool2d")
             kernel_grad = _swap_batch_and_channels(grad) if swap else grad
             inputs = plan.views(kernel_x) + [kernel_result, kernel_grad]
-            grad_x = plan.scatter(_max_grad_fn(plan.taps), inputs, kernel_grad)
+            grad_x = plan.scatter(_max_grad_fn(plan.taps), inputs, kernel_grad, kernel_x)
             return (_swap_batch_and_channels(grad_x) if swap else grad_x,)
 
         autograd.record("max_pool2d", (x,), result, backward, (xp, kernel_result))
@@ -816,7 +864,8 @@ def avg_pool2d(
     with autograd.no_grad():
         xp = _pad_constant(x, plan.pads(), value=0.0) if plan.padded else x
         swap = _kernel_order(xp)
-        kernel_result = _window_sum(_swap_batch_and_channels(xp) if swap else xp, plan, scale)
+        kernel_x = _swap_batch_and_channels(xp) if swap else xp
+        kernel_result = _window_sum(kernel_x, plan, scale)
         if not isinstance(divisor, float):
             kernel_result = kernel_result / divisor
         result = _swap_batch_and_channels(kernel_result) if swap else kernel_result
@@ -829,7 +878,7 @@ def avg_pool2d(
                 scaled = kernel_grad * scale
             else:
                 scaled = kernel_grad / divisor
-            grad_x = plan.scatter(_broadcast_fn(plan.taps), [scaled], kernel_grad)
+            grad_x = plan.scatter(_broadcast_fn(plan.taps), [scaled], kernel_grad, kernel_x)
             return (_swap_batch_and_channels(grad_x) if swap else grad_x,)
 
         autograd.record("avg_pool2d", (x,), result, backward)

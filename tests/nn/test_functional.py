@@ -223,6 +223,23 @@ def test_pooling_channel_major_input_matches_torch(pool, kernel, stride, padding
     assert_close(mine.grad, theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("pool", ["max", "avg"])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_convolution_then_pooling_matches_torch(pool, stride, device):
+    # The pooling gradient is handed to the convolution in the convolution's own layout.
+    torch = torch_module()
+
+    def mine(x, w, b):
+        return getattr(F, f"{pool}_pool2d")(F.conv2d(x, w, b, stride, 1), 2)
+
+    def theirs(x, w, b):
+        out = torch.nn.functional.conv2d(x, w, b, stride, 1)
+        return getattr(torch.nn.functional, f"{pool}_pool2d")(out, 2)
+
+    compare_with_torch(mine, theirs, [randn(2, 3, 8, 9), randn(4, 3, 3, 3), randn(4)], device)
+
+
 def test_pooling_matches_numpy_windows(device):
     x = randn(2, 3, 6, 8)
     windows = x.reshape(2, 3, 3, 2, 4, 2)

@@ -171,6 +171,8 @@ POOL_CASES = [
     (2, 1, 0, 1, False),
     (3, 3, 0, 2, False),
     ((2, 3), (1, 2), (1, 0), 1, True),
+    (4, 2, 1, 1, False),  # 16 taps: the largest fused window
+    (5, 2, 2, 1, False),  # 25 taps: a reduction over an unfold view instead
 ]
 
 

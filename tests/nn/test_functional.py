@@ -308,6 +308,39 @@ def test_pooling_errors(device):
 
 
 # --- linear, activations ---------------------------------------------------------------------
+def test_linear_gradients_by_central_differences(device):
+    check_grad(
+        F.linear,
+        randn(3, 4, dtype=np.float64),
+        randn(2, 4, dtype=np.float64),
+        randn(2, dtype=np.float64),
+        device=device,
+    )
+    check_grad(
+        F.linear, randn(2, 3, 4, dtype=np.float64), randn(2, 4, dtype=np.float64), device=device
+    )
+
+
+@pytest.mark.torch
+def test_linear_second_derivatives_match_torch(device):
+    torch = torch_module()
+    x_values, w_values = randn(3, 4, dtype=np.float64), randn(2, 4, dtype=np.float64)
+    x = kg.tensor(x_values, device=device, requires_grad=True)
+    w = kg.tensor(w_values, device=device, requires_grad=True)
+    F.linear(x, w).pow(2).sum().backward(create_graph=True)
+    first = x.grad
+    x.grad = w.grad = None
+    (first * first).sum().backward()
+    tx = torch.tensor(x_values, requires_grad=True)
+    tw = torch.tensor(w_values, requires_grad=True)
+    (grad,) = torch.autograd.grad(
+        torch.nn.functional.linear(tx, tw).pow(2).sum(), tx, create_graph=True
+    )
+    (grad * grad).sum().backward()
+    assert_close(x.grad, tx.grad.numpy(), rtol=1e-10)
+    assert_close(w.grad, tw.grad.numpy(), rtol=1e-10)
+
+
 @pytest.mark.torch
 def test_linear_matches_torch(device):
     torch = torch_module()

@@ -654,21 +654,24 @@ def _max_fn(taps: int) -> Any:
 
 
 def _max_grad_fn(taps: int) -> Any:
-    """Route each window's gradient to its first maximum (PyTorch's choice), or to its
-    first NaN when the maximum is NaN."""
+    """Route each window's gradient to its first maximum (as PyTorch), or to its first
+    NaN when the maximum is NaN (PyTorch picks the last NaN; finding that one too makes
+    this kernel twice as slow, for windows whose values are garbage anyway). Written
+    as flags and selects, without early returns: the compiled loop is about twice as
+    fast that way."""
     names = [f"x{k}" for k in range(taps)]
-
-    def picked(k: int) -> str:
-        return "(" + ", ".join("gg" if j == k else "0.0" for j in range(taps)) + ",)"
-
-    lines = [f"def max_window_grad_{taps}({', '.join(names)}, m, g):", "    gg = float(g)"]
-    lines.append("    if m != m:")
-    for k, name in enumerate(names[:-1]):
-        lines += [f"        if {name} != {name}:", f"            return {picked(k)}"]
-    lines.append(f"        return {picked(taps - 1)}")
-    for k, name in enumerate(names[:-1]):
-        lines += [f"    if {name} == m:", f"        return {picked(k)}"]
-    lines.append(f"    return {picked(taps - 1)}")
+    lines = [f"def max_window_grad_{taps}({', '.join(names)}, m, g):"]
+    if taps == 1:
+        lines.append("    return (g,)")
+    else:
+        lines.append("    e0 = x0 == m or x0 != x0")
+        lines.append("    found = e0")
+        for k in range(1, taps - 1):
+            lines.append(f"    e{k} = (x{k} == m or x{k} != x{k}) and not found")
+            lines.append(f"    found = found or e{k}")
+        lines.append(f"    e{taps - 1} = not found")
+        picks = ", ".join(f"g if e{k} else 0.0" for k in range(taps))
+        lines.append(f"    return ({picks},)")
     return _fused.from_source(f"max_window_grad_{taps}", "\n".join(lines) + "\n", taps + 2, taps)
 
 

@@ -255,9 +255,13 @@ def test_max_pool2d_gives_a_tied_window_gradient_to_its_first_maximum(device):
     assert as_numpy(x.grad).tolist() == [[[[1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]]
 
 
-def test_max_pool2d_propagates_nan(device):
-    x = kg.tensor([[[[1.0, float("nan")], [3.0, 2.0]]]], device=device)
-    assert np.isnan(F.max_pool2d(x, 2).item())
+def test_max_pool2d_propagates_nan_and_routes_its_gradient_to_a_nan(device):
+    x = kg.tensor([[[[1.0, float("nan")], [3.0, float("nan")]]]], device=device, requires_grad=True)
+    out = F.max_pool2d(x, 2)
+    assert np.isnan(out.item())
+    out.backward(kg.tensor([[[[float("inf")]]]], device=device))
+    # the first NaN of the window (PyTorch picks the last one; see _max_grad_fn)
+    assert as_numpy(x.grad).tolist() == [[[[0.0, float("inf")], [0.0, 0.0]]]]
 
 
 def test_pooling_gradients_by_central_differences(device):

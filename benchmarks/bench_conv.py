@@ -1,6 +1,6 @@
 """Convolution micro-benchmark: LeNet-5's two layers, forward and forward+backward,
-kernelgrad's full-width im2col (stride 1) against the ordinary per-pixel im2col
-layout (the path strided convolutions take) and PyTorch, all in this process.
+kernelgrad's two patch-matrix layouts for stride 1 (``kg.nn.functional.PATCH_LAYOUT``:
+"full-width" and "per-pixel", the default) and PyTorch, all in this process.
 
     python benchmarks/bench_conv.py [--repeats 5] [--threads 2]
 
@@ -47,11 +47,12 @@ def measure_kernelgrad(arrays, padding: int, repeats: int) -> dict[str, tuple[fl
 
     results = {}
     for layout in ("full-width", "per-pixel"):
-        functional_module._FORCE_PER_PIXEL = layout == "per-pixel"
+        default = functional_module.PATCH_LAYOUT
+        functional_module.PATCH_LAYOUT = layout
         try:
             results[layout] = (best_time(forward, repeats), best_time(forward_backward, repeats))
         finally:
-            functional_module._FORCE_PER_PIXEL = False
+            functional_module.PATCH_LAYOUT = default
     return results
 
 

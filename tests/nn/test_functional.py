@@ -42,6 +42,13 @@ def compare_with_torch(kg_fn, torch_fn, arrays, device, grad=True, rtol=1e-4, at
 
 
 # --- convolution --------------------------------------------------------------------------
+@pytest.fixture(params=["per-pixel", "full-width"])
+def patch_layout(request, monkeypatch):
+    """Run a convolution test with each patch-matrix layout."""
+    monkeypatch.setattr(F, "PATCH_LAYOUT", request.param)
+    return request.param
+
+
 # (N, C, H, W, out, kernel, stride, padding, dilation, groups, bias)
 CONV_CASES = [
     (2, 3, 7, 6, 4, 3, 1, 1, 1, 1, True),
@@ -56,7 +63,7 @@ CONV_CASES = [
 
 @pytest.mark.torch
 @pytest.mark.parametrize("case", CONV_CASES)
-def test_conv2d_matches_torch(case, device):
+def test_conv2d_matches_torch(case, device, patch_layout):
     torch = torch_module()
     n, c, h, w, out, kernel, stride, padding, dilation, groups, bias = case
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
@@ -89,7 +96,7 @@ def conv2d_numpy(x, weight, bias, stride, padding):
 
 
 @pytest.mark.parametrize("stride, padding", [(1, 0), (1, 2), (2, 1)])
-def test_conv2d_matches_direct_loops(stride, padding, device):
+def test_conv2d_matches_direct_loops(stride, padding, device, patch_layout):
     x, weight, bias = randn(2, 3, 6, 7), randn(4, 3, 3, 3), randn(4)
     out = F.conv2d(
         kg.tensor(x, device=device),
@@ -101,7 +108,7 @@ def test_conv2d_matches_direct_loops(stride, padding, device):
     assert_close(out, conv2d_numpy(x, weight, bias, stride, padding), rtol=1e-4, atol=1e-5)
 
 
-def test_conv2d_gradients_by_central_differences(device):
+def test_conv2d_gradients_by_central_differences(device, patch_layout):
     check_grad(
         lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), padding=1, dilation=(2, 1)),
         randn(1, 2, 5, 5, dtype=np.float64),
@@ -228,7 +235,7 @@ def test_pooling_channel_major_input_matches_torch(pool, kernel, stride, padding
 @pytest.mark.torch
 @pytest.mark.parametrize("pool", ["max", "avg"])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_convolution_then_pooling_matches_torch(pool, stride, device):
+def test_convolution_then_pooling_matches_torch(pool, stride, device, patch_layout):
     # The pooling gradient is handed to the convolution in the convolution's own layout.
     torch = torch_module()
 

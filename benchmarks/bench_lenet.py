@@ -7,7 +7,9 @@ on the same machine; PyTorch is limited to ``--threads`` threads (2 by default).
     python benchmarks/bench_lenet.py [--steps 40] [--repeats 3] [--threads 2] [--cpu-time]
 
 Prints samples per second for each (the best of ``--repeats`` timed runs) and the
-ratio kernelgrad / PyTorch.
+ratio kernelgrad / PyTorch. Both libraries share the process environment, so settings
+such as ``OMP_WAIT_POLICY=PASSIVE`` (both use OpenMP threads) apply to both; see
+docs/nn.md ("Speed") for the settings that matter on a small machine.
 """
 
 from __future__ import annotations

@@ -190,6 +190,8 @@ _LAZY_SUBMODULES = (
     "debug",
     "kernel",
     "compile",
+    "models",
+    "serialization",
 )
 # Names that live in a lazily imported module: kg.index() and friends (kernel markers),
 # kg.elementwise (fused scalar functions), kg.custom_vjp (user backward passes).

@@ -324,6 +324,28 @@ class Tensor:
         t._base = self._base
         return t
 
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """An independent copy with the same values, dtype, device and ``requires_grad``
+        (and a copy of ``.grad``); the copy is a leaf, as in PyTorch."""
+        if id(self) in memo:
+            return memo[id(self)]
+        with autograd.no_grad():
+            result = self.clone()
+        result.requires_grad = self.requires_grad
+        memo[id(self)] = result
+        if self.grad is not None:
+            import copy
+
+            result.grad = copy.deepcopy(self.grad, memo)
+        return result
+
+    def __reduce__(self) -> tuple:
+        """Pickle through a host copy: ``(values, dtype name, device, requires_grad)``."""
+        return (
+            _rebuild_tensor,
+            (self._host_copy(), self.dtype.name, str(self.device), self.requires_grad),
+        )
+
     def detach_(self) -> Tensor:
         self._node = None
         self.requires_grad = False
@@ -794,6 +816,12 @@ class Tensor:
     # --- linear algebra -----------------------------------------------------------------------
     def matmul(self, other: Any) -> Tensor:
         return _linalg.matmul(self, other)
+
+
+def _rebuild_tensor(values: np.ndarray, dtype: str, device: str, requires_grad: bool) -> Tensor:
+    from .ops.creation import tensor
+
+    return tensor(values, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _is_dtype_name(text: str) -> bool:

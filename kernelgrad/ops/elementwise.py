@@ -137,8 +137,9 @@ def _scalar_from_tensor(t: Tensor) -> Any:
 
 
 def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> Tensor:
-    operands = [x if type(x) is Tensor else _as_operand(x, op.name) for x in raw_operands]
-    tensors = [x for x in operands if type(x) is Tensor]
+    # isinstance, not type(x) is Tensor: subclasses (kg.nn.Parameter) are tensors too
+    operands = [x if isinstance(x, Tensor) else _as_operand(x, op.name) for x in raw_operands]
+    tensors = [x for x in operands if isinstance(x, Tensor)]
     if not tensors:
         from .creation import tensor
 
@@ -150,14 +151,14 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         if any(t.device.type != "cpu" for t in tensors):
             operands = [
                 _scalar_from_tensor(x)
-                if type(x) is Tensor
+                if isinstance(x, Tensor)
                 and x.ndim == 0
                 and x.device.type == "cpu"
                 and not x.requires_grad
                 else x
                 for x in operands
             ]
-            tensors = [x for x in operands if type(x) is Tensor]
+            tensors = [x for x in operands if isinstance(x, Tensor)]
         _common_device(op.name, tensors)  # raises, naming both devices, if still mixed
         first = tensors[0]
     compute_dtypes, out_dtype = op.dtype_rule(operands)

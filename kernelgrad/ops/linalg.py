@@ -76,8 +76,10 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
         a_detached, b_detached = a.detach(), b.detach()
 
         def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None]:
-            grad_a = g @ b_detached.mT if a.requires_grad else None
-            grad_b = a_detached.mT @ g if b.requires_grad else None
+            # Under create_graph the gradients depend on the other operand too.
+            left, right = (a, b) if autograd.is_grad_enabled() else (a_detached, b_detached)
+            grad_a = g @ right.mT if a.requires_grad else None
+            grad_b = left.mT @ g if b.requires_grad else None
             return grad_a, grad_b
 
         autograd.record("matmul", (a, b), result, backward, (a, b))

@@ -1,0 +1,141 @@
+"""Training throughput of LeNet-5 on Fashion-MNIST-shaped data: kernelgrad vs PyTorch.
+
+Batch 128, Adam (lr 1e-3), random inputs of shape (128, 1, 28, 28) and random labels
+(the data loader is not part of what is measured). Both libraries run in this process
+on the same machine; PyTorch is limited to ``--threads`` threads (2 by default).
+
+    python benchmarks/bench_lenet.py [--steps 40] [--repeats 3] [--threads 2] [--cpu-time]
+
+Prints samples per second for each (the best of ``--repeats`` timed runs) and the
+ratio kernelgrad / PyTorch. Both libraries share the process environment, so settings
+such as ``OMP_WAIT_POLICY=PASSIVE`` (both use OpenMP threads) apply to both; see
+docs/nn.md ("Speed") for the settings that matter on a small machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import kernelgrad as kg
+import kernelgrad.nn.functional as F  # noqa: N812
+from kernelgrad.models import LeNet5
+
+BATCH = 128
+
+
+def kernelgrad_step(model, optimizer, x, y):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+CLOCK = time.perf_counter
+
+
+def time_steps(step, steps: int, repeats: int) -> float:
+    """Best seconds per step over ``repeats`` runs of ``steps`` steps."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = CLOCK()
+        for _ in range(steps):
+            step()
+        best = min(best, (CLOCK() - start) / steps)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--profile", action="store_true", help="cProfile kernelgrad's steps")
+    parser.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="measure process CPU time instead of wall time (on a machine shared with other "
+        "work, run with --threads 1, NUMBA_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1)",
+    )
+    args = parser.parse_args()
+    if args.cpu_time:
+        global CLOCK
+        CLOCK = time.process_time
+
+    rng = np.random.default_rng(0)
+    images = rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32)
+    labels = rng.integers(0, 10, BATCH)
+
+    kg.manual_seed(0)
+    model = LeNet5()
+    optimizer = kg.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = kg.tensor(images), kg.tensor(labels)
+    start = time.perf_counter()
+    first_loss = kernelgrad_step(model, optimizer, x, y).item()
+    warmup = time.perf_counter() - start
+    for _ in range(3):
+        kernelgrad_step(model, optimizer, x, y)
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(args.steps):
+            kernelgrad_step(model, optimizer, x, y)
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+    kg_seconds = time_steps(
+        lambda: kernelgrad_step(model, optimizer, x, y), args.steps, args.repeats
+    )
+    last_loss = kernelgrad_step(model, optimizer, x, y).item()
+    print(f"kernelgrad: first step (compile or load kernels) {warmup:.2f} s")
+    print(f"kernelgrad: loss {first_loss:.3f} -> {last_loss:.3f} on one repeated batch")
+    kg_rate = BATCH / kg_seconds
+    print(f"kernelgrad: {kg_seconds * 1e3:7.2f} ms/step  {kg_rate:8.0f} samples/s")
+
+    try:
+        import torch
+    except ImportError:
+        print("PyTorch is not installed: no comparison")
+        return
+    torch.set_num_threads(args.threads)
+    tnn = torch.nn
+    tx, ty = torch.from_numpy(images), torch.from_numpy(labels)
+    # PyTorch's LeNet-5 with the usual order (ReLU before pooling), and with kernelgrad's
+    # order (pooling first: the same function, a quarter of the ReLU work).
+    orders = {
+        "conv-relu-pool": lambda: (tnn.ReLU(), tnn.MaxPool2d(2)),
+        "conv-pool-relu": lambda: (tnn.MaxPool2d(2), tnn.ReLU()),
+    }
+    name = f"PyTorch {torch.__version__} ({args.threads} threads)"
+    for order, block in orders.items():
+        torch.manual_seed(0)
+        torch_model = tnn.Sequential(
+            tnn.Conv2d(1, 6, 5, padding=2), *block(),
+            tnn.Conv2d(6, 16, 5), *block(), tnn.Flatten(),
+            tnn.Linear(400, 120), tnn.ReLU(), tnn.Linear(120, 84), tnn.ReLU(), tnn.Linear(84, 10),
+        )  # fmt: skip
+        torch_optimizer = torch.optim.Adam(torch_model.parameters(), lr=1e-3)
+
+        def torch_step(model=torch_model, optimizer=torch_optimizer):
+            optimizer.zero_grad()
+            loss = tnn.functional.cross_entropy(model(tx), ty)
+            loss.backward()
+            optimizer.step()
+
+        for _ in range(3):
+            torch_step()
+        torch_seconds = time_steps(torch_step, args.steps, args.repeats)
+        torch_rate = BATCH / torch_seconds
+        print(
+            f"{name}, {order}: {torch_seconds * 1e3:7.2f} ms/step  {torch_rate:8.0f} samples/s"
+            f"  ratio kernelgrad / PyTorch: {kg_rate / torch_rate:.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""``kg.nn``: modules, layers, losses, initialisation and the functional interface.
+
+>>> import kernelgrad as kg
+>>> model = kg.nn.Sequential(
+...     kg.nn.Conv2d(1, 4, 3, padding=1), kg.nn.ReLU(), kg.nn.MaxPool2d(2),
+...     kg.nn.Flatten(), kg.nn.Linear(4 * 14 * 14, 10),
+... )
+>>> model(kg.zeros(2, 1, 28, 28)).shape
+(2, 10)
+"""
+
+from . import functional, init
+from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from .container import ModuleDict, ModuleList, Sequential
+from .conv import Conv1d, Conv2d
+from .dropout import Dropout
+from .embedding import Embedding
+from .linear import Flatten, Identity, Linear, Unflatten
+from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .module import IncompatibleKeys, Module, Parameter, StateDictError
+from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+
+__all__ = [
+    "functional",
+    "init",
+    "Module",
+    "Parameter",
+    "IncompatibleKeys",
+    "StateDictError",
+    "Sequential",
+    "ModuleList",
+    "ModuleDict",
+    "Identity",
+    "Linear",
+    "Flatten",
+    "Unflatten",
+    "Conv1d",
+    "Conv2d",
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "Dropout",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "LayerNorm",
+    "Embedding",
+    "ReLU",
+    "GELU",
+    "Sigmoid",
+    "Tanh",
+    "SiLU",
+    "LeakyReLU",
+    "Softplus",
+    "Softmax",
+    "LogSoftmax",
+    "CrossEntropyLoss",
+    "NLLLoss",
+    "MSELoss",
+    "L1Loss",
+    "BCELoss",
+    "BCEWithLogitsLoss",
+]

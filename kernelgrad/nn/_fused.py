@@ -1,0 +1,84 @@
+"""Explicitly fused elementwise kernels with several outputs.
+
+``ops.elementwise.apply`` runs scalar functions with one output. Some layers and the
+optimizers want one kernel that reads several tensors and writes several (Adam's
+parameter, first and second moment; the gradient of every position of a pooling
+window). The backend protocol already supports that: a :class:`ScalarFunction` may
+return a tuple of ``nout`` values, each stored into its own output view. This module
+is the thin front end for it: it checks devices and shapes, broadcasts inputs, and
+bumps the version counter of every output (they are written in place).
+
+Like every elementwise op, a fused kernel is one scalar Python function, compiled by
+whichever backend holds the tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..backends.base import ScalarFunction
+from ..dtypes import DType
+from ..errors import DeviceMismatchError, ShapeError, format_shape
+from ..tensor import Tensor
+
+_GENERATED: dict[tuple[str, int, int], ScalarFunction] = {}
+
+
+def launch(
+    fn: ScalarFunction,
+    outputs: Sequence[Tensor],
+    inputs: Sequence[Any],
+    compute_dtype: DType,
+) -> None:
+    """``outputs[k][...] = fn(*inputs)[k]`` for every index of the outputs' shape.
+
+    Every output has the same shape; tensor inputs broadcast to it; Python numbers are
+    passed as scalars. All values are converted to ``compute_dtype`` before ``fn`` sees
+    them. No autograd is recorded: callers attach their own VJP, or run under no_grad.
+    """
+    if len(outputs) != fn.nout:
+        raise ValueError(f"{fn.name}: expected {fn.nout} outputs, got {len(outputs)}")
+    if len(inputs) != fn.nin:
+        raise ValueError(f"{fn.name}: expected {fn.nin} inputs, got {len(inputs)}")
+    shape = outputs[0].shape
+    device = outputs[0].device
+    for t in list(outputs) + [x for x in inputs if isinstance(x, Tensor)]:
+        if t.device != device:
+            raise DeviceMismatchError(
+                f"{fn.name}: expected every tensor on {device}, found one on {t.device}"
+            )
+    for out in outputs:
+        if out.shape != shape:
+            raise ShapeError(
+                f"{fn.name}: outputs must share one shape, got {format_shape(shape)} and "
+                f"{format_shape(out.shape)}"
+            )
+    views = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in inputs]
+    outputs[0]._backend.elementwise(
+        fn, [o._view() for o in outputs], views, [compute_dtype] * len(inputs)
+    )
+    for out in outputs:
+        out._storage.version += 1
+
+
+def _add(x, y):
+    return x + y
+
+
+_ADD = ScalarFunction.from_python(_add)
+
+
+def accumulate(target: Tensor, source: Tensor) -> None:
+    """``target += source`` for two views of equal shape and dtype that do not overlap
+    (one kernel, none of the checks that ``Tensor.add_`` makes for autograd)."""
+    launch(_ADD, [target], [target, source], target.dtype)
+
+
+def from_source(name: str, source: str, nin: int, nout: int) -> ScalarFunction:
+    """A scalar function built from generated source (cached by name and arity)."""
+    key = (name, nin, nout)
+    fn = _GENERATED.get(key)
+    if fn is None:
+        fn = _GENERATED[key] = ScalarFunction(name, source, nin, nout)
+    return fn

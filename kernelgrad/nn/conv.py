@@ -1,0 +1,125 @@
+"""Convolution layers: ``Conv1d`` and ``Conv2d``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ops.creation import empty
+from ..tensor import Tensor
+from . import functional as F
+from . import init
+from .module import Module, Parameter
+
+__all__ = ["Conv1d", "Conv2d"]
+
+
+def _tuple(value: Any, n: int) -> tuple:
+    if isinstance(value, str):
+        return value  # type: ignore[return-value]
+    if isinstance(value, (tuple, list)):
+        if len(value) != n:
+            raise ValueError(f"expected an int or a {n}-tuple, got {value!r}")
+        return tuple(int(v) for v in value)
+    return (int(value),) * n
+
+
+class _ConvNd(Module):
+    _dims = 2
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        if padding_mode != "zeros":
+            raise NotImplementedError(
+                f"padding_mode={padding_mode!r} is not supported (only 'zeros')"
+            )
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"groups={groups} must divide in_channels={in_channels} and "
+                f"out_channels={out_channels}"
+            )
+        n = self._dims
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = _tuple(kernel_size, n)
+        self.stride = _tuple(stride, n)
+        self.padding = _tuple(padding, n)
+        self.dilation = _tuple(dilation, n)
+        self.groups = groups
+        shape = (out_channels, in_channels // groups) + self.kernel_size
+        self.weight = Parameter(empty(shape, device=device, dtype=dtype))
+        self.bias = Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.default_linear_init_(self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        text = (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}"
+        )
+        if self.padding != (0,) * self._dims:
+            text += f", padding={self.padding!r}"
+        if self.dilation != (1,) * self._dims:
+            text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
+        return text
+
+
+class Conv2d(_ConvNd):
+    """2-d convolution over (N, C, H, W) input; weight (out, in / groups, kh, kw).
+
+    ``padding`` may be an int, a pair, ``"valid"`` or ``"same"``. Initialised as in
+    PyTorch (uniform in +-1/sqrt(fan_in)).
+
+    >>> import kernelgrad as kg
+    >>> conv = kg.nn.Conv2d(1, 6, kernel_size=5, padding=2)
+    >>> conv(kg.zeros(2, 1, 28, 28)).shape
+    (2, 6, 28, 28)
+    """
+
+    _dims = 2
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.conv2d(
+            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+
+class Conv1d(_ConvNd):
+    """1-d convolution over (N, C, L) input; weight (out, in / groups, k).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.Conv1d(2, 4, 3, padding=1)(kg.zeros(1, 2, 10)).shape
+    (1, 4, 10)
+    """
+
+    _dims = 1
+
+    def forward(self, input: Tensor) -> Tensor:
+        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        return F.conv1d(
+            input,
+            self.weight,
+            self.bias,
+            self.stride[0],
+            padding,
+            self.dilation[0],
+            self.groups,
+        )

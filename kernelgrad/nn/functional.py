@@ -1,0 +1,1455 @@
+"""``kg.nn.functional``: the stateless operations behind the layers, and the losses.
+
+Everything here is written with Tensor operations (and a few explicitly fused
+elementwise kernels defined in this module), so it runs unchanged on every backend.
+
+Convolution is im2col + one matrix product (the bias rides along as an extra row of
+ones). The patch matrix has one column per output pixel; for stride 1 an alternative
+"full-width" layout (``PATCH_LAYOUT``) gathers each filter tap of an image as one
+contiguous run of the padded input, computing the output rows over the whole padded
+width and ignoring the few extra columns. Convolution, pooling, linear and
+cross-entropy have hand-written VJPs (still in Tensor ops) that reuse what the
+forward pass computed.
+
+>>> import kernelgrad as kg
+>>> import kernelgrad.nn.functional as F
+>>> x = kg.randn(2, 1, 8, 8)
+>>> w = kg.randn(4, 1, 3, 3)
+>>> F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2).shape
+(2, 4, 4, 4)
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from .. import autograd
+from ..backends.base import ScalarFunction
+from ..dtypes import int64
+from ..errors import BackwardError, DeviceMismatchError, ShapeError, format_shape
+from ..ops import elementwise as _ew
+from ..ops.creation import arange, empty, ones, rand, zeros
+from ..ops.elementwise import copy_into, where
+from ..ops.indexing import take
+from ..ops.movement import make_view
+from ..ops.movement import pad as _pad_constant
+from ..tensor import Tensor
+from . import _fused
+
+__all__ = [
+    "relu",
+    "gelu",
+    "sigmoid",
+    "tanh",
+    "silu",
+    "leaky_relu",
+    "softplus",
+    "softmax",
+    "log_softmax",
+    "linear",
+    "conv1d",
+    "conv2d",
+    "max_pool1d",
+    "max_pool2d",
+    "avg_pool1d",
+    "avg_pool2d",
+    "adaptive_avg_pool2d",
+    "dropout",
+    "batch_norm",
+    "layer_norm",
+    "embedding",
+    "one_hot",
+    "pad",
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "l1_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+]
+
+
+# =========================================================================================
+# activations
+# =========================================================================================
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(x, 0), elementwise.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.relu(kg.tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
+    return input.relu_() if inplace else input.relu()
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit ``x * Phi(x)``; ``approximate="tanh"`` uses the tanh
+    formula of the original paper.
+
+    >>> import kernelgrad as kg
+    >>> round(kg.nn.functional.gelu(kg.tensor([1.0])).item(), 4)
+    0.8413
+    """
+    if approximate == "none":
+        return _ew.GELU(input)
+    if approximate == "tanh":
+        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+        return input * 0.5 * (inner.tanh() + 1.0)
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-x)), elementwise."""
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:
+    """Hyperbolic tangent, elementwise."""
+    return input.tanh()
+
+
+def silu(input: Tensor) -> Tensor:
+    """x * sigmoid(x) (also called swish)."""
+    return input * input.sigmoid()
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """x where x > 0, else ``negative_slope * x``."""
+    return where(input > 0, input, input * negative_slope)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta * x)) / beta, linear above ``threshold`` (as PyTorch)."""
+    scaled = input * beta
+    smooth = (-scaled.abs()).exp().log1p() / beta + scaled.relu() / beta
+    return where(scaled > threshold, input, smooth)
+
+
+def softmax(input: Tensor, dim: int) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``dim`` (stable: the maximum is subtracted first)."""
+    return input.softmax(dim)
+
+
+def log_softmax(input: Tensor, dim: int) -> Tensor:
+    """log(softmax(x)) along ``dim``, computed stably as x - logsumexp(x)."""
+    return input.log_softmax(dim)
+
+
+# =========================================================================================
+# linear
+# =========================================================================================
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``input @ weight.T + bias``; ``input`` has shape (..., in_features).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.linear(kg.ones(2, 3), kg.ones(4, 3)).tolist()[0]
+    [3.0, 3.0, 3.0, 3.0]
+    """
+    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+        raise ShapeError(
+            f"linear: the input has shape {format_shape(input.shape)} but the weight has "
+            f"shape {format_shape(weight.shape)}: the input's last dimension must equal "
+            f"in_features={weight.shape[-1]}"
+        )
+    if input.ndim == 1:
+        result = input @ weight.T
+        return result + bias if bias is not None else result
+    lead = input.shape[:-1]
+    x = input.reshape(-1, input.shape[-1]) if input.ndim > 2 else input
+    with autograd.no_grad():
+        result = x @ weight.T
+        if bias is not None:
+            result.add_(bias)
+    if autograd.needs_grad(x, weight, bias):
+
+        def backward(grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+            # Written with the inputs themselves: differentiable again under create_graph.
+            grad_x = grad @ weight if x.requires_grad else None
+            grad_w = grad.T @ x if weight.requires_grad else None  # contiguous (out, in)
+            grad_b = grad.sum(0) if bias is not None and bias.requires_grad else None
+            return grad_x, grad_w, grad_b
+
+        autograd.record("linear", (x, weight, bias), result, backward, (x, weight))
+    return result.reshape(lead + (weight.shape[0],)) if input.ndim > 2 else result
+
+
+# =========================================================================================
+# shared helpers for convolution and pooling
+# =========================================================================================
+def _pair(value: Any, name: str) -> tuple[int, int]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+        return int(value[0]), int(value[1])
+    return int(value), int(value)
+
+
+def _single(value: Any, name: str) -> int:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 1:
+            raise ValueError(f"{name} must be an int or a 1-tuple, got {value!r}")
+        return int(value[0])
+    return int(value)
+
+
+def _check_float(x: Tensor, op: str) -> None:
+    if not x.dtype.is_floating_point:
+        raise TypeError(
+            f"{op} needs a floating point input, got {x.dtype}; convert it first, e.g. `x.float()`"
+        )
+
+
+def _batched(x: Tensor, op: str, ndim: int) -> tuple[Tensor, bool]:
+    """Accept (N, C, ...) or an unbatched (C, ...) input with ``ndim`` batched dims."""
+    if x.ndim == ndim:
+        return x, False
+    if x.ndim == ndim - 1:
+        return x.unsqueeze(0), True
+    raise ShapeError(
+        f"{op}: expected a {ndim}-d (batched) or {ndim - 1}-d (unbatched) input, got shape "
+        f"{format_shape(x.shape)}"
+    )
+
+
+def _window_view(
+    x: Tensor,
+    out_hw: tuple[int, int],
+    step: tuple[int, int],
+    tap: tuple[int, int],
+    dilation: tuple[int, int],
+) -> Tensor:
+    """The (N, C, OH, OW) view of a 4-d tensor that a pooling window's tap (i, j) sees."""
+    sn, sc, sy, sx = x._strides
+    offset = x._offset + tap[0] * dilation[0] * sy + tap[1] * dilation[1] * sx
+    return make_view(
+        x,
+        (x.shape[0], x.shape[1], out_hw[0], out_hw[1]),
+        (sn, sc, step[0] * sy, step[1] * sx),
+        offset,
+    )
+
+
+def _swap_batch_and_channels(t: Tensor) -> Tensor:
+    """(A, B, H, W) -> (B, A, H, W) as a view that owns its result (no autograd)."""
+    shape, strides = t.shape, t._strides
+    view = make_view(
+        t, (shape[1], shape[0]) + shape[2:], (strides[1], strides[0]) + strides[2:], t._offset
+    )
+    view._base = None
+    return view
+
+
+def _kernel_order(t: Tensor) -> bool:
+    """Whether kernels over ``t`` should run in (C, N, ...) order: when channels are the
+    outer dimension in memory (the layout convolution outputs have), so that N and C
+    merge into one loop dimension."""
+    return t._strides[1] > t._strides[0] and t.shape[0] > 1 and t.shape[1] > 1
+
+
+# Storages holding zeros everywhere outside the one view that was written into them.
+# A pooling gradient for a convolution output is allocated in that output's layout
+# (which has unused columns, see conv2d); the convolution's VJP then uses the buffer
+# as its product-shaped gradient directly instead of zero-filling and copying.
+_ZERO_OUTSIDE_VIEW: weakref.WeakSet = weakref.WeakSet()
+
+
+def _buffer_like(x: Tensor, fill_zeros: bool) -> Tensor:
+    """A new tensor of ``x``'s shape with ``x``'s strides (same memory order, gaps
+    included) when that layout is simple, else a contiguous one. With ``fill_zeros``
+    every element, and every gap, is zero."""
+    order = sorted(range(x.ndim), key=lambda d: x._strides[d])
+    extent = 1  # the inner dims so far span [0, extent)
+    simple = x._offset == 0
+    for d in order:
+        size, stride = x.shape[d], x._strides[d]
+        if size == 1:
+            continue
+        if stride < extent:  # negative, broadcast or possibly overlapping
+            simple = False
+            break
+        extent += stride * (size - 1)
+    make = zeros if fill_zeros else empty
+    if not simple or extent > 2 * x.numel():
+        return make(x.shape, dtype=x.dtype, device=x.device)
+    buffer = make(extent, dtype=x.dtype, device=x.device)
+    if fill_zeros:
+        _ZERO_OUTSIDE_VIEW.add(buffer._storage)
+    view = make_view(buffer, x.shape, x._strides, 0)
+    view._base = None
+    return view
+
+
+def _no_double_backward(op: str) -> None:
+    if autograd.is_grad_enabled():
+        raise BackwardError(
+            f"{op}: second-order gradients (backward with create_graph=True through this "
+            "operation) are not supported"
+        )
+
+
+# =========================================================================================
+# convolution
+# =========================================================================================
+def _conv_padding(
+    padding: Any, kernel: tuple[int, int], dilation: tuple[int, int], stride: tuple[int, int]
+) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) from an int, a pair, 'valid' or 'same'."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return 0, 0, 0, 0
+        if padding == "same":
+            if stride != (1, 1):
+                raise ValueError("conv: padding='same' needs stride 1 (as in PyTorch)")
+            pads = []
+            for k, d in zip(kernel, dilation):
+                total = d * (k - 1)
+                pads += [total // 2, total - total // 2]
+            return pads[0], pads[1], pads[2], pads[3]
+        raise ValueError(
+            f"conv: padding must be an int, a pair, 'valid' or 'same', got {padding!r}"
+        )
+    ph, pw = _pair(padding, "padding")
+    if ph < 0 or pw < 0:
+        raise ValueError(f"conv: padding must be non-negative, got {padding!r}")
+    return ph, ph, pw, pw
+
+
+def conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
+    """2-d convolution (cross-correlation, as in every deep-learning library).
+
+    ``input`` is (N, C, H, W) (or unbatched (C, H, W)), ``weight`` is
+    (out_channels, C / groups, kh, kw), ``bias`` is (out_channels,). ``padding`` may be
+    an int, a pair, ``"valid"`` or ``"same"``.
+
+    >>> import kernelgrad as kg
+    >>> x = kg.ones(1, 1, 4, 4)
+    >>> kg.nn.functional.conv2d(x, kg.ones(1, 1, 3, 3)).tolist()
+    [[[[9.0, 9.0], [9.0, 9.0]]]]
+    """
+    op = "conv2d"
+    x, unbatched = _batched(input, op, 4)
+    if weight.ndim != 4:
+        raise ShapeError(
+            f"{op}: the weight must be (out_channels, in_channels / groups, kh, kw), got "
+            f"shape {format_shape(weight.shape)}"
+        )
+    _check_float(x, op)
+    for other, what in ((weight, "weight"), (bias, "bias")):
+        if other is None:
+            continue
+        if other.device != x.device:
+            raise DeviceMismatchError(
+                f"{op}: the input is on {x.device} but the {what} is on {other.device}; "
+                "move the module with `model.to(device)` or the input with `x.to(device)`"
+            )
+        if other.dtype is not x.dtype:
+            raise TypeError(
+                f"{op}: the input is {x.dtype} but the {what} is {other.dtype}; convert one "
+                "of them (e.g. `model.to(kg.float64)` or `x.float()`)"
+            )
+    n, c, h, w = x.shape
+    out_channels, group_channels, kh, kw = weight.shape
+    if groups < 1 or c % groups or out_channels % groups:
+        raise ShapeError(
+            f"{op}: groups={groups} must divide both the input channels ({c}) and the output "
+            f"channels ({out_channels})"
+        )
+    if group_channels * groups != c:
+        raise ShapeError(
+            f"{op}: the input has {c} channels (shape {format_shape(input.shape)}) but the "
+            f"weight of shape {format_shape(weight.shape)} expects {group_channels * groups} "
+            f"(= {group_channels} per group x {groups} groups)"
+        )
+    if bias is not None and bias.shape != (out_channels,):
+        raise ShapeError(
+            f"{op}: the bias must have shape ({out_channels},), got {format_shape(bias.shape)}"
+        )
+    stride2 = _pair(stride, "stride")
+    dilation2 = _pair(dilation, "dilation")
+    if min(stride2) < 1 or min(dilation2) < 1:
+        raise ValueError(f"{op}: stride and dilation must be positive")
+    top, bottom, left, right = _conv_padding(padding, (kh, kw), dilation2, stride2)
+    hp, wp = h + top + bottom, w + left + right
+    oh = (hp - dilation2[0] * (kh - 1) - 1) // stride2[0] + 1
+    ow = (wp - dilation2[1] * (kw - 1) - 1) // stride2[1] + 1
+    if oh <= 0 or ow <= 0:
+        raise ShapeError(
+            f"{op}: the kernel ({kh}x{kw}, dilation {dilation2}) is larger than the padded "
+            f"input ({hp}x{wp}) for input shape {format_shape(input.shape)}"
+        )
+    plan = _ConvPlan(
+        n, c, h, w, out_channels, groups, kh, kw, stride2, dilation2, (top, bottom, left, right)
+    )
+    result = _conv2d_forward(x, weight, bias, plan)
+    return result.squeeze(0) if unbatched else result
+
+
+# Patch-matrix layout for stride-1 convolutions: "per-pixel" (columns (N, OH, OW)) or
+# "full-width" (columns (N, (OH - 1) * Wp + OW), see the module docstring). Per-pixel
+# does 10-40 % less GEMM work; full-width gathers in fewer, longer rows, which won
+# while the CPU backend paid a large fixed cost per kernel row. Measured on LeNet-5
+# with the current backend, per-pixel is faster; benchmarks/bench_conv.py compares them.
+PATCH_LAYOUT = "per-pixel"
+
+
+class _ConvPlan:
+    """Geometry of one convolution and the layout of its patch matrix."""
+
+    def __init__(
+        self,
+        n: int,
+        c: int,
+        h: int,
+        w: int,
+        out_channels: int,
+        groups: int,
+        kh: int,
+        kw: int,
+        stride: tuple[int, int],
+        dilation: tuple[int, int],
+        pads: tuple[int, int, int, int],
+    ) -> None:
+        self.n, self.c, self.h, self.w = n, c, h, w
+        self.out_channels, self.groups = out_channels, groups
+        self.kh, self.kw = kh, kw
+        self.stride, self.dilation, self.pads = stride, dilation, pads
+        top, bottom, left, right = pads
+        self.hp, self.wp = h + top + bottom, w + left + right
+        self.oh = (self.hp - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+        self.ow = (self.wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+        # Full-width layout (stride 1): output position (oh, ow) is column oh * wp + ow of
+        # a run of length (oh - 1) * wp + ow, contiguous in the padded input.
+        self.full_width = stride == (1, 1) and PATCH_LAYOUT == "full-width"
+        if self.full_width:
+            self.positions: tuple[int, ...] = ((self.oh - 1) * self.wp + self.ow,)
+        else:
+            self.positions = (self.oh, self.ow)
+        self.per_image = math.prod(self.positions)
+        self.taps = c * kh * kw  # rows of the patch matrix (all groups)
+
+    def position_strides(self, row_stride: int, col_stride: int) -> tuple[int, ...]:
+        """Strides of the position dims inside a tensor with the given pixel strides."""
+        if self.full_width:
+            return (col_stride,)
+        return (self.stride[0] * row_stride, self.stride[1] * col_stride)
+
+    def output_strides(self) -> tuple[int, int, int, int]:
+        """Strides of the (N, O, OH, OW) result inside the (O, N, positions) product."""
+        row = self.wp if self.full_width else self.ow
+        return (self.per_image, self.n * self.per_image, row, 1)
+
+
+def _padded_input(x: Tensor, plan: _ConvPlan) -> Tensor:
+    """The zero-padded input, with contiguous rows when the full-width layout needs them."""
+    top, bottom, left, right = plan.pads
+    if top or bottom or left or right:
+        result = zeros((plan.n, plan.c, plan.hp, plan.wp), dtype=x.dtype, device=x.device)
+        copy_into(result[:, :, top : top + plan.h, left : left + plan.w], x)
+        return result
+    if plan.full_width and not (x._strides[3] == 1 and x._strides[2] == plan.w):
+        return x.contiguous()
+    return x
+
+
+def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvPlan) -> Tensor:
+    n, c, groups = plan.n, plan.c, plan.groups
+    kh, kw = plan.kh, plan.kw
+    dh, dw = plan.dilation
+    out_channels = plan.out_channels
+    per_group_taps = plan.taps // groups
+    per_image, positions = plan.per_image, plan.positions
+    ones_row = bias is not None and groups == 1
+    rows = plan.taps + (1 if ones_row else 0)
+    with autograd.no_grad():
+        xp = _padded_input(x, plan)
+        sn, sc, sy, sx = xp._strides
+        # The patch matrix, rows (C, kh, kw [, ones]) x columns (N, positions).
+        cols = empty((rows, n) + positions, dtype=x.dtype, device=x.device)
+        patch_shape = (c, kh, kw, n) + positions
+        source = make_view(
+            xp,
+            patch_shape,
+            (sc, dh * sy, dw * sx, sn) + plan.position_strides(sy, sx),
+            xp._offset,
+        )
+        target = make_view(cols, patch_shape, _contiguous(patch_shape), 0)
+        copy_into(target, source)
+        if ones_row:
+            copy_into(cols[plan.taps], 1.0)
+        columns = n * per_image
+        if groups == 1:
+            w_matrix = weight.reshape(out_channels, plan.taps)
+            if ones_row:
+                w_matrix = _cat_columns(w_matrix, bias.reshape(out_channels, 1))
+            product = w_matrix @ cols.reshape(rows, columns)
+        else:
+            w_groups = weight.reshape(groups, out_channels // groups, per_group_taps)
+            product = w_groups @ cols.reshape(groups, per_group_taps, columns)
+            product = product.reshape(out_channels, columns)
+            if bias is not None:
+                product = product + bias.reshape(out_channels, 1)
+    result = make_view(product, (n, out_channels, plan.oh, plan.ow), plan.output_strides(), 0)
+    result._base = None  # the product is private: the result owns that memory
+
+    if autograd.needs_grad(x, weight, bias):
+        need_x, need_w = x.requires_grad, weight.requires_grad
+        need_b = bias is not None and bias.requires_grad
+
+        def backward(grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+            _no_double_backward("conv2d")
+            # The output gradient in the product's layout (zeros in the unused columns).
+            if (
+                grad._offset == 0
+                and grad._strides == plan.output_strides()
+                and (not plan.full_width or grad._storage in _ZERO_OUTSIDE_VIEW)
+            ):
+                grad_product = make_view(grad, (out_channels, columns), (columns, 1), 0)
+            else:
+                make = zeros if plan.full_width else empty
+                grad_product = make((out_channels, columns), dtype=grad.dtype, device=grad.device)
+                copy_into(
+                    make_view(
+                        grad_product, (n, out_channels, plan.oh, plan.ow), plan.output_strides(), 0
+                    ),
+                    grad,
+                )
+            grad_x = grad_w = grad_b = None
+            if need_w or need_b:
+                if groups == 1:
+                    # (cols @ grad.T).T: BLAS is faster with the long dimension inside
+                    grad_w_matrix = (cols.reshape(rows, columns) @ grad_product.T).T
+                    grad_w = grad_w_matrix[:, : plan.taps].reshape(weight.shape)
+                    if need_b:
+                        grad_b = grad_w_matrix[:, plan.taps] if ones_row else grad_product.sum(1)
+                else:
+                    grad_w = (
+                        grad_product.reshape(groups, out_channels // groups, columns)
+                        @ cols.reshape(groups, per_group_taps, columns).mT
+                    ).reshape(weight.shape)
+                    if need_b:
+                        grad_b = grad_product.sum(1)
+            if need_x:
+                w_groups = weight.detach().reshape(groups, out_channels // groups, per_group_taps)
+                grad_cols = w_groups.mT @ grad_product.reshape(
+                    groups, out_channels // groups, columns
+                )
+                grad_x = _col2im(grad_cols, plan, grad.dtype)
+            return grad_x, grad_w, grad_b
+
+        saved = (weight,) if bias is None else (weight, bias)
+        autograd.record("conv2d", (x, weight, bias), result, backward, saved)
+    return result
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _cat_columns(a: Tensor, b: Tensor) -> Tensor:
+    """[a | b] for two matrices with equal row counts (no autograd)."""
+    result = empty((a.shape[0], a.shape[1] + b.shape[1]), dtype=a.dtype, device=a.device)
+    copy_into(result[:, : a.shape[1]], a)
+    copy_into(result[:, a.shape[1] :], b)
+    return result
+
+
+def _col2im(grad_cols: Tensor, plan: _ConvPlan, dtype: Any) -> Tensor:
+    """Sum the patch-matrix gradient back onto the input positions it was read from."""
+    n, c = plan.n, plan.c
+    dh, dw = plan.dilation
+    grad_xp = zeros((n, c, plan.hp, plan.wp), dtype=dtype, device=grad_cols.device)
+    sn, sc, sy, sx = grad_xp._strides
+    positions = plan.positions
+    window_shape = (c, n) + positions
+    target_strides = (sc, sn) + plan.position_strides(sy, sx)
+    source_strides = _contiguous((c, plan.kh, plan.kw, n) + positions)
+    source_strides = (source_strides[0], source_strides[3]) + source_strides[4:]
+    tap_stride = n * plan.per_image
+    for i in range(plan.kh):
+        for j in range(plan.kw):
+            target = make_view(grad_xp, window_shape, target_strides, i * dh * sy + j * dw * sx)
+            source = make_view(
+                grad_cols, window_shape, source_strides, (i * plan.kw + j) * tap_stride
+            )
+            _fused.accumulate(target, source)
+    top, _, left, _ = plan.pads
+    if grad_xp.shape[2:] == (plan.h, plan.w):
+        return grad_xp
+    return grad_xp[:, :, top : top + plan.h, left : left + plan.w]
+
+
+def conv1d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
+    """1-d convolution: ``input`` (N, C, L) or (C, L), ``weight`` (O, C / groups, k).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.conv1d(kg.ones(1, 1, 5), kg.ones(1, 1, 3)).tolist()
+    [[[3.0, 3.0, 3.0]]]
+    """
+    x, unbatched = _batched(input, "conv1d", 3)
+    if weight.ndim != 3:
+        raise ShapeError(
+            f"conv1d: the weight must be (out_channels, in_channels / groups, k), got shape "
+            f"{format_shape(weight.shape)}"
+        )
+    if isinstance(padding, str):
+        padding2: Any = padding
+        if padding == "same":
+            total = _single(dilation, "dilation") * (weight.shape[2] - 1)
+            if total % 2:
+                x = _pad_constant(x, (total // 2, total - total // 2))
+                padding2 = 0
+    else:
+        padding2 = (0, _single(padding, "padding"))
+    result = conv2d(
+        x.unsqueeze(2),
+        weight.unsqueeze(2),
+        bias,
+        (1, _single(stride, "stride")),
+        padding2,
+        (1, _single(dilation, "dilation")),
+        groups,
+    ).squeeze(2)
+    return result.squeeze(0) if unbatched else result
+
+
+# =========================================================================================
+# pooling
+# =========================================================================================
+_MAX_FUSED_TAPS = 16  # windows with more taps use a reduction instead of one fused kernel
+
+
+def _max_fn(taps: int) -> Any:
+    """``max_window_<taps>(x0, ..., x<taps-1>)``: the window's maximum, NaN if any tap is
+    NaN (as PyTorch). The NaN test comes last: folding it into every comparison makes
+    the compiled loop several times slower."""
+    names = [f"x{k}" for k in range(taps)]
+    lines = [f"def max_window_{taps}({', '.join(names)}):", "    m = x0"]
+    for name in names[1:]:
+        lines.append(f"    if {name} > m:")
+        lines.append(f"        m = {name}")
+    lines.append(f"    if {' or '.join(f'{n} != {n}' for n in names)}:")
+    lines.append("        return math.nan")
+    lines.append("    return m")
+    return _fused.from_source(f"max_window_{taps}", "\n".join(lines) + "\n", taps, 1)
+
+
+def _max_grad_fn(taps: int) -> Any:
+    """Route each window's gradient to its first maximum (as PyTorch), or to its first
+    NaN when the maximum is NaN (PyTorch picks the last NaN; finding that one too makes
+    this kernel twice as slow, for windows whose values are garbage anyway). Written
+    as flags and selects, without early returns: the compiled loop is about twice as
+    fast that way."""
+    names = [f"x{k}" for k in range(taps)]
+    lines = [f"def max_window_grad_{taps}({', '.join(names)}, m, g):"]
+    if taps == 1:
+        lines.append("    return (g,)")
+    else:
+        lines.append("    e0 = x0 == m or x0 != x0")
+        lines.append("    found = e0")
+        for k in range(1, taps - 1):
+            lines.append(f"    e{k} = (x{k} == m or x{k} != x{k}) and not found")
+            lines.append(f"    found = found or e{k}")
+        lines.append(f"    e{taps - 1} = not found")
+        picks = ", ".join(f"g if e{k} else 0.0" for k in range(taps))
+        lines.append(f"    return ({picks},)")
+    return _fused.from_source(f"max_window_grad_{taps}", "\n".join(lines) + "\n", taps + 2, taps)
+
+
+def _sum_fn(taps: int) -> Any:
+    names = [f"x{k}" for k in range(taps)]
+    source = (
+        f"def sum_window_{taps}({', '.join(names)}, scale):\n"
+        f"    return ({' + '.join(names)}) * scale\n"
+    )
+    return _fused.from_source(f"sum_window_{taps}", source, taps + 1, 1)
+
+
+def _broadcast_fn(taps: int) -> Any:
+    source = f"def spread_window_{taps}(g):\n    return ({', '.join(['g'] * taps)},)\n"
+    return _fused.from_source(f"spread_window_{taps}", source, 1, taps)
+
+
+class _PoolPlan:
+    def __init__(
+        self,
+        op: str,
+        x: Tensor,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        ceil_mode: bool,
+    ) -> None:
+        self.kh, self.kw = _pair(kernel_size, "kernel_size")
+        self.sh, self.sw = _pair(
+            stride if stride is not None and stride != [] else kernel_size, "stride"
+        )
+        self.ph, self.pw = _pair(padding, "padding")
+        self.dh, self.dw = _pair(dilation, "dilation")
+        if min(self.kh, self.kw, self.sh, self.sw, self.dh, self.dw) < 1:
+            raise ValueError(f"{op}: kernel_size, stride and dilation must be positive")
+        if self.ph > self.kh // 2 or self.pw > self.kw // 2 or min(self.ph, self.pw) < 0:
+            raise ValueError(
+                f"{op}: padding ({self.ph}, {self.pw}) must be at most half the kernel size "
+                f"({self.kh}, {self.kw})"
+            )
+        h, w = x.shape[2], x.shape[3]
+        self.h, self.w = h, w
+        self.oh = _pool_size(h, self.kh, self.sh, self.ph, self.dh, ceil_mode)
+        self.ow = _pool_size(w, self.kw, self.sw, self.pw, self.dw, ceil_mode)
+        if self.oh <= 0 or self.ow <= 0:
+            raise ShapeError(
+                f"{op}: the window ({self.kh}x{self.kw}) does not fit the input of shape "
+                f"{format_shape(x.shape)} (with padding ({self.ph}, {self.pw}))"
+            )
+        # Extra padding on the bottom/right that ceil_mode windows reach into.
+        self.extra_h = max(
+            0, (self.oh - 1) * self.sh + self.dh * (self.kh - 1) + 1 - (h + 2 * self.ph)
+        )
+        self.extra_w = max(
+            0, (self.ow - 1) * self.sw + self.dw * (self.kw - 1) + 1 - (w + 2 * self.pw)
+        )
+        self.taps = self.kh * self.kw
+        self.padded = bool(self.ph or self.pw or self.extra_h or self.extra_w)
+        # Windows tile the input exactly once: gradients can be written, not accumulated.
+        self.disjoint = (
+            not self.padded
+            and (self.sh, self.sw) == (self.kh, self.kw)
+            and (self.dh, self.dw) == (1, 1)
+        )
+
+    def pads(self) -> tuple[int, int, int, int]:
+        return (self.pw, self.pw + self.extra_w, self.ph, self.ph + self.extra_h)
+
+    def views(self, x: Tensor) -> list[Tensor]:
+        return [
+            _window_view(x, (self.oh, self.ow), (self.sh, self.sw), (i, j), (self.dh, self.dw))
+            for i in range(self.kh)
+            for j in range(self.kw)
+        ]
+
+    def scatter(self, fn: Any, inputs: list[Any], like: Tensor, source: Tensor) -> Tensor:
+        """Run a ``taps``-output kernel whose k-th output belongs to window tap k, and sum
+        the outputs onto the (unpadded) input positions. ``like`` gives dtype, device
+        and the first two dims; ``source`` is the pooled input in the same dim order
+        (when windows tile it, the gradient is laid out like it)."""
+        n, c = like.shape[0], like.shape[1]
+        if self.disjoint:
+            covered = not (self.h % self.kh or self.w % self.kw)
+            grad = _buffer_like(source, fill_zeros=not covered or source.numel() != _span(source))
+            _fused.launch(fn, self.views(grad), inputs, like.dtype)
+            return grad
+        parts = empty((self.taps, n, c, self.oh, self.ow), dtype=like.dtype, device=like.device)
+        _fused.launch(fn, [parts[k] for k in range(self.taps)], inputs, like.dtype)
+        hp = self.h + 2 * self.ph + self.extra_h
+        wp = self.w + 2 * self.pw + self.extra_w
+        grad = zeros((n, c, hp, wp), dtype=like.dtype, device=like.device)
+        for k, view in enumerate(self.views(grad)):
+            _fused.accumulate(view, parts[k])
+        if not self.padded:
+            return grad
+        return grad[:, :, self.ph : self.ph + self.h, self.pw : self.pw + self.w]
+
+
+def _span(t: Tensor) -> int:
+    """Elements from the first to the last one a view touches (positive strides)."""
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t._strides))
+
+
+def _pool_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil: bool) -> int:
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    if span < 0:
+        return 0
+    out = (-(-span // stride) if ceil else span // stride) + 1
+    if ceil and (out - 1) * stride >= size + padding:
+        out -= 1  # the last window must start inside the input or the left padding
+    return out
+
+
+def max_pool2d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor:
+    """Maximum over sliding windows of (N, C, H, W) or (C, H, W) input. ``stride``
+    defaults to ``kernel_size``; padding is with -inf. The gradient of a window goes to
+    its first maximum, as in PyTorch.
+
+    >>> import kernelgrad as kg
+    >>> x = kg.arange(16.0).reshape(1, 1, 4, 4)
+    >>> kg.nn.functional.max_pool2d(x, 2).tolist()
+    [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices=True is not supported")
+    x, unbatched = _batched(input, "max_pool2d", 4)
+    _check_float(x, "max_pool2d")
+    plan = _PoolPlan("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
+    if plan.taps > _MAX_FUSED_TAPS:
+        xp = _pad_constant(x, plan.pads(), value=-math.inf) if plan.padded else x
+        windows = xp.unfold(2, plan.kh, plan.sh, plan.dh).unfold(3, plan.kw, plan.sw, plan.dw)
+        result = windows.amax((-2, -1))
+        return result.squeeze(0) if unbatched else result
+    with autograd.no_grad():
+        xp = _pad_constant(x, plan.pads(), value=-math.inf) if plan.padded else x
+        swap = _kernel_order(xp)
+        kernel_x = _swap_batch_and_channels(xp) if swap else xp
+        kernel_result = empty(
+            kernel_x.shape[:2] + (plan.oh, plan.ow), dtype=x.dtype, device=x.device
+        )
+        _fused.launch(_max_fn(plan.taps), [kernel_result], plan.views(kernel_x), x.dtype)
+        result = _swap_batch_and_channels(kernel_result) if swap else kernel_result
+    if autograd.needs_grad(x):
+
+        def backward(grad: Tensor) -> tuple[Tensor]:
+            _no_double_backward("max_pool2d")
+            kernel_grad = _swap_batch_and_channels(grad) if swap else grad
+            inputs = plan.views(kernel_x) + [kernel_result, kernel_grad]
+            grad_x = plan.scatter(_max_grad_fn(plan.taps), inputs, kernel_grad, kernel_x)
+            return (_swap_batch_and_channels(grad_x) if swap else grad_x,)
+
+        autograd.record("max_pool2d", (x,), result, backward, (xp, kernel_result))
+    return result.squeeze(0) if unbatched else result
+
+
+def avg_pool2d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    """Mean over sliding windows of (N, C, H, W) or (C, H, W) input (zero padding).
+
+    >>> import kernelgrad as kg
+    >>> x = kg.arange(16.0).reshape(1, 1, 4, 4)
+    >>> kg.nn.functional.avg_pool2d(x, 2).tolist()
+    [[[[2.5, 4.5], [10.5, 12.5]]]]
+    """
+    x, unbatched = _batched(input, "avg_pool2d", 4)
+    _check_float(x, "avg_pool2d")
+    plan = _PoolPlan("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    divisor: Any
+    if divisor_override is not None:
+        divisor = float(divisor_override)
+    elif not plan.padded or (count_include_pad and not (plan.extra_h or plan.extra_w)):
+        divisor = float(plan.taps)
+    else:
+        # Per-window counts: windows are clipped to the padded input (count_include_pad)
+        # or to the input itself.
+        with autograd.no_grad():
+            mask = ones((1, 1, x.shape[2], x.shape[3]), dtype=x.dtype, device=x.device)
+            if count_include_pad:
+                mask = _pad_constant(mask, (plan.pw, plan.pw, plan.ph, plan.ph), value=1.0)
+                mask = _pad_constant(mask, (0, plan.extra_w, 0, plan.extra_h), value=0.0)
+            else:
+                mask = _pad_constant(mask, plan.pads(), value=0.0)
+            divisor = _window_sum(mask, plan, 1.0)
+    if plan.taps > _MAX_FUSED_TAPS:
+        xp = _pad_constant(x, plan.pads(), value=0.0) if plan.padded else x
+        windows = xp.unfold(2, plan.kh, plan.sh).unfold(3, plan.kw, plan.sw)
+        result = windows.sum((-2, -1)) / divisor
+        return result.squeeze(0) if unbatched else result
+    scale = 1.0 / divisor if isinstance(divisor, float) else 1.0
+    with autograd.no_grad():
+        xp = _pad_constant(x, plan.pads(), value=0.0) if plan.padded else x
+        swap = _kernel_order(xp)
+        kernel_x = _swap_batch_and_channels(xp) if swap else xp
+        kernel_result = _window_sum(kernel_x, plan, scale)
+        if not isinstance(divisor, float):
+            kernel_result = kernel_result / divisor
+        result = _swap_batch_and_channels(kernel_result) if swap else kernel_result
+    if autograd.needs_grad(x):
+
+        def backward(grad: Tensor) -> tuple[Tensor]:
+            _no_double_backward("avg_pool2d")
+            kernel_grad = _swap_batch_and_channels(grad) if swap else grad
+            if isinstance(divisor, float):
+                scaled = kernel_grad * scale
+            else:
+                scaled = kernel_grad / divisor
+            grad_x = plan.scatter(_broadcast_fn(plan.taps), [scaled], kernel_grad, kernel_x)
+            return (_swap_batch_and_channels(grad_x) if swap else grad_x,)
+
+        autograd.record("avg_pool2d", (x,), result, backward)
+    return result.squeeze(0) if unbatched else result
+
+
+def _window_sum(x: Tensor, plan: _PoolPlan, scale: float) -> Tensor:
+    """Scaled window sums of a 4-d tensor, in the order of its first two dims."""
+    result = empty(x.shape[:2] + (plan.oh, plan.ow), dtype=x.dtype, device=x.device)
+    _fused.launch(_sum_fn(plan.taps), [result], plan.views(x) + [scale], x.dtype)
+    return result
+
+
+def max_pool1d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+) -> Tensor:
+    """Maximum over sliding windows of (N, C, L) or (C, L) input."""
+    k = _single(kernel_size, "kernel_size")
+    s = k if stride is None else _single(stride, "stride")
+    result = max_pool2d(
+        input.unsqueeze(-2),
+        (1, k),
+        (1, s),
+        (0, _single(padding, "padding")),
+        (1, _single(dilation, "dilation")),
+        ceil_mode,
+    )
+    return result.squeeze(-2)
+
+
+def avg_pool1d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """Mean over sliding windows of (N, C, L) or (C, L) input."""
+    k = _single(kernel_size, "kernel_size")
+    s = k if stride is None else _single(stride, "stride")
+    result = avg_pool2d(
+        input.unsqueeze(-2),
+        (1, k),
+        (1, s),
+        (0, _single(padding, "padding")),
+        ceil_mode,
+        count_include_pad,
+    )
+    return result.squeeze(-2)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
+    """Average pooling to a fixed output size (windows chosen as in PyTorch: cell i of
+    n covers floor(i*H/n) to ceil((i+1)*H/n)). ``output_size`` entries may be None
+    (keep that size).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.adaptive_avg_pool2d(kg.ones(2, 3, 7, 5), 1).shape
+    (2, 3, 1, 1)
+    """
+    x, unbatched = _batched(input, "adaptive_avg_pool2d", 4)
+    _check_float(x, "adaptive_avg_pool2d")
+    h, w = x.shape[2], x.shape[3]
+    sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size, output_size)
+    oh = h if sizes[0] is None else int(sizes[0])
+    ow = w if sizes[1] is None else int(sizes[1])
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"adaptive_avg_pool2d: output size must be positive, got {output_size!r}")
+    if (oh, ow) == (1, 1):
+        result = x.mean((2, 3), keepdim=True)
+    elif h % oh == 0 and w % ow == 0 and (h // oh) * (w // ow) <= _MAX_FUSED_TAPS:
+        result = avg_pool2d(x, (h // oh, w // ow))
+    else:
+        # Pooling matrices: rows average the cells' windows; differentiable matmuls.
+        rows = _pooling_matrix(oh, h, x)
+        cols = _pooling_matrix(ow, w, x)
+        result = rows @ x @ cols.T
+    return result.squeeze(0) if unbatched else result
+
+
+def _pooling_matrix(out: int, size: int, like: Tensor) -> Tensor:
+    import numpy as np
+
+    matrix = np.zeros((out, size))
+    for i in range(out):
+        start = (i * size) // out
+        stop = -(-((i + 1) * size) // out)
+        matrix[i, start:stop] = 1.0 / (stop - start)
+    from ..ops.creation import tensor
+
+    return tensor(matrix, dtype=like.dtype, device=like.device)
+
+
+# =========================================================================================
+# dropout, normalisation, embedding, padding
+# =========================================================================================
+def dropout_mask(x, u, p, scale):
+    return x * scale if u >= p else x * 0.0
+
+
+_DROPOUT = ScalarFunction.from_python(dropout_mask)
+
+
+def _apply_dropout(x: Tensor, draws: Tensor, p: float, scale: float) -> Tensor:
+    """``x * scale`` where ``draws >= p``, else 0: one fused kernel, forward and backward."""
+    result = empty(x.shape, dtype=x.dtype, device=x.device)
+    _fused.launch(_DROPOUT, [result], [x, draws, p, scale], x.dtype)
+    if autograd.needs_grad(x):
+
+        def backward(grad: Tensor) -> tuple[Tensor]:
+            if autograd.is_grad_enabled():  # create_graph: stay differentiable
+                return (grad * where(draws >= p, scale, 0.0),)
+            return (_apply_dropout(grad, draws, p, scale),)
+
+        autograd.record("dropout", (x,), result, backward)
+    return result
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p) while
+    ``training``; the identity otherwise. One random draw and one fused kernel.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.dropout(kg.ones(3), p=0.5, training=False).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
+    if not training or p == 0.0:
+        return input
+    _check_float(input, "dropout")
+    if p == 1.0:
+        return input * 0.0
+    draws = rand(input.shape, dtype=input.dtype, device=input.device)
+    return _apply_dropout(input, draws, p, 1.0 / (1.0 - p))
+
+
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Batch normalisation over every dim but 1 (channels). In training, batch
+    statistics are used and the running statistics (if given) are updated in place
+    with ``momentum`` (the running variance uses the unbiased estimate, as PyTorch).
+
+    >>> import kernelgrad as kg
+    >>> y = kg.nn.functional.batch_norm(kg.randn(8, 3), None, None, training=True)
+    >>> [abs(round(v, 4)) for v in y.mean(0).tolist()]
+    [0.0, 0.0, 0.0]
+    """
+    if input.ndim < 2:
+        raise ShapeError(
+            f"batch_norm: expected at least 2 dims (N, C, ...), got {format_shape(input.shape)}"
+        )
+    channels = input.shape[1]
+    dims = (0,) + tuple(range(2, input.ndim))
+    shape = (1, channels) + (1,) * (input.ndim - 2)
+    if training:
+        count = input.numel() // channels
+        if count <= 1:
+            raise ValueError(
+                f"batch_norm: expected more than 1 value per channel when training, got input "
+                f"of shape {format_shape(input.shape)}"
+            )
+        mean = input.mean(dims, keepdim=True)
+        centered = input - mean
+        var = (centered * centered).mean(dims, keepdim=True)
+        if running_mean is not None and running_var is not None:
+            with autograd.no_grad():
+                running_mean.mul_(1.0 - momentum).add_(mean.reshape(channels) * momentum)
+                unbiased = var.reshape(channels) * (count / (count - 1))
+                running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running statistics are needed when not training")
+        centered = input - running_mean.reshape(shape)
+        var = running_var.reshape(shape)
+    result = centered * (var + eps).rsqrt()
+    if weight is not None:
+        result = result * weight.reshape(shape)
+    if bias is not None:
+        result = result + bias.reshape(shape)
+    return result
+
+
+def layer_norm(
+    input: Tensor,
+    normalized_shape: Any,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalise over the last ``len(normalized_shape)`` dims (mean 0, variance 1), then
+    scale by ``weight`` and shift by ``bias`` (both of ``normalized_shape``).
+
+    >>> import kernelgrad as kg
+    >>> y = kg.nn.functional.layer_norm(kg.tensor([[1.0, 2.0, 3.0]]), (3,))
+    >>> [round(v, 3) for v in y[0].tolist()]
+    [-1.225, 0.0, 1.225]
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if input.shape[input.ndim - len(shape) :] != shape:
+        raise ShapeError(
+            f"layer_norm: normalized_shape {shape} does not match the last dims of the input "
+            f"of shape {format_shape(input.shape)}"
+        )
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    mean = input.mean(dims, keepdim=True)
+    centered = input - mean
+    var = (centered * centered).mean(dims, keepdim=True)
+    result = centered * (var + eps).rsqrt()
+    if weight is not None:
+        result = result * weight
+    if bias is not None:
+        result = result + bias
+    return result
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Rows of ``weight`` picked by the integer ``input`` (any shape); the result has
+    shape ``input.shape + (embedding_dim,)``. Rows picked by ``padding_idx`` get no
+    gradient.
+
+    >>> import kernelgrad as kg
+    >>> table = kg.arange(6.0).reshape(3, 2)
+    >>> kg.nn.functional.embedding(kg.tensor([2, 0]), table).tolist()
+    [[4.0, 5.0], [0.0, 1.0]]
+    """
+    if not isinstance(input, Tensor) or input.dtype.is_floating_point or input.dtype.is_bool:
+        raise TypeError(
+            "embedding: the indices must be an integer tensor (e.g. `kg.tensor([1, 2])` or "
+            "`x.long()`)"
+        )
+    try:
+        result = take(weight, 0, input)
+    except IndexError:
+        raise IndexError(
+            f"embedding: an index is outside the table of {weight.shape[0]} rows (valid: 0 "
+            f"to {weight.shape[0] - 1})"
+        ) from None
+    if padding_idx is not None and weight.requires_grad and autograd.is_grad_enabled():
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        keep = (input != padding_idx).unsqueeze(-1)
+        result = where(keep, result, take(weight.detach(), 0, input))
+    return result
+
+
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 tensor with a trailing dim of ``num_classes``: 1 at each index, else 0.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.one_hot(kg.tensor([0, 2]), 3).tolist()
+    [[1, 0, 0], [0, 0, 1]]
+    """
+    if input.dtype.is_floating_point or input.dtype.is_bool:
+        raise TypeError("one_hot: the input must be an integer tensor of class indices")
+    if num_classes < 0:
+        num_classes = int(input.amax().item()) + 1
+    classes = arange(num_classes, device=input.device)
+    return (input.unsqueeze(-1) == classes).to(int64)
+
+
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
+    """Pad with a constant: ``pad`` lists (before, after) pairs from the last dim
+    backwards, as ``torch.nn.functional.pad``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.pad(kg.ones(1, 2), (1, 1)).tolist()
+    [[0.0, 1.0, 1.0, 0.0]]
+    """
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r} is not supported (only 'constant')")
+    return _pad_constant(input, tuple(pad), value)
+
+
+# =========================================================================================
+# losses
+# =========================================================================================
+def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _check_reduction(reduction: str, op: str) -> None:
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _classes_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tensor, tuple]:
+    """(N*, C) logits and (N*,) targets from (C,), (N, C) or (N, C, d1, ...) inputs."""
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise ShapeError(
+                f"{op}: an unbatched input of shape {format_shape(input.shape)} needs a 0-d "
+                f"target, got shape {format_shape(target.shape)}"
+            )
+        return input.reshape(1, -1), target.reshape(1), ()
+    if input.ndim < 1:
+        raise ShapeError(f"{op}: the input needs a class dimension")
+    expected = (input.shape[0],) + input.shape[2:]
+    if target.shape != expected:
+        raise ShapeError(
+            f"{op}: for an input of shape {format_shape(input.shape)} (classes in dim 1) the "
+            f"target must have shape {format_shape(expected)}, got {format_shape(target.shape)}"
+        )
+    if input.ndim == 2:
+        return input, target, expected
+    classes = input.shape[1]
+    order = (0,) + tuple(range(2, input.ndim)) + (1,)
+    return input.permute(*order).reshape(-1, classes), target.reshape(-1), expected
+
+
+def _class_weights(
+    target: Tensor, weight: Tensor | None, ignore_index: int, classes: int, op: str, dtype: Any
+) -> tuple[Tensor, Tensor]:
+    """Per-sample weights (weight[target], 0 where ignored) and the valid mask; raises
+    an error naming the bad class index if a target is out of range."""
+    valid = target != ignore_index
+    safe = where(valid, target, 0)
+    table = weight if weight is not None else ones(classes, dtype=dtype, device=target.device)
+    try:
+        picked = take(table, 0, safe)
+    except IndexError:
+        raise IndexError(
+            f"{op}: a target class index is out of range: the input has {classes} classes "
+            f"(valid targets: 0 to {classes - 1}, or ignore_index={ignore_index})"
+        ) from None
+    return where(valid, picked, 0.0), valid
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """Cross-entropy between logits ``input`` ((N, C), (N, C, d1, ...) or (C,)) and
+    ``target``: class indices (int, shape without C) or class probabilities (float,
+    same shape as ``input``). Computed from a stable log-sum-exp. ``weight`` rescales
+    classes; targets equal to ``ignore_index`` contribute nothing (and are left out of
+    the mean); ``label_smoothing`` mixes the target with the uniform distribution.
+
+    >>> import kernelgrad as kg
+    >>> logits = kg.tensor([[2.0, 0.0, 0.0]])
+    >>> round(kg.nn.functional.cross_entropy(logits, kg.tensor([0])).item(), 4)
+    0.2395
+    """
+    op = "cross_entropy"
+    _check_reduction(reduction, op)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if target.dtype.is_floating_point:
+        return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
+    x, t, out_shape = _classes_last(input, target, op)
+    classes = x.shape[1]
+    if weight is not None and weight.shape != (classes,):
+        raise ShapeError(
+            f"{op}: weight must have shape ({classes},), got {format_shape(weight.shape)}"
+        )
+
+    with autograd.no_grad():
+        sample_weight, valid = _class_weights(t, weight, ignore_index, classes, op, x.dtype)
+        peak = x.amax(1, keepdim=True)
+        shifted = x - peak
+        log_probs = shifted - shifted.exp().sum(1, keepdim=True).log()
+        target_mask = t.unsqueeze(1) == arange(classes, device=x.device)
+        picked = where(target_mask, log_probs, 0.0).sum(1)
+        loss = picked * sample_weight * (label_smoothing - 1.0)
+        valid_float = valid.to(x.dtype)
+        if label_smoothing > 0:
+            weighted = log_probs * weight if weight is not None else log_probs
+            smooth = weighted.sum(1) * valid_float * (-label_smoothing / classes)
+            loss = loss + smooth
+        if reduction == "mean":
+            denominator = sample_weight.sum()
+            result = loss.sum() / denominator
+        elif reduction == "sum":
+            result = loss.sum()
+        else:
+            result = loss.reshape(out_shape)
+
+    if autograd.needs_grad(x, weight):
+        if weight is not None and weight.requires_grad:
+            raise NotImplementedError(f"{op}: gradients with respect to `weight` are not supported")
+        smoothing = label_smoothing
+
+        def backward(grad: Tensor) -> tuple[Tensor, None]:
+            # d loss_i / d x_ij = a_i * p_ij - b_ij (see docs/nn.md for the derivation)
+            if autograd.is_grad_enabled():
+                probs = x.softmax(1)  # differentiable again for create_graph
+            else:
+                probs = log_probs.exp()
+            if reduction == "none":
+                scale = grad.reshape(-1)
+            elif reduction == "mean":
+                scale = grad / denominator
+            else:
+                scale = grad
+            per_sample = sample_weight * (1.0 - smoothing)
+            class_total = float(classes) if weight is None else weight.sum()
+            a = per_sample + valid_float * (class_total * (smoothing / classes))
+            b = where(target_mask, per_sample.unsqueeze(1), 0.0)
+            if smoothing > 0:
+                spread = weight if weight is not None else 1.0
+                b = b + valid_float.unsqueeze(1) * spread * (smoothing / classes)
+            grad_x = (probs * a.unsqueeze(1) - b) * scale.unsqueeze(-1)
+            return grad_x, None
+
+        autograd.record(op, (x, weight), result, backward, (log_probs,))
+    return result
+
+
+def _cross_entropy_probabilities(
+    input: Tensor, target: Tensor, weight: Tensor | None, reduction: str, label_smoothing: float
+) -> Tensor:
+    if target.shape != input.shape:
+        raise ShapeError(
+            f"cross_entropy: probability targets must have the input's shape "
+            f"{format_shape(input.shape)}, got {format_shape(target.shape)}"
+        )
+    class_dim = 0 if input.ndim == 1 else 1
+    classes = input.shape[class_dim]
+    if label_smoothing > 0:
+        target = target * (1.0 - label_smoothing) + label_smoothing / classes
+    log_probs = input.log_softmax(class_dim)
+    if weight is not None:
+        shape = [1] * input.ndim
+        shape[class_dim] = classes
+        log_probs = log_probs * weight.reshape(tuple(shape))
+    loss = -(log_probs * target).sum(class_dim)
+    return _reduce(loss, reduction, "cross_entropy")
+
+
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> Tensor:
+    """Negative log-likelihood of class indices ``target`` under log-probabilities
+    ``input`` ((N, C), (N, C, d1, ...) or (C,)); pair it with ``log_softmax``.
+
+    >>> import kernelgrad as kg
+    >>> logp = kg.tensor([[-0.5, -1.0]])
+    >>> kg.nn.functional.nll_loss(logp, kg.tensor([1])).item()
+    1.0
+    """
+    op = "nll_loss"
+    _check_reduction(reduction, op)
+    x, t, out_shape = _classes_last(input, target, op)
+    classes = x.shape[1]
+    sample_weight, _ = _class_weights(t, weight, ignore_index, classes, op, x.dtype)
+    target_mask = t.unsqueeze(1) == arange(classes, device=x.device)
+    loss = -where(target_mask, x, 0.0).sum(1) * sample_weight
+    if reduction == "mean":
+        return loss.sum() / sample_weight.sum()
+    if reduction == "sum":
+        return loss.sum()
+    return loss.reshape(out_shape)
+
+
+def _check_same_shape(input: Tensor, target: Tensor, op: str) -> None:
+    if input.shape != target.shape:
+        warnings.warn(
+            f"{op}: the target shape {format_shape(target.shape)} differs from the input shape "
+            f"{format_shape(input.shape)}; they will be broadcast, which is rarely intended",
+            stacklevel=3,
+        )
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean squared error ``(input - target)**2`` (reduced by ``reduction``).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.mse_loss(kg.tensor([1.0, 3.0]), kg.tensor([0.0, 0.0])).item()
+    5.0
+    """
+    _check_same_shape(input, target, "mse_loss")
+    difference = input - target
+    return _reduce(difference * difference, reduction, "mse_loss")
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean absolute error ``|input - target|``."""
+    _check_same_shape(input, target, "l1_loss")
+    return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def binary_cross_entropy(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean"
+) -> Tensor:
+    """Binary cross-entropy of probabilities ``input`` (in [0, 1]) against ``target``;
+    each log is clamped at -100, as PyTorch does.
+
+    >>> import kernelgrad as kg
+    >>> round(kg.nn.functional.binary_cross_entropy(kg.tensor([0.5]), kg.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    _check_same_shape(input, target, "binary_cross_entropy")
+    log_p = input.log().clamp(min=-100.0)
+    log_not_p = (1.0 - input).log().clamp(min=-100.0)
+    loss = -(target * log_p + (1.0 - target) * log_not_p)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """Binary cross-entropy of ``sigmoid(input)``, computed stably from the logits:
+    ``(1 - t) * x + (1 + (pos_weight - 1) * t) * log(1 + exp(-x))``.
+
+    >>> import kernelgrad as kg
+    >>> F = kg.nn.functional
+    >>> round(F.binary_cross_entropy_with_logits(kg.tensor([0.0]), kg.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    _check_same_shape(input, target, "binary_cross_entropy_with_logits")
+    # log(1 + exp(-x)) without overflow: log1p(exp(-|x|)) + max(-x, 0)
+    softplus_negative = (-input.abs()).exp().log1p() + (-input).relu()
+    if pos_weight is not None:
+        log_weight = (pos_weight - 1.0) * target + 1.0
+        loss = (1.0 - target) * input + log_weight * softplus_negative
+    else:
+        loss = (1.0 - target) * input + softplus_negative
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")

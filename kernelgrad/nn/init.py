@@ -1,0 +1,164 @@
+"""Weight initialisation, with PyTorch's names and formulas.
+
+Every function fills its tensor in place (without recording gradients) and returns it.
+
+>>> import kernelgrad as kg
+>>> w = kg.empty(64, 32)
+>>> _ = kg.nn.init.kaiming_uniform_(w, nonlinearity="relu")
+>>> bound = (6 / 32) ** 0.5
+>>> bool(w.abs().max().item() <= bound)
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import autograd
+from ..ops.creation import normal_ as _normal
+from ..ops.creation import uniform_ as _uniform
+from ..tensor import Tensor
+
+__all__ = [
+    "calculate_gain",
+    "uniform_",
+    "normal_",
+    "constant_",
+    "zeros_",
+    "ones_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "trunc_normal_",
+]
+
+
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
+    """The recommended gain for an activation (``relu``: sqrt(2), ``tanh``: 5/3, ...)."""
+    linear_like = (
+        "linear",
+        "identity",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "sigmoid",
+    )
+    if nonlinearity in linear_like:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3.0
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else float(param)
+        return math.sqrt(2.0 / (1.0 + slope**2))
+    if nonlinearity == "selu":
+        return 3.0 / 4.0
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def _fans(tensor: Tensor) -> tuple[int, int]:
+    """(fan_in, fan_out) of a weight: (out, in, *kernel) as for Linear and Conv."""
+    if tensor.ndim < 2:
+        raise ValueError(
+            f"fan in and fan out need a tensor with at least 2 dims, got shape {tensor.shape}"
+        )
+    receptive = math.prod(tensor.shape[2:])
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _fan(tensor: Tensor, mode: str) -> int:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = _fans(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+    """Fill with samples from U(a, b)."""
+    with autograd.no_grad():
+        return _uniform(tensor, a, b)
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    """Fill with samples from N(mean, std**2)."""
+    with autograd.no_grad():
+        return _normal(tensor, mean, std)
+
+
+def constant_(tensor: Tensor, value: float) -> Tensor:
+    with autograd.no_grad():
+        return tensor.fill_(value)
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 0.0)
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    return constant_(tensor, 1.0)
+
+
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio)."""
+    fan_in, fan_out = _fans(tensor)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(tensor, -bound, bound)
+
+
+def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """N(0, std**2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = _fans(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+
+
+def kaiming_uniform_(
+    tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
+) -> Tensor:
+    """U(-b, b) with b = gain * sqrt(3 / fan) (He et al.); ``a`` is the leaky ReLU slope."""
+    gain = calculate_gain(nonlinearity, a)
+    bound = gain * math.sqrt(3.0 / _fan(tensor, mode))
+    return uniform_(tensor, -bound, bound)
+
+
+def kaiming_normal_(
+    tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
+) -> Tensor:
+    """N(0, std**2) with std = gain / sqrt(fan) (He et al.)."""
+    gain = calculate_gain(nonlinearity, a)
+    return normal_(tensor, 0.0, gain / math.sqrt(_fan(tensor, mode)))
+
+
+def trunc_normal_(
+    tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0
+) -> Tensor:
+    """N(mean, std**2) restricted to [a, b] (resampled on the host, then copied)."""
+    import numpy as np
+
+    from ..ops.creation import randint
+    from ..ops.creation import tensor as make_tensor
+
+    # Seeded from kernelgrad's generator, so kg.manual_seed makes it reproducible.
+    rng = np.random.default_rng(int(randint(0, 2**31 - 1, (1,)).item()))
+    count = tensor.numel()
+    values = np.empty(0)
+    while values.size < count:
+        draws = rng.normal(mean, std, size=2 * count + 16)
+        values = np.concatenate([values, draws[(draws >= a) & (draws <= b)]])
+    with autograd.no_grad():
+        source = make_tensor(values[:count].reshape(tensor.shape), dtype=tensor.dtype)
+        tensor.copy_(source)
+    return tensor
+
+
+def default_linear_init_(weight: Tensor, bias: Tensor | None) -> None:
+    """PyTorch's default for Linear and Conv: kaiming_uniform_(a=sqrt(5)) for the weight,
+    i.e. U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for the bias."""
+    kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = _fans(weight)
+        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+        uniform_(bias, -bound, bound)

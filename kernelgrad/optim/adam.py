@@ -1,0 +1,203 @@
+"""Adam and AdamW (Kingma & Ba; Loshchilov & Hutter), with PyTorch's formulas.
+
+For every parameter, with gradient ``g`` at step ``t``::
+
+    g = g + weight_decay * p            (Adam: L2 penalty in the gradient)
+    p = p * (1 - lr * weight_decay)     (AdamW: decoupled decay)
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    v_max = max(v_max, v)               (amsgrad only; used instead of v below)
+    p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+With ``fused=True`` (the default) all of it is one elementwise kernel per parameter
+that reads p, g, m, v and writes p, m, v in place.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from ..backends.base import ScalarFunction
+from ..nn._fused import launch
+from ..ops.creation import zeros_like
+from ..tensor import Tensor
+from .optimizer import Optimizer
+
+__all__ = ["Adam", "AdamW"]
+
+
+def adam_update(p, g, m, v, step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign):
+    g = g * sign + l2 * p
+    m = m + (1 - beta1) * (g - m)
+    v = beta2 * v + (1 - beta2) * g * g
+    p = p * keep - step_size * m / (math.sqrt(v) / correction2_sqrt + eps)
+    return p, m, v
+
+
+def adam_amsgrad_update(
+    p, g, m, v, v_max, step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign
+):
+    g = g * sign + l2 * p
+    m = m + (1 - beta1) * (g - m)
+    v = beta2 * v + (1 - beta2) * g * g
+    if v > v_max:
+        v_max = v
+    p = p * keep - step_size * m / (math.sqrt(v_max) / correction2_sqrt + eps)
+    return p, m, v, v_max
+
+
+ADAM_UPDATE = ScalarFunction.from_python(adam_update, nout=3)
+ADAM_AMSGRAD_UPDATE = ScalarFunction.from_python(adam_amsgrad_update, nout=4)
+
+
+class Adam(Optimizer):
+    """Adam. ``weight_decay`` adds an L2 penalty to the gradient (use :class:`AdamW`
+    for decoupled decay). State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq``
+    (and ``max_exp_avg_sq`` with ``amsgrad``), as in PyTorch.
+
+    >>> import kernelgrad as kg
+    >>> w = kg.nn.Parameter(kg.tensor([1.0, -1.0]))
+    >>> opt = kg.optim.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> [round(v, 4) for v in w.tolist()]
+    [0.9, -0.9]
+    """
+
+    _decoupled = False
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        maximize: bool = False,
+        fused: bool = True,
+    ) -> None:
+        if lr < 0 or eps < 0 or weight_decay < 0:
+            raise ValueError(
+                f"{type(self).__name__}: lr, eps and weight_decay must be non-negative (got "
+                f"lr={lr}, eps={eps}, weight_decay={weight_decay})"
+            )
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "amsgrad": amsgrad,
+            "maximize": maximize,
+            "fused": fused,
+        }
+        super().__init__(params, defaults)
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        weight_decay, amsgrad = group["weight_decay"], group["amsgrad"]
+        sign = -1.0 if group["maximize"] else 1.0
+        l2 = 0.0 if self._decoupled else weight_decay
+        keep = 1.0 - lr * weight_decay if self._decoupled else 1.0
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state.setdefault(p, {})
+            if not state:
+                state["step"] = 0
+                state["exp_avg"] = zeros_like(p)
+                state["exp_avg_sq"] = zeros_like(p)
+                if amsgrad:
+                    state["max_exp_avg_sq"] = zeros_like(p)
+            state["step"] += 1
+            step = state["step"]
+            step_size = lr / (1.0 - beta1**step)
+            correction2_sqrt = math.sqrt(1.0 - beta2**step)
+            m, v = state["exp_avg"], state["exp_avg_sq"]
+            scalars = [step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign]
+            if group["fused"]:
+                if amsgrad:
+                    v_max = state["max_exp_avg_sq"]
+                    launch(
+                        ADAM_AMSGRAD_UPDATE,
+                        [p, m, v, v_max],
+                        [p, p.grad, m, v, v_max, *scalars],
+                        p.dtype,
+                    )
+                else:
+                    launch(ADAM_UPDATE, [p, m, v], [p, p.grad, m, v, *scalars], p.dtype)
+            else:
+                _adam_reference(
+                    p,
+                    state,
+                    beta1,
+                    beta2,
+                    eps,
+                    l2,
+                    keep,
+                    sign,
+                    step_size,
+                    correction2_sqrt,
+                    amsgrad,
+                )
+
+
+def _adam_reference(
+    p: Tensor,
+    state: dict[str, Any],
+    beta1: float,
+    beta2: float,
+    eps: float,
+    l2: float,
+    keep: float,
+    sign: float,
+    step_size: float,
+    correction2_sqrt: float,
+    amsgrad: bool,
+) -> None:
+    """The same update with separate in-place tensor operations."""
+    g = p.grad * sign
+    if l2:
+        g = g + p * l2
+    m, v = state["exp_avg"], state["exp_avg_sq"]
+    m.add_((g - m) * (1 - beta1))
+    v.mul_(beta2).add_(g * g * (1 - beta2))
+    if amsgrad:
+        v_max = state["max_exp_avg_sq"]
+        v_max.copy_(v_max.maximum(v))
+        v = v_max
+    if keep != 1.0:
+        p.mul_(keep)
+    p.sub_(m / (v.sqrt() / correction2_sqrt + eps) * step_size)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (``p *= 1 - lr * weight_decay`` each step;
+    default ``weight_decay=0.01``, as in PyTorch).
+
+    >>> import kernelgrad as kg
+    >>> w = kg.nn.Parameter(kg.ones(3))
+    >>> opt = kg.optim.AdamW([w], lr=1e-2)
+    >>> w.sum().backward(); opt.step()
+    >>> round(w.tolist()[0], 4)
+    0.9899
+    """
+
+    _decoupled = True
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        maximize: bool = False,
+        fused: bool = True,
+    ) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, fused)

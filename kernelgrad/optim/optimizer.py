@@ -1,0 +1,172 @@
+"""The ``Optimizer`` base class: parameter groups, per-parameter state, ``zero_grad``
+and ``state_dict``.
+
+Subclasses implement :meth:`Optimizer._update_group`. Updates run under ``no_grad``
+and change the parameters in place, so references to them (in the model, in other
+optimizers) stay valid.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .. import autograd
+from ..tensor import Tensor
+
+__all__ = ["Optimizer"]
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+required = _Required()
+
+
+class Optimizer:
+    """Base class. ``params`` is an iterable of tensors, or of dicts (parameter groups)
+    each holding ``"params"`` and optional per-group settings overriding ``defaults``.
+
+    ``state_dict()`` has PyTorch's layout: ``{"state": {index: {name: value}},
+    "param_groups": [{setting: value, "params": [index, ...]}]}``, where parameters are
+    numbered in the order the groups list them.
+    """
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        self.defaults = dict(defaults)
+        self.state: dict[Tensor, dict[str, Any]] = {}
+        self.param_groups: list[dict[str, Any]] = []
+        groups = list(params)
+        if not groups:
+            raise ValueError(
+                f"{type(self).__name__} got an empty parameter list; pass model.parameters()"
+            )
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    def add_param_group(self, group: dict[str, Any]) -> None:
+        """Add a group of parameters with its own settings (e.g. a smaller ``lr``)."""
+        group = dict(group)
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(
+                    f"{type(self).__name__} can only optimize tensors, got {type(p).__name__}"
+                )
+            if not p.requires_grad:
+                raise ValueError(
+                    f"{type(self).__name__}: a parameter of shape {p.shape} does not require "
+                    "grad, so it can never be updated"
+                )
+        existing = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in existing for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        group["params"] = params
+        for key, value in self.defaults.items():
+            if value is required and key not in group:
+                raise ValueError(f"parameter group didn't specify a value of required {key!r}")
+            group.setdefault(key, value)
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients of every parameter (drop them, or fill with zeros)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    with autograd.no_grad():
+                        p.grad = p.grad.detach()
+                        p.grad.zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """One update of every parameter that has a gradient. ``closure`` (optional)
+        re-computes and returns the loss, as in PyTorch."""
+        loss = None
+        if closure is not None:
+            with autograd.enable_grad():
+                loss = closure()
+        with autograd.no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        return loss
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    # --- state -------------------------------------------------------------------------------
+    def _indexed_params(self) -> list[Tensor]:
+        return [p for group in self.param_groups for p in group["params"]]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizer's state (tensors are shared, not copied) and its settings."""
+        index = {id(p): i for i, p in enumerate(self._indexed_params())}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore settings and state saved by :meth:`state_dict` (tensors are copied to
+        each parameter's device and dtype)."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(
+                f"the state_dict has {len(groups)} parameter groups but the optimizer has "
+                f"{len(self.param_groups)}"
+            )
+        for saved, own in zip(groups, self.param_groups):
+            if len(saved["params"]) != len(own["params"]):
+                raise ValueError(
+                    f"a parameter group of the state_dict has {len(saved['params'])} "
+                    f"parameters but the optimizer's has {len(own['params'])}"
+                )
+        params = self._indexed_params()
+        by_index = {
+            saved_index: p
+            for saved, own in zip(groups, self.param_groups)
+            for saved_index, p in zip(saved["params"], own["params"])
+        }
+        self.state = {}
+        for key, values in state_dict["state"].items():
+            p = by_index.get(int(key))
+            if p is None:
+                raise ValueError(f"the state_dict holds state for unknown parameter {key}")
+            restored: dict[str, Any] = {}
+            for name, value in values.items():
+                if isinstance(value, Tensor):
+                    if value.shape != p.shape and value.ndim:
+                        raise ValueError(
+                            f"optimizer state {name!r} of parameter {key} has shape "
+                            f"{value.shape}, but the parameter has shape {p.shape}"
+                        )
+                    dtype = p.dtype if value.dtype.is_floating_point else value.dtype
+                    restored[name] = value.detach().to(device=p.device, dtype=dtype).clone()
+                else:
+                    restored[name] = copy.deepcopy(value)
+            self.state[p] = restored
+        for saved, own in zip(groups, self.param_groups):
+            for k, v in saved.items():
+                if k != "params":
+                    own[k] = copy.deepcopy(v)
+        del params
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(k for k in group if k != "params"):
+                lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)

@@ -1,0 +1,678 @@
+"""kg.nn.functional against PyTorch (forward and backward), NumPy references and
+central differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+import kernelgrad.nn.functional as F
+from kernelgrad.errors import BackwardError, ShapeError
+from tests.helpers import as_numpy, assert_close, check_grad
+
+RNG = np.random.default_rng(1234)
+
+
+def randn(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def torch_module():
+    return pytest.importorskip("torch")
+
+
+def compare_with_torch(kg_fn, torch_fn, arrays, device, grad=True, rtol=1e-4, atol=1e-5):
+    """Run both functions on copies of ``arrays`` (all requiring grad when ``grad``);
+    compare outputs and, with a random output gradient, the input gradients."""
+    torch = torch_module()
+    kg_inputs = [kg.tensor(a, device=device, requires_grad=grad) for a in arrays]
+    torch_inputs = [torch.tensor(a, requires_grad=grad) for a in arrays]
+    out = kg_fn(*kg_inputs)
+    expected = torch_fn(*torch_inputs)
+    assert_close(out, expected.detach().numpy(), rtol=rtol, atol=atol)
+    if not grad:
+        return
+    seed = RNG.standard_normal(expected.shape).astype(arrays[0].dtype)
+    out.backward(kg.tensor(seed, device=device))
+    expected.backward(torch.tensor(seed))
+    for k, (mine, theirs) in enumerate(zip(kg_inputs, torch_inputs)):
+        assert mine.grad is not None, f"input {k} got no gradient"
+        assert_close(mine.grad, theirs.grad.numpy(), rtol=rtol, atol=atol)
+
+
+# --- convolution --------------------------------------------------------------------------
+@pytest.fixture(params=["per-pixel", "full-width"])
+def patch_layout(request, monkeypatch):
+    """Run a convolution test with each patch-matrix layout."""
+    monkeypatch.setattr(F, "PATCH_LAYOUT", request.param)
+    return request.param
+
+
+# (N, C, H, W, out, kernel, stride, padding, dilation, groups, bias)
+CONV_CASES = [
+    (2, 3, 7, 6, 4, 3, 1, 1, 1, 1, True),
+    (2, 1, 8, 8, 6, 5, 1, 2, 1, 1, True),  # LeNet's first layer, smaller
+    (2, 4, 9, 9, 6, 3, 2, 1, 1, 2, True),  # stride 2, groups
+    (1, 2, 7, 7, 2, 3, 1, 2, 2, 1, False),  # dilation, no bias
+    (2, 3, 6, 5, 4, (2, 3), (2, 1), (1, 0), 1, 1, True),  # rectangular everything
+    (1, 4, 5, 5, 4, 3, 1, "same", 1, 4, True),  # depthwise, 'same'
+    (2, 2, 5, 6, 3, (1, 2), 1, "valid", (1, 2), 1, True),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_conv2d_matches_torch(case, device, patch_layout):
+    torch = torch_module()
+    n, c, h, w, out, kernel, stride, padding, dilation, groups, bias = case
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    arrays = [randn(n, c, h, w), randn(out, c // groups, kh, kw)]
+    if bias:
+        arrays.append(randn(out))
+
+    def mine(x, weight, b=None):
+        return F.conv2d(x, weight, b, stride, padding, dilation, groups)
+
+    def theirs(x, weight, b=None):
+        return torch.nn.functional.conv2d(x, weight, b, stride, padding, dilation, groups)
+
+    compare_with_torch(mine, theirs, arrays, device)
+
+
+def conv2d_numpy(x, weight, bias, stride, padding):
+    """Direct loops: the definition of a (cross-correlation) convolution."""
+    n, _, h, w = x.shape
+    out, _, kh, kw = weight.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh = (h + 2 * padding - kh) // stride + 1
+    ow = (w + 2 * padding - kw) // stride + 1
+    result = np.zeros((n, out, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            patch = padded[:, :, i * stride : i * stride + kh, j * stride : j * stride + kw]
+            result[:, :, i, j] = np.einsum("nchw,ochw->no", patch, weight) + bias
+    return result
+
+
+@pytest.mark.parametrize("stride, padding", [(1, 0), (1, 2), (2, 1)])
+def test_conv2d_matches_direct_loops(stride, padding, device, patch_layout):
+    x, weight, bias = randn(2, 3, 6, 7), randn(4, 3, 3, 3), randn(4)
+    out = F.conv2d(
+        kg.tensor(x, device=device),
+        kg.tensor(weight, device=device),
+        kg.tensor(bias, device=device),
+        stride=stride,
+        padding=padding,
+    )
+    assert_close(out, conv2d_numpy(x, weight, bias, stride, padding), rtol=1e-4, atol=1e-5)
+
+
+def test_conv2d_gradients_by_central_differences(device, patch_layout):
+    check_grad(
+        lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), padding=1, dilation=(2, 1)),
+        randn(1, 2, 5, 5, dtype=np.float64),
+        randn(3, 2, 2, 3, dtype=np.float64),
+        randn(3, dtype=np.float64),
+        device=device,
+    )
+
+
+@pytest.mark.torch
+def test_conv2d_accepts_unbatched_and_non_contiguous_input(device):
+    torch = torch_module()
+    base = randn(5, 6, 3)  # (H, W, C): permuted to (C, H, W) it is not contiguous
+    weight = randn(2, 3, 3, 3)
+    x = kg.tensor(base, device=device).permute(2, 0, 1)
+    out = F.conv2d(x, kg.tensor(weight, device=device), padding=1)
+    expected = torch.nn.functional.conv2d(
+        torch.tensor(base).permute(2, 0, 1), torch.tensor(weight), padding=1
+    )
+    assert out.shape == (2, 5, 6)
+    assert_close(out, expected.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("options", [(1, 1, 1, 1), (2, 0, 2, 2), (1, "same", 1, 1)])
+def test_conv1d_matches_torch(options, device):
+    torch = torch_module()
+    groups = options[3]
+    compare_with_torch(
+        lambda x, w, b: F.conv1d(x, w, b, *options),
+        lambda x, w, b: torch.nn.functional.conv1d(x, w, b, *options),
+        [randn(2, 4, 9), randn(6, 4 // groups, 3), randn(6)],
+        device,
+    )
+
+
+def test_conv2d_errors_name_the_problem(device):
+    x = kg.zeros(1, 3, 5, 5, device=device)
+    with pytest.raises(ShapeError, match="3 channels"):
+        F.conv2d(x, kg.zeros(2, 2, 3, 3, device=device))
+    with pytest.raises(ShapeError, match="larger than the padded input"):
+        F.conv2d(x, kg.zeros(2, 3, 7, 7, device=device))
+    with pytest.raises(ShapeError, match="groups=2"):
+        F.conv2d(x, kg.zeros(2, 1, 3, 3, device=device), groups=2)
+    with pytest.raises(TypeError, match="float64"):
+        F.conv2d(x, kg.zeros(2, 3, 3, 3, dtype=kg.float64, device=device))
+    with pytest.raises(ValueError, match="same"):
+        F.conv2d(x, kg.zeros(2, 3, 3, 3, device=device), stride=2, padding="same")
+
+
+def test_second_order_gradients_through_conv_and_pooling_are_refused(device):
+    # Their VJPs reuse forward results and are not differentiable again: rather than
+    # return wrong second derivatives, backward(create_graph=True) says so.
+    x = kg.tensor(randn(1, 1, 4, 4), device=device, requires_grad=True)
+    w = kg.tensor(randn(1, 1, 3, 3), device=device, requires_grad=True)
+    for out in (F.conv2d(x, w), F.max_pool2d(x, 2), F.avg_pool2d(x, 2)):
+        with pytest.raises(BackwardError, match="second-order"):
+            out.sum().backward(create_graph=True)
+
+
+# --- pooling --------------------------------------------------------------------------------
+# (kernel, stride, padding, dilation, ceil_mode)
+POOL_CASES = [
+    (2, None, 0, 1, False),
+    (3, 2, 1, 1, False),
+    (3, 2, 1, 1, True),
+    (2, 1, 0, 1, False),
+    (3, 3, 0, 2, False),
+    ((2, 3), (1, 2), (1, 0), 1, True),
+    (4, 2, 1, 1, False),  # 16 taps: the largest fused window
+    (5, 2, 2, 1, False),  # 25 taps: a reduction over an unfold view instead
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", POOL_CASES)
+def test_max_pool2d_matches_torch(case, device):
+    torch = torch_module()
+    kernel, stride, padding, dilation, ceil_mode = case
+    compare_with_torch(
+        lambda x: F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode),
+        lambda x: torch.nn.functional.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode),
+        [randn(2, 3, 7, 8)],
+        device,
+    )
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("case", [case for case in POOL_CASES if case[3] == 1])  # no dilation
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool2d_matches_torch(case, count_include_pad, device):
+    torch = torch_module()
+    kernel, stride, padding, _, ceil_mode = case
+    compare_with_torch(
+        lambda x: F.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad),
+        lambda x: torch.nn.functional.avg_pool2d(
+            x, kernel, stride, padding, ceil_mode, count_include_pad
+        ),
+        [randn(2, 3, 7, 8)],
+        device,
+    )
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("pool", ["max", "avg"])
+@pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (3, 2, 1)])
+def test_pooling_channel_major_input_matches_torch(pool, kernel, stride, padding, device):
+    # Convolution outputs are stored channel-major: (C, N, H, W) memory seen as (N, C, H, W).
+    torch = torch_module()
+    base = randn(3, 2, 6, 7)
+    mine = kg.tensor(base, device=device, requires_grad=True)
+    theirs = torch.tensor(base, requires_grad=True)
+    mine_fn = getattr(F, f"{pool}_pool2d")
+    their_fn = getattr(torch.nn.functional, f"{pool}_pool2d")
+    out = mine_fn(mine.permute(1, 0, 2, 3), kernel, stride, padding)
+    expected = their_fn(theirs.permute(1, 0, 2, 3), kernel, stride, padding)
+    assert_close(out, expected.detach().numpy(), rtol=1e-5, atol=1e-6)
+    seed = randn(*expected.shape)
+    out.backward(kg.tensor(seed, device=device))
+    expected.backward(torch.tensor(seed))
+    assert_close(mine.grad, theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("pool", ["max", "avg"])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_convolution_then_pooling_matches_torch(pool, stride, device, patch_layout):
+    # The pooling gradient is handed to the convolution in the convolution's own layout.
+    torch = torch_module()
+
+    def mine(x, w, b):
+        return getattr(F, f"{pool}_pool2d")(F.conv2d(x, w, b, stride, 1), 2)
+
+    def theirs(x, w, b):
+        out = torch.nn.functional.conv2d(x, w, b, stride, 1)
+        return getattr(torch.nn.functional, f"{pool}_pool2d")(out, 2)
+
+    compare_with_torch(mine, theirs, [randn(2, 3, 8, 9), randn(4, 3, 3, 3), randn(4)], device)
+
+
+def test_pooling_matches_numpy_windows(device):
+    x = randn(2, 3, 6, 8)
+    windows = x.reshape(2, 3, 3, 2, 4, 2)
+    assert_close(F.max_pool2d(kg.tensor(x, device=device), 2), windows.max(axis=(3, 5)))
+    assert_close(F.avg_pool2d(kg.tensor(x, device=device), 2), windows.mean(axis=(3, 5)), rtol=1e-5)
+
+
+def test_max_pool2d_gives_a_tied_window_gradient_to_its_first_maximum(device):
+    x = kg.ones(1, 1, 2, 4, device=device, requires_grad=True)
+    F.max_pool2d(x, 2).sum().backward()
+    assert as_numpy(x.grad).tolist() == [[[[1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]]
+
+
+def test_max_pool2d_propagates_nan_and_routes_its_gradient_to_a_nan(device):
+    x = kg.tensor([[[[1.0, float("nan")], [3.0, float("nan")]]]], device=device, requires_grad=True)
+    out = F.max_pool2d(x, 2)
+    assert np.isnan(out.item())
+    out.backward(kg.tensor([[[[float("inf")]]]], device=device))
+    # the first NaN of the window (PyTorch picks the last one; see _max_grad_fn)
+    assert as_numpy(x.grad).tolist() == [[[[0.0, float("inf")], [0.0, 0.0]]]]
+
+
+def test_pooling_gradients_by_central_differences(device):
+    # Distinct values keep the maximum away from ties (where max is not differentiable).
+    values = np.arange(2 * 5 * 6, dtype=np.float64).reshape(1, 2, 5, 6)
+    values = RNG.permutation(values.reshape(-1)).reshape(values.shape) * 0.1
+    check_grad(lambda x: F.max_pool2d(x, 3, 2, padding=1), values, device=device)
+    check_grad(lambda x: F.avg_pool2d(x, 2, 1, ceil_mode=True), values, device=device)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("size", [1, (2, 3), (3, 2), (None, 4), 4])
+def test_adaptive_avg_pool2d_matches_torch(size, device):
+    torch = torch_module()
+    compare_with_torch(
+        lambda x: F.adaptive_avg_pool2d(x, size),
+        lambda x: torch.nn.functional.adaptive_avg_pool2d(x, size),
+        [randn(2, 3, 8, 7)],
+        device,
+    )
+
+
+@pytest.mark.torch
+def test_pool1d_matches_torch(device):
+    torch = torch_module()
+    compare_with_torch(
+        lambda x: F.max_pool1d(x, 3, 2, 1),
+        lambda x: torch.nn.functional.max_pool1d(x, 3, 2, 1),
+        [randn(2, 3, 9)],
+        device,
+    )
+    compare_with_torch(
+        lambda x: F.avg_pool1d(x, 2),
+        lambda x: torch.nn.functional.avg_pool1d(x, 2),
+        [randn(2, 3, 9)],
+        device,
+    )
+
+
+def test_pooling_errors(device):
+    x = kg.zeros(1, 1, 4, 4, device=device)
+    with pytest.raises(ValueError, match="half the kernel"):
+        F.max_pool2d(x, 2, padding=2)
+    with pytest.raises(ShapeError, match="does not fit"):
+        F.max_pool2d(x, 5)
+    with pytest.raises(TypeError, match="floating point"):
+        F.max_pool2d(kg.zeros(1, 1, 4, 4, dtype=kg.int64, device=device), 2)
+
+
+# --- linear, activations ---------------------------------------------------------------------
+def test_linear_gradients_by_central_differences(device):
+    check_grad(
+        F.linear,
+        randn(3, 4, dtype=np.float64),
+        randn(2, 4, dtype=np.float64),
+        randn(2, dtype=np.float64),
+        device=device,
+    )
+    check_grad(
+        F.linear, randn(2, 3, 4, dtype=np.float64), randn(2, 4, dtype=np.float64), device=device
+    )
+
+
+@pytest.mark.torch
+def test_linear_second_derivatives_match_torch(device):
+    torch = torch_module()
+    x_values, w_values = randn(3, 4, dtype=np.float64), randn(2, 4, dtype=np.float64)
+    x = kg.tensor(x_values, device=device, requires_grad=True)
+    w = kg.tensor(w_values, device=device, requires_grad=True)
+    F.linear(x, w).pow(2).sum().backward(create_graph=True)
+    first = x.grad
+    x.grad = w.grad = None
+    (first * first).sum().backward()
+    tx = torch.tensor(x_values, requires_grad=True)
+    tw = torch.tensor(w_values, requires_grad=True)
+    (grad,) = torch.autograd.grad(
+        torch.nn.functional.linear(tx, tw).pow(2).sum(), tx, create_graph=True
+    )
+    (grad * grad).sum().backward()
+    assert_close(x.grad, tx.grad.numpy(), rtol=1e-10)
+    assert_close(w.grad, tw.grad.numpy(), rtol=1e-10)
+
+
+@pytest.mark.torch
+def test_linear_matches_torch(device):
+    torch = torch_module()
+    compare_with_torch(
+        F.linear, torch.nn.functional.linear, [randn(4, 3), randn(5, 3), randn(5)], device
+    )
+    compare_with_torch(  # extra leading dims, no bias
+        F.linear, torch.nn.functional.linear, [randn(2, 4, 3), randn(5, 3)], device
+    )
+
+
+ACTIVATIONS = [  # (name, kernelgrad call, torch.nn.functional name, arguments)
+    ("relu", F.relu, "relu", ()),
+    ("gelu", F.gelu, "gelu", ()),
+    ("gelu_tanh", lambda x: F.gelu(x, "tanh"), "gelu", ("tanh",)),
+    ("sigmoid", F.sigmoid, "sigmoid", ()),
+    ("tanh", F.tanh, "tanh", ()),
+    ("silu", F.silu, "silu", ()),
+    ("leaky_relu", lambda x: F.leaky_relu(x, 0.2), "leaky_relu", (0.2,)),
+    ("softplus", lambda x: F.softplus(x, 2.0, 3.0), "softplus", (2.0, 3.0)),
+    ("softmax", lambda x: F.softmax(x, 1), "softmax", (1,)),
+    ("log_softmax", lambda x: F.log_softmax(x, 0), "log_softmax", (0,)),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name, mine, theirs, arguments", ACTIVATIONS)
+def test_activations_match_torch(name, mine, theirs, arguments, device):
+    torch = torch_module()
+    function = getattr(torch.nn.functional, theirs)
+    if name == "gelu_tanh":
+
+        def reference(x):
+            return function(x, approximate="tanh")
+    else:
+
+        def reference(x):
+            return function(x, *arguments)
+
+    compare_with_torch(mine, reference, [randn(4, 5) * 3], device)
+
+
+# --- dropout, normalisation, embedding, padding -------------------------------------------
+def test_dropout_zeroes_a_fraction_p_and_scales_the_rest(device):
+    kg.manual_seed(0)
+    x = kg.ones(4000, device=device, requires_grad=True)
+    out = F.dropout(x, p=0.25)
+    values = as_numpy(out)
+    zero_fraction = (values == 0).mean()
+    assert 0.2 < zero_fraction < 0.3
+    np.testing.assert_allclose(values[values != 0], 1 / 0.75, rtol=1e-6)
+    out.sum().backward()
+    np.testing.assert_array_equal(as_numpy(x.grad), values)  # same mask, same scale
+    assert F.dropout(x, 0.5, training=False) is x
+    assert (as_numpy(F.dropout(x, 1.0)) == 0).all()
+    with pytest.raises(ValueError):
+        F.dropout(x, 1.5)
+
+
+@pytest.mark.torch
+def test_batch_norm_matches_torch_in_training_and_eval(device):
+    torch = torch_module()
+    x, weight, bias = randn(6, 3, 4, 2), randn(3), randn(3)
+    mine_mean, mine_var = kg.zeros(3, device=device), kg.ones(3, device=device)
+    their_mean, their_var = torch.zeros(3), torch.ones(3)
+    compare_with_torch(
+        lambda x, w, b: F.batch_norm(x, mine_mean, mine_var, w, b, True, 0.3, 1e-3),
+        lambda x, w, b: torch.nn.functional.batch_norm(
+            x, their_mean, their_var, w, b, True, 0.3, 1e-3
+        ),
+        [x, weight, bias],
+        device,
+    )
+    assert_close(mine_mean, their_mean.numpy(), rtol=1e-5)
+    assert_close(mine_var, their_var.numpy(), rtol=1e-5)
+    compare_with_torch(
+        lambda x, w, b: F.batch_norm(x, mine_mean, mine_var, w, b, False),
+        lambda x, w, b: torch.nn.functional.batch_norm(x, their_mean, their_var, w, b, False),
+        [randn(2, 3, 4, 2), weight, bias],
+        device,
+    )
+
+
+@pytest.mark.torch
+def test_layer_norm_matches_torch(device):
+    torch = torch_module()
+    compare_with_torch(
+        lambda x, w, b: F.layer_norm(x, (3, 4), w, b),
+        lambda x, w, b: torch.nn.functional.layer_norm(x, (3, 4), w, b),
+        [randn(2, 3, 4), randn(3, 4), randn(3, 4)],
+        device,
+    )
+
+
+def test_normalisation_gradients_by_central_differences(device):
+    x = randn(4, 3, dtype=np.float64)
+    check_grad(lambda x: F.layer_norm(x, (3,)), x, device=device)
+    check_grad(
+        lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+        x,
+        randn(3, dtype=np.float64),
+        randn(3, dtype=np.float64),
+        device=device,
+    )
+
+
+@pytest.mark.torch
+def test_embedding_matches_torch_and_padding_rows_get_no_gradient(device):
+    torch = torch_module()
+    table = randn(6, 3)
+    index = np.array([[0, 2, 5], [2, 2, 1]])
+    mine = kg.tensor(table, device=device, requires_grad=True)
+    theirs = torch.tensor(table, requires_grad=True)
+    out = F.embedding(kg.tensor(index, device=device), mine, padding_idx=2)
+    expected = torch.nn.functional.embedding(torch.tensor(index), theirs, padding_idx=2)
+    assert_close(out, expected.detach().numpy())
+    seed = randn(*expected.shape)
+    out.backward(kg.tensor(seed, device=device))
+    expected.backward(torch.tensor(seed))
+    assert_close(mine.grad, theirs.grad.numpy(), rtol=1e-5)
+    with pytest.raises(IndexError, match="6 rows"):
+        F.embedding(kg.tensor([7], device=device), mine)
+    with pytest.raises(TypeError, match="integer"):
+        F.embedding(kg.tensor([1.0], device=device), mine)
+
+
+def test_one_hot_and_pad(device):
+    assert as_numpy(F.one_hot(kg.tensor([1, 0], device=device), 3)).tolist() == [
+        [0, 1, 0],
+        [1, 0, 0],
+    ]
+    padded = F.pad(kg.ones(1, 2, device=device), (1, 2, 1, 0), value=5.0)
+    assert as_numpy(padded).tolist() == [[5, 5, 5, 5, 5], [5, 1, 1, 5, 5]]
+    with pytest.raises(NotImplementedError, match="reflect"):
+        F.pad(kg.ones(2, device=device), (1, 1), mode="reflect")
+
+
+# --- losses -------------------------------------------------------------------------------
+CROSS_ENTROPY_OPTIONS = [
+    {},
+    {"label_smoothing": 0.1},
+    {"reduction": "sum"},
+    {"reduction": "none"},
+    {"weight": True},
+    {"weight": True, "label_smoothing": 0.2},
+    {"ignore_index": 3},
+    {"weight": True, "ignore_index": 1, "reduction": "sum", "label_smoothing": 0.05},
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("options", CROSS_ENTROPY_OPTIONS)
+def test_cross_entropy_matches_torch(options, device):
+    torch = torch_module()
+    target = np.array([0, 4, 2, options.get("ignore_index", -100), 1, 3])
+    class_weight = RNG.random(5).astype(np.float32)
+
+    def mine(x):
+        kwargs = dict(options)
+        if kwargs.get("weight"):
+            kwargs["weight"] = kg.tensor(class_weight, device=device)
+        return F.cross_entropy(x, kg.tensor(target, device=device), **kwargs)
+
+    def theirs(x):
+        kwargs = dict(options)
+        if kwargs.get("weight"):
+            kwargs["weight"] = torch.tensor(class_weight)
+        return torch.nn.functional.cross_entropy(x, torch.tensor(target), **kwargs)
+
+    compare_with_torch(mine, theirs, [randn(6, 5) * 2], device)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cross_entropy_with_spatial_and_probability_targets(reduction, device):
+    torch = torch_module()
+    target = RNG.integers(0, 4, (2, 3, 2))
+    compare_with_torch(
+        lambda x: F.cross_entropy(x, kg.tensor(target, device=device), reduction=reduction),
+        lambda x: torch.nn.functional.cross_entropy(x, torch.tensor(target), reduction=reduction),
+        [randn(2, 4, 3, 2)],
+        device,
+    )
+    probabilities = RNG.dirichlet(np.ones(4), size=3).astype(np.float32)
+    compare_with_torch(
+        lambda x: F.cross_entropy(x, kg.tensor(probabilities, device=device), label_smoothing=0.1),
+        lambda x: torch.nn.functional.cross_entropy(
+            x, torch.tensor(probabilities), label_smoothing=0.1
+        ),
+        [randn(3, 4)],
+        device,
+    )
+    compare_with_torch(  # unbatched
+        lambda x: F.cross_entropy(x, kg.tensor(2, device=device)),
+        lambda x: torch.nn.functional.cross_entropy(x, torch.tensor(2)),
+        [randn(4)],
+        device,
+    )
+
+
+def test_cross_entropy_is_stable_for_huge_logits_and_matches_numpy(device):
+    logits = np.array([[1000.0, 0.0, -1000.0], [0.5, 0.25, 0.0]], dtype=np.float32)
+    target = np.array([1, 0])
+    x64 = logits.astype(np.float64)
+    peak = x64.max(axis=1, keepdims=True)
+    log_probs = x64 - peak - np.log(np.exp(x64 - peak).sum(axis=1, keepdims=True))
+    expected = -log_probs[np.arange(2), target].mean()
+    x = kg.tensor(logits, device=device, requires_grad=True)
+    loss = F.cross_entropy(x, kg.tensor(target, device=device))
+    assert np.isfinite(loss.item())
+    np.testing.assert_allclose(loss.item(), expected, rtol=1e-5)
+    loss.backward()
+    probs = np.exp(log_probs)
+    probs[np.arange(2), target] -= 1
+    assert_close(x.grad, probs / 2, atol=1e-6)
+
+
+def test_cross_entropy_gradients_by_central_differences(device):
+    target = kg.tensor([2, 0, 1], device=device)
+    check_grad(
+        lambda x: F.cross_entropy(x, target, label_smoothing=0.1, reduction="none"),
+        randn(3, 4, dtype=np.float64),
+        device=device,
+    )
+
+
+def test_cross_entropy_second_derivative(device):
+    # The hand-written VJP stays differentiable: d/dx of sum(dL/dx ** 2).
+    x = kg.tensor(randn(2, 3, dtype=np.float64), device=device, requires_grad=True)
+    target = kg.tensor([0, 2], device=device)
+    loss = F.cross_entropy(x, target)
+    loss.backward(create_graph=True)
+    first = x.grad
+    x.grad = None
+    (first * first).sum().backward()
+
+    def reference(values):
+        logits = kg.tensor(values, device=device, requires_grad=True)
+        loss = -(logits.log_softmax(1) * F.one_hot(target, 3).double()).sum() / 2
+        loss.backward(create_graph=True)
+        return logits, logits.grad
+
+    logits, grad = reference(as_numpy(x))
+    logits.grad = None
+    (grad * grad).sum().backward()
+    assert_close(x.grad, as_numpy(logits.grad), rtol=1e-6, atol=1e-9)
+
+
+def test_cross_entropy_errors(device):
+    x = kg.zeros(2, 3, device=device)
+    with pytest.raises(IndexError, match="3 classes"):
+        F.cross_entropy(x, kg.tensor([0, 3], device=device))
+    with pytest.raises(ShapeError, match="target must have shape"):
+        F.cross_entropy(x, kg.tensor([0, 1, 2], device=device))
+    with pytest.raises(ValueError, match="reduction"):
+        F.cross_entropy(x, kg.tensor([0, 1], device=device), reduction="avg")
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    "options", [{}, {"reduction": "sum"}, {"ignore_index": 0}, {"weight": True}]
+)
+def test_nll_loss_matches_torch(options, device):
+    torch = torch_module()
+    target = np.array([1, 0, 3, 3])
+    weight = RNG.random(4).astype(np.float32)
+    mine_options, their_options = dict(options), dict(options)
+    if options.get("weight"):
+        mine_options["weight"] = kg.tensor(weight, device=device)
+        their_options["weight"] = torch.tensor(weight)
+    compare_with_torch(
+        lambda x: F.nll_loss(x, kg.tensor(target, device=device), **mine_options),
+        lambda x: torch.nn.functional.nll_loss(x, torch.tensor(target), **their_options),
+        [randn(4, 4)],
+        device,
+    )
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_regression_and_binary_losses_match_torch(reduction, device):
+    torch = torch_module()
+    tf = torch.nn.functional
+    target = RNG.random((3, 4)).astype(np.float32)
+    probabilities = RNG.uniform(0.05, 0.95, (3, 4)).astype(np.float32)
+    pos_weight = RNG.random(4).astype(np.float32) + 0.5
+    mine_target = kg.tensor(target, device=device)
+    mine_pos_weight = kg.tensor(pos_weight, device=device)
+    for mine, theirs in [(F.mse_loss, tf.mse_loss), (F.l1_loss, tf.l1_loss)]:
+        compare_with_torch(
+            lambda x, y, mine=mine: mine(x, y, reduction=reduction),
+            lambda x, y, theirs=theirs: theirs(x, y, reduction=reduction),
+            [randn(3, 4), randn(3, 4)],
+            device,
+        )
+    compare_with_torch(
+        lambda p: F.binary_cross_entropy(p, mine_target, reduction=reduction),
+        lambda p: tf.binary_cross_entropy(p, torch.tensor(target), reduction=reduction),
+        [probabilities],
+        device,
+    )
+    compare_with_torch(
+        lambda x: F.binary_cross_entropy_with_logits(
+            x, mine_target, reduction=reduction, pos_weight=mine_pos_weight
+        ),
+        lambda x: tf.binary_cross_entropy_with_logits(
+            x, torch.tensor(target), reduction=reduction, pos_weight=torch.tensor(pos_weight)
+        ),
+        [randn(3, 4) * 30],
+        device,
+    )
+
+
+def test_binary_cross_entropy_with_logits_is_stable(device):
+    x = kg.tensor([1000.0, -1000.0], device=device)
+    loss = F.binary_cross_entropy_with_logits(
+        x, kg.tensor([0.0, 1.0], device=device), reduction="none"
+    )
+    assert as_numpy(loss).tolist() == [1000.0, 1000.0]
+
+
+def test_mse_loss_warns_about_broadcasting(device):
+    with pytest.warns(UserWarning, match="broadcast"):
+        F.mse_loss(kg.zeros(3, 1, device=device), kg.zeros(3, device=device))

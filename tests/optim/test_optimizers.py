@@ -1,0 +1,248 @@
+"""Optimizers: updates against their formulas and PyTorch, fused kernels against the
+step-by-step tensor version, state_dict round trips, parameter groups."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+from kernelgrad import nn
+from tests.helpers import as_numpy, assert_close
+
+RNG = np.random.default_rng(11)
+GRADIENTS = [RNG.standard_normal((3, 2)).astype(np.float32) for _ in range(4)]
+START = RNG.standard_normal((3, 2)).astype(np.float32)
+
+
+def run_kernelgrad(make, device, steps=4):
+    p = nn.Parameter(kg.tensor(START, device=device))
+    optimizer = make([p])
+    for grad in GRADIENTS[:steps]:
+        p.grad = kg.tensor(grad, device=device)
+        optimizer.step()
+    return as_numpy(p), optimizer
+
+
+def run_torch(make, steps=4):
+    torch = pytest.importorskip("torch")
+    p = torch.nn.Parameter(torch.tensor(START))
+    optimizer = make([p])
+    for grad in GRADIENTS[:steps]:
+        p.grad = torch.tensor(grad)
+        optimizer.step()
+    return p.detach().numpy()
+
+
+SGD_OPTIONS = [
+    {"lr": 0.1},
+    {"lr": 0.1, "weight_decay": 0.01},
+    {"lr": 0.05, "momentum": 0.9},
+    {"lr": 0.05, "momentum": 0.9, "dampening": 0.3, "weight_decay": 0.1},
+    {"lr": 0.05, "momentum": 0.8, "nesterov": True},
+    {"lr": 0.1, "momentum": 0.5, "maximize": True},
+]
+ADAM_OPTIONS = [
+    {"lr": 0.01},
+    {"lr": 0.01, "betas": (0.8, 0.99), "eps": 1e-6},
+    {"lr": 0.01, "weight_decay": 0.1},
+    {"lr": 0.01, "amsgrad": True},
+    {"lr": 0.01, "maximize": True, "weight_decay": 0.05},
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("options", SGD_OPTIONS)
+def test_sgd_matches_torch(options, fused, device):
+    torch = pytest.importorskip("torch")
+    mine, _ = run_kernelgrad(lambda p: kg.optim.SGD(p, fused=fused, **options), device)
+    np.testing.assert_allclose(
+        mine, run_torch(lambda p: torch.optim.SGD(p, **options)), rtol=1e-5, atol=1e-6
+    )
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("kind", ["Adam", "AdamW"])
+@pytest.mark.parametrize("options", ADAM_OPTIONS)
+def test_adam_and_adamw_match_torch(kind, options, fused, device):
+    torch = pytest.importorskip("torch")
+    mine, _ = run_kernelgrad(lambda p: getattr(kg.optim, kind)(p, fused=fused, **options), device)
+    theirs = run_torch(lambda p: getattr(torch.optim, kind)(p, **options))
+    np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_sgd_momentum_follows_its_formula(device):
+    lr, momentum, decay = 0.1, 0.9, 0.01
+    mine, optimizer = run_kernelgrad(
+        lambda p: kg.optim.SGD(p, lr=lr, momentum=momentum, weight_decay=decay), device, steps=3
+    )
+    p, buffer = START.astype(np.float64), None
+    for grad in GRADIENTS[:3]:
+        d = grad + decay * p
+        buffer = d if buffer is None else momentum * buffer + d
+        p = p - lr * buffer
+    np.testing.assert_allclose(mine, p, rtol=1e-5)
+    state = optimizer.state[optimizer.param_groups[0]["params"][0]]
+    np.testing.assert_allclose(as_numpy(state["momentum_buffer"]), buffer, rtol=1e-5)
+
+
+def test_adam_follows_its_formula(device):
+    lr, (beta1, beta2), eps = 0.01, (0.9, 0.999), 1e-8
+    mine, optimizer = run_kernelgrad(lambda p: kg.optim.Adam(p, lr=lr), device, steps=3)
+    p = START.astype(np.float64)
+    m = v = np.zeros_like(p)
+    for t, grad in enumerate(GRADIENTS[:3], start=1):
+        m = beta1 * m + (1 - beta1) * grad
+        v = beta2 * v + (1 - beta2) * grad**2
+        m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)
+        p = p - lr * m_hat / (np.sqrt(v_hat) + eps)
+    np.testing.assert_allclose(mine, p, rtol=1e-5)
+    state = optimizer.state[optimizer.param_groups[0]["params"][0]]
+    assert state["step"] == 3
+    np.testing.assert_allclose(as_numpy(state["exp_avg"]), m, rtol=1e-5)
+    np.testing.assert_allclose(as_numpy(state["exp_avg_sq"]), v, rtol=1e-4)
+
+
+def test_adamw_decays_the_weights_directly(device):
+    p = nn.Parameter(kg.ones(2, device=device))
+    optimizer = kg.optim.AdamW([p], lr=0.1, weight_decay=0.5)
+    p.grad = kg.zeros(2, device=device)
+    optimizer.step()
+    assert as_numpy(p).tolist() == pytest.approx([0.95, 0.95])
+
+
+def test_parameters_without_gradients_are_skipped_and_groups_have_their_own_settings(device):
+    a = nn.Parameter(kg.ones(2, device=device))
+    b = nn.Parameter(kg.ones(2, device=device))
+    c = nn.Parameter(kg.ones(2, device=device))
+    optimizer = kg.optim.SGD([{"params": [a, b]}, {"params": c, "lr": 1.0}], lr=0.1)
+    assert optimizer.param_groups[1]["lr"] == 1.0 and optimizer.param_groups[0]["lr"] == 0.1
+    a.grad = kg.ones(2, device=device)
+    c.grad = kg.ones(2, device=device)
+    optimizer.step()
+    assert as_numpy(a).tolist() == pytest.approx([0.9, 0.9])
+    assert as_numpy(b).tolist() == [1.0, 1.0]
+    assert as_numpy(c).tolist() == [0.0, 0.0]
+    optimizer.zero_grad()
+    assert a.grad is None and c.grad is None
+    with pytest.raises(ValueError, match="more than one"):
+        optimizer.add_param_group({"params": [a]})
+    with pytest.raises(ValueError, match="empty"):
+        kg.optim.Adam([])
+    with pytest.raises(ValueError, match="does not require grad"):
+        kg.optim.SGD([kg.zeros(2)], lr=0.1)
+    with pytest.raises(ValueError):
+        kg.optim.SGD([a], lr=0.1, nesterov=True)
+    with pytest.raises(ValueError):
+        kg.optim.Adam([a], betas=(1.0, 0.9))
+
+
+def test_step_runs_the_closure_and_updates_in_place(device):
+    model = nn.Linear(3, 1).to(device)
+    weight = model.weight
+    storage = weight._storage
+    optimizer = kg.optim.Adam(model.parameters(), lr=0.01)
+    x = kg.ones(4, 3, device=device)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss
+
+    first = optimizer.step(closure).item()
+    second = optimizer.step(closure).item()
+    assert second < first
+    assert model.weight is weight and weight._storage is storage and weight.requires_grad
+
+
+@pytest.mark.parametrize("kind", ["SGD", "Adam", "AdamW"])
+def test_state_dict_round_trip_continues_identically(kind, device):
+    options = {"lr": 0.05, "momentum": 0.9} if kind == "SGD" else {"lr": 0.05, "amsgrad": True}
+
+    def fresh():
+        p = nn.Parameter(kg.tensor(START, device=device))
+        return p, getattr(kg.optim, kind)([p], **options)
+
+    p1, first = fresh()
+    for grad in GRADIENTS[:2]:
+        p1.grad = kg.tensor(grad, device=device)
+        first.step()
+    saved = first.state_dict()
+    assert saved["param_groups"][0]["params"] == [0]
+    p2, second = fresh()
+    with kg.no_grad():
+        p2.copy_(p1)
+    second.load_state_dict(saved)
+    for grad in GRADIENTS[2:]:
+        for p, optimizer in ((p1, first), (p2, second)):
+            p.grad = kg.tensor(grad, device=device)
+            optimizer.step()
+    np.testing.assert_array_equal(as_numpy(p1), as_numpy(p2))
+    # loaded state is a copy, not shared with the source optimizer
+    state1 = next(iter(first.state.values()))
+    state2 = next(iter(second.state.values()))
+    for key, value in state1.items():
+        if isinstance(value, kg.Tensor):
+            assert value._storage is not state2[key]._storage
+
+
+def test_load_state_dict_checks_the_layout(device):
+    p = nn.Parameter(kg.zeros(2, device=device))
+    optimizer = kg.optim.SGD([p], lr=0.1, momentum=0.9)
+    p.grad = kg.ones(2, device=device)
+    optimizer.step()
+    saved = optimizer.state_dict()
+    other = kg.optim.SGD([nn.Parameter(kg.zeros(3, device=device))], lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="shape"):
+        other.load_state_dict(saved)
+    groups = [{"params": [nn.Parameter(kg.zeros(2))]}, {"params": [nn.Parameter(kg.zeros(2))]}]
+    two_groups = kg.optim.SGD(groups, lr=1.0)
+    with pytest.raises(ValueError, match="groups"):
+        two_groups.load_state_dict(saved)
+
+
+def test_fused_update_keeps_float64_parameters_in_float64(device):
+    p = nn.Parameter(kg.tensor([1.0, 2.0], dtype=kg.float64, device=device))
+    optimizer = kg.optim.Adam([p], lr=1e-3)
+    p.grad = kg.tensor([1e-3, 1.0], dtype=kg.float64, device=device)
+    optimizer.step()
+    assert p.dtype is kg.float64
+    # the first step moves each entry by lr * g / (|g| + eps), computed in float64
+    expected = [1.0 - 1e-3 * 1e-3 / (1e-3 + 1e-8), 2.0 - 1e-3 * 1.0 / (1.0 + 1e-8)]
+    assert as_numpy(p).tolist() == pytest.approx(expected, abs=1e-12)
+    state = optimizer.state[p]
+    assert state["exp_avg"].dtype is kg.float64
+
+
+def test_training_a_tiny_model_reduces_the_loss(device):
+    kg.manual_seed(0)
+    x = kg.tensor(RNG.standard_normal((32, 4)), dtype=kg.float32, device=device)
+    true_weight = kg.tensor([[1.0, -2.0, 0.5, 3.0]], device=device)
+    y = x @ true_weight.T
+    for make in (
+        lambda p: kg.optim.SGD(p, lr=0.1, momentum=0.9),
+        lambda p: kg.optim.Adam(p, lr=0.1),
+        lambda p: kg.optim.AdamW(p, lr=0.1, weight_decay=1e-4),
+    ):
+        model = nn.Linear(4, 1).to(device)
+        optimizer = make(model.parameters())
+        losses = []
+        for _ in range(30):
+            optimizer.zero_grad()
+            loss = kg.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        assert losses[-1] < 0.05 * losses[0]
+        assert math.isfinite(losses[-1])
+
+
+def test_repr_lists_the_settings():
+    text = repr(kg.optim.SGD([nn.Parameter(kg.zeros(1))], lr=0.5))
+    assert text.startswith("SGD (\nParameter Group 0\n") and "lr: 0.5" in text
+    assert_close(kg.zeros(1), [0.0])

@@ -167,10 +167,12 @@ def test_subprocess_error_has_no_traceback(tmp_path):
 # --- end to end: train, resume, evaluate ----------------------------------------------------
 
 
-@pytest.fixture(autouse=False)
+@pytest.fixture
 def models():
-    """The reference models come from kernelgrad.models (the neural-network library)."""
-    return pytest.importorskip("kernelgrad.models")
+    """The reference models the CLI trains (kernelgrad.models)."""
+    import kernelgrad.models
+
+    return kernelgrad.models
 
 
 SMALL = ["--batch-size", "32", "--limit-train", "128", "--limit-test", "64", "--device", "cpu"]

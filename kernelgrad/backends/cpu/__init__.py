@@ -24,6 +24,7 @@ from ...dtypes import DType, float64, int64
 from ...shapes import coalesce, contiguous_strides
 from ..base import ScalarFunction, View
 from . import codegen
+from .memory import HostBufferCache
 
 _ACC_SUM = {"float32": float64, "float64": float64}
 
@@ -34,33 +35,24 @@ PARALLEL_THRESHOLD = 32768
 COLUMN_BLOCK = 256
 
 
-# Products with at least this many multiply-adds are split across threads.
-MATMUL_SPLIT_WORK = 1 << 21
-# Threads BLAS may use inside one call (KERNELGRAD_BLAS_THREADS; 1 by default, see below).
-_BLAS_THREADS = int(os.environ.get("KERNELGRAD_BLAS_THREADS", "1"))
 _thread_pools_configured = [False]
 
 
 def _configure_thread_pools() -> None:
-    """Make Numba's OpenMP threads and OpenBLAS's threads stop fighting over the cores.
+    """Make Numba's OpenMP workers sleep as soon as a parallel region ends.
 
-    Both pools busy-wait after finishing work: libgomp's workers spin after a parallel
-    region, OpenBLAS's workers for up to ~2^28 cycles after a call. Alternating Numba
-    kernels and matrix products (every training step does) then leaves each pool's
-    workers waiting for a core the other pool's spinning workers hold; on 2 cores small
-    products became 100-400x slower. So: libgomp workers sleep at once after a region
-    (``GOMP_SPINCOUNT=0``, unless the user set it; it must be set before Numba starts its
-    OpenMP pool), and BLAS runs single-threaded inside each call while the backend splits
-    large products across its own thread pool, which sleeps when idle."""
+    libgomp's workers otherwise spin after each region, and OpenBLAS's workers busy-wait
+    after each call. Alternating Numba kernels and matrix products (every training step
+    does) then leaves one pool's workers waiting for a core the other pool's spinning
+    workers hold: on 2 cores, small products became 100-400x slower and a LeNet-5 step
+    took 3x longer. ``GOMP_SPINCOUNT=0`` (unless the user set it) must be in the
+    environment before Numba starts its OpenMP pool, hence here, before the first kernel.
+    Waking a sleeping worker costs a few microseconds per region, which the parallel
+    threshold (``PARALLEL_THRESHOLD`` elements) keeps small relative to the work."""
     if _thread_pools_configured[0]:
         return
     _thread_pools_configured[0] = True
     os.environ.setdefault("GOMP_SPINCOUNT", "0")
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # a declared dependency; without it BLAS keeps its own threads
-        return
-    threadpool_limits(limits=_BLAS_THREADS, user_api="blas")
 
 
 # Standard math functions that NumPy evaluates with SIMD loops (see ScalarFunction.library).
@@ -90,6 +82,28 @@ def _quiet_ufunc(ufunc: Any, source: np.ndarray, target: np.ndarray) -> None:
     # Same results as the scalar definitions: inf/nan without NumPy's warnings.
     with np.errstate(all="ignore"):
         ufunc(source, out=target)
+
+
+# Side of the square blocks used when an operand is transposed relative to the output.
+TILE = 32
+
+
+def _blocking(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[int, int]:
+    """Work-item size for the strided kernel: (column chunk, rows per item).
+
+    Normally an item covers about CHUNK elements: whole rows, or a piece of one long row.
+    When some operand steps by 1 along the rows but not along the columns (a transpose),
+    square TILE x TILE blocks keep both its reads and the other operands' accesses within
+    a few cache lines."""
+    cols = shape[-1]
+    crossed = len(shape) >= 2 and any(
+        abs(st[-2]) == 1 and st[-1] != 1 for st in strides if st[-2] or st[-1]
+    )
+    if crossed and shape[-2] > 1:
+        return TILE, TILE
+    if cols >= codegen.CHUNK:
+        return codegen.CHUNK, 1
+    return max(cols, 1), max(1, codegen.CHUNK // max(cols, 1))
 
 
 def _interleave(arrays: list[Any], inputs: Any, scalars: list[Any], n_outputs: int) -> list[Any]:
@@ -123,6 +137,7 @@ class CPUBackend:
         self.device = device
         self._numba = numba
         self._threads = numba.get_num_threads()
+        self.buffers = HostBufferCache()
         self._elementwise_modules: dict[tuple, Any] = {}
         self._reduce_modules: dict[tuple, Any] = {}
         self._rng = np.random.default_rng()
@@ -130,7 +145,15 @@ class CPUBackend:
 
     # --- memory ---------------------------------------------------------------------
     def empty(self, numel: int, dtype: DType) -> np.ndarray:
-        return np.empty(numel, dtype=dtype.numpy)
+        return self.buffers.empty(numel, dtype.numpy)
+
+    def memory_stats(self) -> dict[str, int]:
+        """The large-buffer cache: bytes and blocks held for reuse, hits and misses."""
+        return self.buffers.stats()
+
+    def empty_cache(self) -> None:
+        """Return every cached host buffer to the system allocator."""
+        self.buffers.clear()
 
     def from_numpy(self, array: np.ndarray) -> np.ndarray:
         return np.array(array, copy=True, order="C").reshape(-1)
@@ -193,6 +216,7 @@ class CPUBackend:
         offsets = np.array([v.offset for v in views], dtype=np.int64)
         strides = np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape))
         buffers = [v.buffer for v in views]
+        col_chunk, rows_per_item = _blocking(run_shape, run_strides)
         kernel = module.strided_serial if small else module.strided
         _launch(
             fn.name,
@@ -201,7 +225,8 @@ class CPUBackend:
             shape_array,
             offsets,
             strides,
-            codegen.CHUNK,
+            col_chunk,
+            rows_per_item,
             *_interleave(buffers, inputs, scalars, len(outputs)),
         )
 
@@ -322,40 +347,30 @@ class CPUBackend:
 
     # --- matmul ---------------------------------------------------------------------
     def matmul(self, out: View, a: View, b: View) -> None:
-        """NumPy's BLAS. BLAS runs single-threaded (see ``_configure_thread_pools``);
-        large products are split by rows (or by the leading batch dim) across the
-        backend's thread pool, so one set of threads owns the cores."""
+        """NumPy's BLAS (with its own threads). Operands whose strides BLAS cannot use are
+        copied first: NumPy would otherwise fall back to a naive loop, 5-10x slower."""
         start = time.perf_counter() if debug_level() >= 2 else 0.0
-        left, right, target = _numpy_view(a), _numpy_view(b), _numpy_view(out)
-        ndim = len(out.shape)
-        rows, cols = out.shape[-2], out.shape[-1]
-        work = prod(out.shape) * a.shape[-1]
-        threads = self._threads
-        if threads == 1 or work < MATMUL_SPLIT_WORK or _BLAS_THREADS != 1:
-            np.matmul(left, right, out=target)
-        else:
-            if ndim > 2 and out.shape[0] >= threads:
-                split, size = "batch", out.shape[0]
-            elif rows >= threads:
-                split, size = "rows", rows
-            else:
-                split, size = "columns", cols
-            bounds = [size * k // threads for k in range(threads + 1)]
-
-            def block(k: int) -> None:
-                part = slice(bounds[k], bounds[k + 1])
-                if split == "batch":  # operands may be broadcast (size 1) in that dim
-                    lhs = left[part] if left.shape[0] == out.shape[0] else left
-                    rhs = right[part] if right.shape[0] == out.shape[0] else right
-                    np.matmul(lhs, rhs, out=target[part])
-                elif split == "rows":
-                    np.matmul(left[..., part, :], right, out=target[..., part, :])
-                else:
-                    np.matmul(left, right[..., part], out=target[..., part])
-
-            list(_thread_pool(threads).map(block, range(threads)))
+        left = self._blas_ready(_numpy_view(a))
+        right = self._blas_ready(_numpy_view(b))
+        np.matmul(left, right, out=_numpy_view(out))
         if debug_level() >= 2:
             _log_launch("matmul(BLAS)", out.shape, start)
+
+    def _blas_ready(self, array: np.ndarray) -> np.ndarray:
+        """The array itself if BLAS can read its matrices (unit stride along rows or
+        columns), else a contiguous copy."""
+        if array.ndim < 2:
+            return array
+        item = array.itemsize
+        row_stride, col_stride = array.strides[-2:]
+        rows, cols = array.shape[-2:]
+        row_major = col_stride == item and row_stride % item == 0 and row_stride >= item * cols
+        col_major = row_stride == item and col_stride % item == 0 and col_stride >= item * rows
+        if row_major or col_major or rows <= 1 or cols <= 1:
+            return array
+        copy = self.buffers.empty(array.size, array.dtype).reshape(array.shape)
+        copy[...] = array
+        return copy
 
     # --- gather / scatter -------------------------------------------------------------
     def _split_at(self, shape: tuple[int, ...], dim: int) -> tuple[int, int, int]:

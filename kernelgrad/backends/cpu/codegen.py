@@ -99,7 +99,10 @@ def elementwise_source(
         lines.append(f"    for j in {loop}(n):")
         lines += ["        " + s for s in _store(nout, flat_inputs, flat_targets, out_dtypes)]
         lines += ["", "", _decorator(parallel)]
-        lines.append(f"def strided{suffix}(shape, offsets, strides, chunk, {', '.join(params)}):")
+        lines.append(
+            f"def strided{suffix}(shape, offsets, strides, col_chunk, rows_per_item, "
+            f"{', '.join(params)}):"
+        )
         lines += [
             "    " + s
             for s in _strided_body(arrays, nout, fast_inputs, general_inputs, out_dtypes, loop)
@@ -116,33 +119,41 @@ def _strided_body(
     out_dtypes: Sequence[DType],
     loop: str,
 ) -> list[str]:
+    """The strided kernel: ``strided(shape, offsets, strides, col_chunk, rows_per_item,
+    *operands)``.
+
+    The index space is (outer dims..., rows, cols). A work item is one position of the
+    outer dims times a block of ``rows_per_item`` rows (and, for long rows, a
+    ``col_chunk``-wide piece of them): its start is computed with one division per outer
+    dim, then each row only advances the pointers by the row stride. The caller picks
+    small square blocks when an operand is transposed, so strided reads stay in cache."""
     n_arrays = len(arrays)
     body = [
         "ndim = shape.shape[0]",
         "cols = shape[ndim - 1]",
-        "n_rows = 1",
-        "for d in range(ndim - 1):",
-        "    n_rows *= shape[d]",
-        "if cols >= chunk:",
-        "    col_chunks = (cols + chunk - 1) // chunk",
-        "    rows_per_item = 1",
-        "else:",
-        "    col_chunks = 1",
-        "    rows_per_item = max(1, chunk // max(cols, 1))",
-        "row_items = (n_rows + rows_per_item - 1) // rows_per_item",
-        f"for work in {loop}(row_items * col_chunks):",
-        "    item = work // col_chunks",
-        "    c0 = (work - item * col_chunks) * chunk",
-        "    c1 = min(c0 + chunk, cols)",
-        "    r0 = item * rows_per_item",
-        "    r1 = min(r0 + rows_per_item, n_rows)",
-        "    index = np.zeros(max(ndim - 1, 1), np.int64)",
+        "rows = shape[ndim - 2] if ndim >= 2 else 1",
+        "n_outer = 1",
+        "for d in range(ndim - 2):",
+        "    n_outer *= shape[d]",
+        "col_chunks = (cols + col_chunk - 1) // col_chunk",
+        "row_blocks = (rows + rows_per_item - 1) // rows_per_item",
+        "per_outer = row_blocks * col_chunks",
+        f"for work in {loop}(n_outer * per_outer):",
+        "    outer = work // per_outer",
+        "    rest = work - outer * per_outer",
+        "    block = rest // col_chunks",
+        "    c0 = (rest - block * col_chunks) * col_chunk",
+        "    c1 = min(c0 + col_chunk, cols)",
+        "    r0 = block * rows_per_item",
+        "    r1 = min(r0 + rows_per_item, rows)",
     ]
     inner = [f"p{a} = offsets[{a}]" for a in range(n_arrays)]
-    inner += ["rem = r0", "for d in range(ndim - 2, -1, -1):"]
-    inner += ["    i = rem % shape[d]", "    rem //= shape[d]", "    index[d] = i"]
+    inner += ["rem = outer", "for d in range(ndim - 3, -1, -1):"]
+    inner += ["    i = rem % shape[d]", "    rem //= shape[d]"]
     inner += [f"    p{a} += i * strides[{a}, d]" for a in range(n_arrays)]
     inner += [f"t{a} = strides[{a}, ndim - 1]" for a in range(n_arrays)]
+    inner += [f"u{a} = strides[{a}, ndim - 2] if ndim >= 2 else 0" for a in range(n_arrays)]
+    inner += [f"p{a} += r0 * u{a}" for a in range(n_arrays)]
     inner.append("unit = " + " and ".join(f"t{a} == 1" for a in range(n_arrays)))
     inner.append("for r in range(r0, r1):")
     row = ["if unit:"]
@@ -153,12 +164,7 @@ def _strided_body(
     row += ["else:", "    for j in range(c0, c1):"]
     general_targets = [f"out{k}[p{k} + j * t{k}]" for k in range(nout)]
     row += ["        " + s for s in _store(nout, general_inputs, general_targets, out_dtypes)]
-    # Step the odometer to the next row.
-    row += ["d = ndim - 2", "while d >= 0:", "    index[d] += 1"]
-    row += [f"    p{a} += strides[{a}, d]" for a in range(n_arrays)]
-    row += ["    if index[d] < shape[d]:", "        break"]
-    row += [f"    p{a} -= shape[d] * strides[{a}, d]" for a in range(n_arrays)]
-    row += ["    index[d] = 0", "    d -= 1"]
+    row += [f"p{a} += u{a}" for a in range(n_arrays)]
     inner += ["    " + s for s in row]
     body += ["    " + s for s in inner]
     return body

@@ -315,6 +315,26 @@ def make_optimizer(name: str, parameters: Any, lr: float, momentum: float) -> An
     raise UserError(f"--optimizer {name}: unknown; choose adam, adamw or sgd")
 
 
+def make_scheduler(name: str, optimizer: Any, lr: float, total_steps: int, done_steps: int) -> Any:
+    """The learning-rate schedule, stepped once per batch; None for a constant rate.
+
+    A cosine schedule decays from ``lr`` to 0 over the run's planned steps. Its state is
+    a function of the step count, so a resumed run recreates it at ``done_steps`` (from
+    the configured ``lr``, not the decayed rate the optimizer was saved with); resuming
+    with a larger ``--epochs`` re-plans the decay over the new total from that step."""
+    from .optim.lr_scheduler import CosineAnnealingLR
+
+    if name == "constant":
+        return None
+    if name != "cosine":
+        raise UserError(f"--schedule {name}: unknown; choose cosine or constant")
+    for group in optimizer.param_groups:
+        group["initial_lr"] = lr
+    scheduler = CosineAnnealingLR(optimizer, T_max=max(total_steps, 1))
+    scheduler.load_state_dict({"last_epoch": done_steps})
+    return scheduler
+
+
 def get_rng_state() -> dict[str, Any]:
     """The random-number state of every backend in use (for an exact resume)."""
     from .backends import loaded_backends
@@ -447,6 +467,7 @@ def train_one_epoch(
     history: History,
     epoch: int,
     on_first_step: Any = None,
+    scheduler: Any = None,
 ) -> EpochResult:
     from .nn import functional
 
@@ -466,6 +487,8 @@ def train_one_epoch(
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
         if on_first_step is not None and step == 0:
             loss.item()  # wait for the device to finish the step
             on_first_step()
@@ -584,6 +607,7 @@ def _resume_config(args: argparse.Namespace) -> RunSetup:
     only --epochs, --device, --data and --out may differ."""
     checkpoint_path, checkpoint = read_run_checkpoint(args.resume)
     config = dict(checkpoint["config"])
+    config.setdefault("schedule", "constant")  # runs saved before --schedule existed
     if args.model is not None and args.model != config["model"]:
         raise UserError(
             f"{checkpoint_path} was trained with --model {config['model']}, but --model "
@@ -666,13 +690,20 @@ def command_train(args: argparse.Namespace) -> int:
         train_loader.load_state_dict(checkpoint_payload["loader"])
         set_rng_state(checkpoint_payload.get("rng", {}))
         history = History.from_dict(checkpoint_payload.get("history", {}))
+    scheduler = make_scheduler(
+        config["schedule"],
+        optimizer,
+        config["lr"],
+        config["epochs"] * len(train_loader),
+        done_epochs * len(train_loader),
+    )
     out.mkdir(parents=True, exist_ok=True)
     classes = list(data.test.classes)
     print(
         f"kernelgrad train: {config['model']} on {data.name} ({len(data.train)} train / "
         f"{len(data.test)} test samples from {data.source}), device {device}, "
         f"{config['epochs']} epochs, batch {config['batch_size']}, {config['optimizer']} "
-        f"lr {config['lr']:g}, run folder {out}",
+        f"lr {config['lr']:g} ({config['schedule']}), run folder {out}",
         flush=True,
     )
     timing: dict[str, Any] = {}
@@ -699,6 +730,7 @@ def command_train(args: argparse.Namespace) -> int:
             history,
             epoch,
             on_first_step=first_step if epoch == done_epochs + 1 else None,
+            scheduler=scheduler,
         )
         evaluation = evaluate_model(model, test_loader, len(classes))
         rate = result.samples / result.seconds if result.seconds > 0 else float("nan")
@@ -747,8 +779,18 @@ _TRAIN_DEFAULTS: dict[str, Any] = {
     "optimizer": "adam",
     "momentum": 0.9,
     "seed": 0,
+    "schedule": "constant",
 }
-_RESUME_FIXED = ("batch_size", "lr", "optimizer", "momentum", "seed", "limit_train", "limit_test")
+_RESUME_FIXED = (
+    "batch_size",
+    "lr",
+    "optimizer",
+    "momentum",
+    "seed",
+    "schedule",
+    "limit_train",
+    "limit_test",
+)
 
 
 def _data_dir(given: str | None, config: dict[str, Any]) -> str | None:
@@ -901,6 +943,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--optimizer", choices=("adam", "adamw", "sgd"), help="optimizer (default: adam)"
     )
     train.add_argument("--momentum", type=float, help="SGD momentum (default: 0.9)")
+    train.add_argument(
+        "--schedule",
+        choices=("cosine", "constant"),
+        help="learning rate over the run: constant, or cosine decay from --lr to 0 across "
+        "all steps (default: constant)",
+    )
     train.add_argument("--seed", type=int, help="seed of initialisation and shuffling (default: 0)")
     train.add_argument(
         "--out", metavar="DIR", help="run folder (default: runs/<time>-<model>-<dataset>)"

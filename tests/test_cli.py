@@ -259,12 +259,7 @@ def _state(path: Path) -> dict[str, np.ndarray]:
     return {name: value.numpy() for name, value in load_file(path).items()}
 
 
-def test_resumed_run_equals_an_uninterrupted_one(models, tmp_path, tiny_data, capsys):
-    common = ["--dataset", "mnist", "--data", str(tiny_data), "--model", "mlp", *SMALL]
-    straight, split = tmp_path / "straight", tmp_path / "split"
-    assert run_cli(capsys, "train", *common, "--epochs", "2", "--out", str(straight))[0] == 0
-    assert run_cli(capsys, "train", *common, "--epochs", "1", "--out", str(split))[0] == 0
-    assert run_cli(capsys, "train", "--resume", str(split), "--epochs", "2")[0] == 0
+def _assert_same_run(straight: Path, split: Path) -> None:
     one = json.loads((straight / "metrics.json").read_text())["history"]
     two = json.loads((split / "metrics.json").read_text())["history"]
     for key in ("train_loss", "train_accuracy", "test_loss", "test_accuracy"):
@@ -274,6 +269,29 @@ def test_resumed_run_equals_an_uninterrupted_one(models, tmp_path, tiny_data, ca
     assert first.keys() == second.keys()
     for name in first:
         np.testing.assert_allclose(second[name], first[name], rtol=1e-6, atol=1e-7)
+
+
+def test_extended_run_equals_an_uninterrupted_one(models, tmp_path, tiny_data, capsys):
+    """A constant-rate run trained for 1 epoch and resumed to 2 equals 2 epochs straight."""
+    common = ["--dataset", "mnist", "--data", str(tiny_data), "--model", "mlp", *SMALL]
+    common += ["--schedule", "constant"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert run_cli(capsys, "train", *common, "--epochs", "2", "--out", str(straight))[0] == 0
+    assert run_cli(capsys, "train", *common, "--epochs", "1", "--out", str(split))[0] == 0
+    assert run_cli(capsys, "train", "--resume", str(split), "--epochs", "2")[0] == 0
+    _assert_same_run(straight, split)
+
+
+def test_interrupted_cosine_run_resumes_exactly(models, tmp_path, tiny_data, capsys):
+    """Resuming the epoch-1 checkpoint of a 2-epoch run (as after an interruption)
+    reproduces the uninterrupted run, learning-rate schedule included."""
+    common = ["--dataset", "mnist", "--data", str(tiny_data), "--model", "mlp", *SMALL]
+    common += ["--schedule", "cosine"]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert run_cli(capsys, "train", *common, "--epochs", "2", "--out", str(straight))[0] == 0
+    epoch_one = straight / "checkpoint-epoch-001.safetensors"
+    assert run_cli(capsys, "train", "--resume", str(epoch_one), "--out", str(split))[0] == 0
+    _assert_same_run(straight, split)
 
 
 def test_resume_refuses_another_model_or_changed_options(models, tmp_path, tiny_data, capsys):

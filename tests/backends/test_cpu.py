@@ -157,3 +157,23 @@ def test_matmuls_with_strides_blas_cannot_use_agree_with_numpy():
         assert_close(
             kg.tensor(a).mT.mT @ kg.tensor(b).mT.contiguous().mT, a @ b, rtol=1e-4, atol=1e-4
         )
+
+
+def test_buffer_cache_never_reuses_memory_a_numpy_view_can_still_see():
+    kept = (kg.ones(1000, 1000) * 2).numpy()  # the tensor dies; the NumPy view lives on
+    sliced = (kg.ones(600, 600) * 5)[10:20].numpy()
+    for _ in range(5):
+        kg.ones(1000, 1000) * 3  # same size class: would reuse a released block
+        kg.ones(600, 600) * 7
+    assert (kept == 2.0).all()
+    assert (sliced == 5.0).all()
+
+
+def test_buffer_cache_reuses_blocks_nothing_can_see():
+    x = kg.ones(700, 700)
+    backend = x._backend
+    (x * 2).sum()  # warm the size class
+    hits = backend.memory_stats()["hits"]
+    for _ in range(5):
+        (x * 2).sum()
+    assert backend.memory_stats()["hits"] >= hits + 5

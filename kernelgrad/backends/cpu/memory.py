@@ -7,15 +7,21 @@ them to the kernel on free. A training step allocates and frees the same large b
 page faults (zeroing ~10 MB for LeNet-5: 5-6 ms of a 23 ms step). The cache keeps the
 freed blocks and hands them out again.
 
-A buffer is returned to the cache when the NumPy array the backend handed out is garbage
-collected (a ``weakref.finalize`` on it). Views of that array, including arrays a user
-got from ``Tensor.numpy()``, keep it alive through their ``base`` chain, so a block is
-never reused while anything can still see it. Small buffers (below ``min_bytes``) go to
-the system allocator (below glibc's default mmap threshold, it reuses them itself).
+A buffer is offered back to the cache when the NumPy array the backend handed out is
+garbage collected (a ``weakref.finalize`` on it). That alone is not enough: NumPy
+collapses a view's ``base`` to the array that owns the memory -- the cache's block -- so
+an array a user got from ``Tensor.numpy()`` keeps the *block* alive, not the array the
+finalizer watches. Every view of a block's memory holds a reference to the block,
+though, so on release the block's reference count says whether anything outside the
+cache can still see it; if so the block is not cached (it is freed normally when the
+last view goes), and a block is never reused while anything can read it. Small buffers
+(below ``min_bytes``) go to the system allocator (below glibc's default mmap threshold,
+it reuses them itself).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from collections import defaultdict
@@ -64,6 +70,8 @@ class HostBufferCache:
         return array
 
     def _release(self, block: np.ndarray) -> None:
+        if sys.getrefcount(block) > _RELEASE_REFERENCES:
+            return  # a view of its memory is still alive somewhere: never reuse it
         with self._lock:
             if self.cached_bytes + block.size > self.max_cached_bytes:
                 return  # over budget: let it go back to the system
@@ -85,3 +93,21 @@ class HostBufferCache:
                 "hits": self.hits,
                 "misses": self.misses,
             }
+
+
+def _references_at_release() -> int:
+    """The reference count a block has inside ``_release`` when nothing else holds it
+    (the finalizer's arguments, the parameter, getrefcount's own): measured once, so the
+    check does not depend on interpreter details."""
+    seen: list[int] = []
+
+    class _Probe(HostBufferCache):
+        def _release(self, block: np.ndarray) -> None:
+            seen.append(sys.getrefcount(block))
+
+    array = _Probe(min_bytes=0).empty(1, np.dtype(np.float32))
+    del array
+    return seen[0]
+
+
+_RELEASE_REFERENCES = _references_at_release()

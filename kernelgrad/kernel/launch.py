@@ -161,10 +161,8 @@ class Kernel:
 
     # --- arguments ------------------------------------------------------------------------
     def _convert(self, name: str, value: Any) -> _Argument:
-        from ..tensor import Tensor
-
         argument = _Argument(name)
-        if isinstance(value, Tensor):
+        if isinstance(value, _tensor_class()):
             argument.tensor = value
             argument.device = value.device
             if name in self.info.written:
@@ -176,6 +174,15 @@ class Kernel:
                         "kg.custom_vjp so that it joins autograd"
                     )
                 _check_writable(self.info.name, name, value.shape, value._strides)
+            return argument
+        kind = type(value)  # plain numbers first: the common case, and cheap to test
+        if kind is int:
+            argument.value = value
+            argument.type_code = "i"
+            return argument
+        if kind is float:
+            argument.value = value
+            argument.type_code = "f64"
             return argument
         array_device = arrays.device_of_array(value)
         if array_device is not None:
@@ -227,7 +234,7 @@ class Kernel:
             if argument.tensor is not None:
                 tensor = argument.tensor
                 flatten = argument.name in info.linear and tensor.ndim != 1
-                work = tensor.detach()
+                work = tensor  # only its memory is used (no autograd)
                 negative = any(s < 0 for s in tensor._strides)
                 needs_copy = (flatten and not tensor.is_contiguous()) or (
                     negative and target.type == "cuda"
@@ -247,7 +254,7 @@ class Kernel:
                     argument.value = arrays.cuda_view(
                         buffer, shape, strides, work._offset, tensor.dtype.numpy
                     )
-                argument.type_code = ("A", tensor.dtype.numpy.name, len(shape))
+                argument.type_code = ("A", tensor.dtype.name, len(shape))
             elif argument.type_code is None:  # a raw array
                 value = argument.value
                 if argument.name in info.linear and len(value.shape) != 1:
@@ -375,6 +382,18 @@ class Kernel:
             block = tuple(reversed(group))
             configured = launcher[grid, block, stream]
         self._run(launcher, lambda: configured(*sizes, *values), str(device), sizes)
+
+
+_TENSOR: list[type] = []
+
+
+def _tensor_class() -> type:
+    """kernelgrad's Tensor class (imported on first use: this module loads before it)."""
+    if not _TENSOR:
+        from ..tensor import Tensor
+
+        _TENSOR.append(Tensor)
+    return _TENSOR[0]
 
 
 def _compiled_count(launcher: Any) -> int:

@@ -26,21 +26,32 @@ import kernelgrad as kg
 @kg.kernel(parallel=True, fastmath=True)
 def conv_forward_direct(
     out, x, weight, bias, group_in, group_out, kh, kw, hp, wp, dh, dw, out_rows, batch, run,
+    pairs,
 ):  # fmt: skip
     """out[o, oh, :, :] = bias[o] + sum over (c, i, j) of weight[o, c, i, j] times the
     input row (c, oh + i * dh) shifted by j * dw pixels.
 
-    One work item per output row (o, oh). ``out`` is (O, OH, OW, N), ``x`` the padded
-    input (C, hp, wp, N), ``weight`` (O, C / groups, kh, kw), ``bias`` (O,);
-    ``run = OW * N``."""
+    One work item per output row (o, oh), or with ``pairs`` (an even number of output
+    channels per group) per two rows (o, oh) and (o + 1, oh), which share the loads of
+    the input. ``out`` is (O, OH, OW, N), ``x`` the padded input (C, hp, wp, N),
+    ``weight`` (O, C / groups, kh, kw), ``bias`` (O,); ``run = OW * N``."""
     item = kg.index()
-    o = item // out_rows
+    block = item // out_rows
     oh = item % out_rows
+    o = 2 * block if pairs else block
     first_channel = (o // group_out) * group_in
-    acc = out[item * run : item * run + run]
+    row = o * out_rows + oh
+    acc = out[row * run : row * run + run]
     start = bias[o]
     for p in range(run):
         acc[p] = start
+    if pairs:
+        row_b = row + out_rows
+        acc_b = out[row_b * run : row_b * run + run]
+        start_b = bias[o + 1]
+        for p in range(run):
+            acc_b[p] = start_b
+    filter_size = group_in * kh * kw
     for c in range(group_in):
         for i in range(kh):
             s = ((first_channel + c) * hp + oh + i * dh) * wp * batch
@@ -56,8 +67,23 @@ def conv_forward_direct(
                 x2 = x[s + 2 * batch : s + 2 * batch + run]
                 x3 = x[s + 3 * batch : s + 3 * batch + run]
                 x4 = x[s + 4 * batch : s + 4 * batch + run]
-                for p in range(run):
-                    acc[p] += w0 * x0[p] + w1 * x1[p] + w2 * x2[p] + w3 * x3[p] + w4 * x4[p]
+                if pairs:
+                    v0 = weight[w_row + filter_size]
+                    v1 = weight[w_row + filter_size + 1]
+                    v2 = weight[w_row + filter_size + 2]
+                    v3 = weight[w_row + filter_size + 3]
+                    v4 = weight[w_row + filter_size + 4]
+                    for p in range(run):
+                        a0 = x0[p]
+                        a1 = x1[p]
+                        a2 = x2[p]
+                        a3 = x3[p]
+                        a4 = x4[p]
+                        acc[p] += w0 * a0 + w1 * a1 + w2 * a2 + w3 * a3 + w4 * a4
+                        acc_b[p] += v0 * a0 + v1 * a1 + v2 * a2 + v3 * a3 + v4 * a4
+                else:
+                    for p in range(run):
+                        acc[p] += w0 * x0[p] + w1 * x1[p] + w2 * x2[p] + w3 * x3[p] + w4 * x4[p]
             elif kw == 3 and dw == 1:
                 w0 = weight[w_row]
                 w1 = weight[w_row + 1]
@@ -65,8 +91,19 @@ def conv_forward_direct(
                 x0 = x[s : s + run]
                 x1 = x[s + batch : s + batch + run]
                 x2 = x[s + 2 * batch : s + 2 * batch + run]
-                for p in range(run):
-                    acc[p] += w0 * x0[p] + w1 * x1[p] + w2 * x2[p]
+                if pairs:
+                    v0 = weight[w_row + filter_size]
+                    v1 = weight[w_row + filter_size + 1]
+                    v2 = weight[w_row + filter_size + 2]
+                    for p in range(run):
+                        a0 = x0[p]
+                        a1 = x1[p]
+                        a2 = x2[p]
+                        acc[p] += w0 * a0 + w1 * a1 + w2 * a2
+                        acc_b[p] += v0 * a0 + v1 * a1 + v2 * a2
+                else:
+                    for p in range(run):
+                        acc[p] += w0 * x0[p] + w1 * x1[p] + w2 * x2[p]
             else:
                 for j in range(kw):
                     wv = weight[w_row + j]
@@ -74,38 +111,56 @@ def conv_forward_direct(
                     xs = x[shift : shift + run]
                     for p in range(run):
                         acc[p] += wv * xs[p]
+                    if pairs:
+                        wv_b = weight[w_row + filter_size + j]
+                        for p in range(run):
+                            acc_b[p] += wv_b * xs[p]
 
 
 @kg.kernel(parallel=True, fastmath=True)
 def conv_weight_grad_direct(
     grad_weight, grad_bias, grad_out, x, zero, group_in, group_out, kh, kw, hp, wp, dh, dw,
-    out_rows, batch, run,
+    out_rows, batch, run, pairs,
 ):  # fmt: skip
     """grad_weight[o, c, i, j] = sum over output rows oh of the dot product of
     grad_out[o, oh] with the input row (c, oh + i * dh) shifted by j * dw pixels, and
     grad_bias[o] = the sum of grad_out[o].
 
     One work item per (o, c, i): the kw dot products of a filter row share the loads of
-    ``grad_out``; the items with c = i = 0 also write the bias gradient. Each row's sum
-    is taken in the tensor's dtype (``zero`` is 0 of that dtype; fastmath vectorises
-    it) and added to a float64 total."""
+    ``grad_out``; the items with c = i = 0 also write the bias gradient. With ``pairs``
+    (an even number of output channels per group; 5-wide rows) an item does (o, c, i)
+    and (o + 1, c, i), which share the loads of the input. Each row's sum is taken in
+    the tensor's dtype (``zero`` is 0 of that dtype; fastmath vectorises it) and added
+    to a float64 total."""
     item = kg.index()
     i = item % kh
     rest = item // kh
+    c = rest % group_in
     o = rest // group_in
-    channel = (o // group_out) * group_in + rest % group_in
-    w_row = item * kw
-    bias_item = i == 0 and rest % group_in == 0
+    if pairs:
+        o = 2 * o
+    channel = (o // group_out) * group_in + c
+    w_row = ((o * group_in + c) * kh + i) * kw
+    bias_item = i == 0 and c == 0
     tb = 0.0
-    if kw == 5 and dw == 1:
+    if kw == 5 and dw == 1 and pairs:
+        filter_size = group_in * kh * kw
         t0 = 0.0
         t1 = 0.0
         t2 = 0.0
         t3 = 0.0
         t4 = 0.0
+        u0 = 0.0
+        u1 = 0.0
+        u2 = 0.0
+        u3 = 0.0
+        u4 = 0.0
+        ub = 0.0
         for oh in range(out_rows):
             g_start = (o * out_rows + oh) * run
             g = grad_out[g_start : g_start + run]
+            g_start_b = g_start + out_rows * run
+            g_b = grad_out[g_start_b : g_start_b + run]
             s = (channel * hp + oh + i * dh) * wp * batch
             x0 = x[s : s + run]
             x1 = x[s + batch : s + batch + run]
@@ -118,76 +173,156 @@ def conv_weight_grad_direct(
             s3 = zero
             s4 = zero
             sb = zero
+            r0 = zero
+            r1 = zero
+            r2 = zero
+            r3 = zero
+            r4 = zero
+            rb = zero
             for p in range(run):
                 gv = g[p]
-                s0 += gv * x0[p]
-                s1 += gv * x1[p]
-                s2 += gv * x2[p]
-                s3 += gv * x3[p]
-                s4 += gv * x4[p]
+                hv = g_b[p]
+                a0 = x0[p]
+                a1 = x1[p]
+                a2 = x2[p]
+                a3 = x3[p]
+                a4 = x4[p]
+                s0 += gv * a0
+                s1 += gv * a1
+                s2 += gv * a2
+                s3 += gv * a3
+                s4 += gv * a4
                 sb += gv
+                r0 += hv * a0
+                r1 += hv * a1
+                r2 += hv * a2
+                r3 += hv * a3
+                r4 += hv * a4
+                rb += hv
             t0 += s0
             t1 += s1
             t2 += s2
             t3 += s3
             t4 += s4
             tb += sb
+            u0 += r0
+            u1 += r1
+            u2 += r2
+            u3 += r3
+            u4 += r4
+            ub += rb
         grad_weight[w_row] = t0
         grad_weight[w_row + 1] = t1
         grad_weight[w_row + 2] = t2
         grad_weight[w_row + 3] = t3
         grad_weight[w_row + 4] = t4
-    elif kw == 3 and dw == 1:
-        t0 = 0.0
-        t1 = 0.0
-        t2 = 0.0
-        for oh in range(out_rows):
-            g_start = (o * out_rows + oh) * run
-            g = grad_out[g_start : g_start + run]
-            s = (channel * hp + oh + i * dh) * wp * batch
-            x0 = x[s : s + run]
-            x1 = x[s + batch : s + batch + run]
-            x2 = x[s + 2 * batch : s + 2 * batch + run]
-            s0 = zero
-            s1 = zero
-            s2 = zero
-            sb = zero
-            for p in range(run):
-                gv = g[p]
-                s0 += gv * x0[p]
-                s1 += gv * x1[p]
-                s2 += gv * x2[p]
-                sb += gv
-            t0 += s0
-            t1 += s1
-            t2 += s2
-            tb += sb
-        grad_weight[w_row] = t0
-        grad_weight[w_row + 1] = t1
-        grad_weight[w_row + 2] = t2
-    else:
-        for j in range(kw):
-            total = 0.0
-            for oh in range(out_rows):
-                g_start = (o * out_rows + oh) * run
-                g = grad_out[g_start : g_start + run]
-                s = ((channel * hp + oh + i * dh) * wp + j * dw) * batch
-                xs = x[s : s + run]
-                partial = zero
-                for p in range(run):
-                    partial += g[p] * xs[p]
-                total += partial
-            grad_weight[w_row + j] = total
+        w_row_b = w_row + filter_size
+        grad_weight[w_row_b] = u0
+        grad_weight[w_row_b + 1] = u1
+        grad_weight[w_row_b + 2] = u2
+        grad_weight[w_row_b + 3] = u3
+        grad_weight[w_row_b + 4] = u4
         if bias_item:
-            for oh in range(out_rows):
-                g_start = (o * out_rows + oh) * run
-                g = grad_out[g_start : g_start + run]
-                sb = zero
-                for p in range(run):
-                    sb += g[p]
-                tb += sb
-    if bias_item:
-        grad_bias[o] = tb
+            grad_bias[o] = tb
+            grad_bias[o + 1] = ub
+    else:
+        # One filter row (or two, with pairs) at a time; sums as above.
+        filter_size = group_in * kh * kw
+        for half in range(2 if pairs else 1):
+            oo = o + half
+            row_start = w_row + half * filter_size
+            tb = 0.0
+            if kw == 5 and dw == 1:
+                t0 = 0.0
+                t1 = 0.0
+                t2 = 0.0
+                t3 = 0.0
+                t4 = 0.0
+                for oh in range(out_rows):
+                    g_start = (oo * out_rows + oh) * run
+                    g = grad_out[g_start : g_start + run]
+                    s = (channel * hp + oh + i * dh) * wp * batch
+                    x0 = x[s : s + run]
+                    x1 = x[s + batch : s + batch + run]
+                    x2 = x[s + 2 * batch : s + 2 * batch + run]
+                    x3 = x[s + 3 * batch : s + 3 * batch + run]
+                    x4 = x[s + 4 * batch : s + 4 * batch + run]
+                    s0 = zero
+                    s1 = zero
+                    s2 = zero
+                    s3 = zero
+                    s4 = zero
+                    sb = zero
+                    for p in range(run):
+                        gv = g[p]
+                        s0 += gv * x0[p]
+                        s1 += gv * x1[p]
+                        s2 += gv * x2[p]
+                        s3 += gv * x3[p]
+                        s4 += gv * x4[p]
+                        sb += gv
+                    t0 += s0
+                    t1 += s1
+                    t2 += s2
+                    t3 += s3
+                    t4 += s4
+                    tb += sb
+                grad_weight[row_start] = t0
+                grad_weight[row_start + 1] = t1
+                grad_weight[row_start + 2] = t2
+                grad_weight[row_start + 3] = t3
+                grad_weight[row_start + 4] = t4
+            elif kw == 3 and dw == 1:
+                t0 = 0.0
+                t1 = 0.0
+                t2 = 0.0
+                for oh in range(out_rows):
+                    g_start = (oo * out_rows + oh) * run
+                    g = grad_out[g_start : g_start + run]
+                    s = (channel * hp + oh + i * dh) * wp * batch
+                    x0 = x[s : s + run]
+                    x1 = x[s + batch : s + batch + run]
+                    x2 = x[s + 2 * batch : s + 2 * batch + run]
+                    s0 = zero
+                    s1 = zero
+                    s2 = zero
+                    sb = zero
+                    for p in range(run):
+                        gv = g[p]
+                        s0 += gv * x0[p]
+                        s1 += gv * x1[p]
+                        s2 += gv * x2[p]
+                        sb += gv
+                    t0 += s0
+                    t1 += s1
+                    t2 += s2
+                    tb += sb
+                grad_weight[row_start] = t0
+                grad_weight[row_start + 1] = t1
+                grad_weight[row_start + 2] = t2
+            else:
+                for j in range(kw):
+                    total = 0.0
+                    for oh in range(out_rows):
+                        g_start = (oo * out_rows + oh) * run
+                        g = grad_out[g_start : g_start + run]
+                        s = ((channel * hp + oh + i * dh) * wp + j * dw) * batch
+                        xs = x[s : s + run]
+                        partial = zero
+                        for p in range(run):
+                            partial += g[p] * xs[p]
+                        total += partial
+                    grad_weight[row_start + j] = total
+                if bias_item:
+                    for oh in range(out_rows):
+                        g_start = (oo * out_rows + oh) * run
+                        g = grad_out[g_start : g_start + run]
+                        sb = zero
+                        for p in range(run):
+                            sb += g[p]
+                        tb += sb
+            if bias_item:
+                grad_bias[oo] = tb
 
 
 @kg.kernel(parallel=True, fastmath=True)

@@ -582,11 +582,12 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
 
             product = empty((out_channels, columns), dtype=x.dtype, device=x.device)
             b = zeros(out_channels, dtype=x.dtype, device=x.device) if bias is None else bias
+            pairs = (out_channels // groups) % 2 == 0
             kernels.conv_forward_direct(
                 _flat(product), _flat(xq), _flat(weight.detach().contiguous()),
                 b.detach().contiguous(), c // groups, out_channels // groups, plan.kh,
-                plan.kw, hp, wp, dh, dw, plan.oh, n, plan.ow * n,
-                ndrange=out_channels * plan.oh,
+                plan.kw, hp, wp, dh, dw, plan.oh, n, plan.ow * n, pairs,
+                ndrange=(out_channels // 2 if pairs else out_channels) * plan.oh,
             )  # fmt: skip
         else:
             # The patch matrix: rows (C, kh, kw [, ones]), columns (OH, OW, N).
@@ -673,9 +674,10 @@ def _conv2d_direct_backward(
     if need_w or need_b:
         grad_w = empty(weight.shape, dtype=dtype, device=device)
         grad_b = empty(out_channels, dtype=dtype, device=device)
+        pairs = (out_channels // groups) % 2 == 0
         kernels.conv_weight_grad_direct(
             _flat(grad_w), grad_b, _flat(grad_rows), _flat(xq), _zero_of(dtype), *geometry,
-            ndrange=out_channels * (c // groups) * plan.kh,
+            pairs, ndrange=(out_channels // 2 if pairs else out_channels) * (c // groups) * plan.kh,
         )  # fmt: skip
         grad_w = grad_w if need_w else None
         grad_b = grad_b if need_b else None

@@ -51,7 +51,7 @@ DIRECT_CASES = [
     (2, 1, 5, 6, 2, 5, 5, (2, 2, 2, 2), (1, 1), 1),  # 5-wide rows, unrolled
     (2, 2, 4, 5, 4, 3, 3, (1, 1, 1, 1), (1, 1), 2),  # 3-wide rows, unrolled; groups
     (1, 2, 6, 5, 3, 2, 4, (0, 1, 2, 0), (2, 1), 1),  # general rows; dilation in h
-    (2, 1, 4, 7, 2, 3, 3, (0, 0, 0, 0), (1, 2), 1),  # 3-wide rows with dilation in w
+    (2, 1, 4, 7, 3, 3, 3, (0, 0, 0, 0), (1, 2), 1),  # 3-wide rows with dilation in w; O odd
 ]
 
 
@@ -72,22 +72,28 @@ def test_direct_kernels_match_loops(case, device):
         ow * n,
     )  # fmt: skip
     with kg.no_grad():
-        out = kg.zeros(out_channels * oh * ow * n, device=device)
-        kernels.conv_forward_direct(
-            out, kg.tensor(chwn(xp), device=device), kg.tensor(weight.ravel(), device=device),
-            kg.tensor(bias, device=device), *geometry, ndrange=out_channels * oh,
-        )  # fmt: skip
-        got = as_numpy(out).reshape(out_channels, oh, ow, n).transpose(3, 0, 1, 2)
-        assert_close(got, expected, rtol=1e-4, atol=1e-4)
+        # one output row per work item, and (with an even count per group) two
+        for pairs in [False] + [True] * ((out_channels // groups) % 2 == 0):
+            out = kg.zeros(out_channels * oh * ow * n, device=device)
+            kernels.conv_forward_direct(
+                out, kg.tensor(chwn(xp), device=device), kg.tensor(weight.ravel(), device=device),
+                kg.tensor(bias, device=device), *geometry, pairs,
+                ndrange=(out_channels // 2 if pairs else out_channels) * oh,
+            )  # fmt: skip
+            got = as_numpy(out).reshape(out_channels, oh, ow, n).transpose(3, 0, 1, 2)
+            assert_close(got, expected, rtol=1e-4, atol=1e-4)
 
         grad_out = randn(n, out_channels, oh, ow)
-        grad_weight = kg.zeros(weight.size, device=device)
-        grad_bias = kg.zeros(out_channels, device=device)
-        kernels.conv_weight_grad_direct(
-            grad_weight, grad_bias, kg.tensor(chwn(grad_out), device=device),
-            kg.tensor(chwn(xp), device=device), np.float32(0), *geometry,
-            ndrange=out_channels * (c // groups) * kh,
-        )  # fmt: skip
+        weight_grads = []
+        for pairs in [False] + [True] * ((out_channels // groups) % 2 == 0):
+            grad_weight = kg.zeros(weight.size, device=device)
+            grad_bias = kg.zeros(out_channels, device=device)
+            kernels.conv_weight_grad_direct(
+                grad_weight, grad_bias, kg.tensor(chwn(grad_out), device=device),
+                kg.tensor(chwn(xp), device=device), np.float32(0), *geometry, pairs,
+                ndrange=(out_channels // 2 if pairs else out_channels) * (c // groups) * kh,
+            )  # fmt: skip
+            weight_grads.append((grad_weight, grad_bias))
         grad_x = kg.zeros(c * hp * wp * n, device=device)
         kernels.conv_input_grad_direct(
             grad_x, kg.tensor(chwn(grad_out), device=device),
@@ -101,8 +107,10 @@ def test_direct_kernels_match_loops(case, device):
         basis[index] = 1.0
         conv = reference_conv(x, basis, pads=pads, dilation=dilation, groups=groups)
         expected_weight[index] = (conv * grad_out).sum()
-    assert_close(as_numpy(grad_weight).reshape(weight.shape), expected_weight, rtol=1e-4, atol=1e-4)
-    assert_close(grad_bias, expected_bias, rtol=1e-4, atol=1e-4)
+    for grad_weight, grad_bias in weight_grads:
+        got = as_numpy(grad_weight).reshape(weight.shape)
+        assert_close(got, expected_weight, rtol=1e-4, atol=1e-4)
+        assert_close(grad_bias, expected_bias, rtol=1e-4, atol=1e-4)
     expected_x = np.zeros(xp.shape)
     for index in np.ndindex(xp.shape):
         basis = np.zeros(xp.shape)

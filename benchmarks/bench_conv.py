@@ -1,42 +1,56 @@
-"""Convolution micro-benchmark: LeNet-5's two layers, forward and forward+backward,
-kernelgrad's two patch-matrix layouts for stride 1 (``kg.nn.functional.PATCH_LAYOUT``:
-"full-width" and "per-pixel", the default) and PyTorch, all in this process.
+"""Convolution micro-benchmark: the layers of the reference models (LeNet-5, CNN), forward
+and forward+backward, with kernelgrad's two algorithms (direct kernels, and im2col +
+matrix product: ``kg.nn.functional.DIRECT_MAX_TAPS`` picks between them) and PyTorch,
+all in this process.
 
     python benchmarks/bench_conv.py [--repeats 5] [--threads 2]
 
-Each figure is the best of ``--repeats`` timings of 5 calls.
+Each figure is the best (and the median) of ``--repeats`` timings of 5 calls, in ms.
+Layers after the first get their input the way they get it inside the network: stored
+batch innermost (the layout of kernelgrad's convolution and pooling outputs), and
+requiring a gradient.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import numpy as np
 
 import kernelgrad as kg
 import kernelgrad.nn.functional as F  # noqa: N812
-from kernelgrad.nn import functional as functional_module
 
+# name: (input shape, weight shape, padding, first layer)
 LAYERS = {
-    "conv1 1->6 5x5 pad 2 on 128x28x28": ((128, 1, 28, 28), (6, 1, 5, 5), 2),
-    "conv2 6->16 5x5 on 128x14x14": ((128, 6, 14, 14), (16, 6, 5, 5), 0),
+    "LeNet conv1 1->6 5x5 pad 2, 28x28": ((128, 1, 28, 28), (6, 1, 5, 5), 2, True),
+    "LeNet conv2 6->16 5x5, 14x14": ((128, 6, 14, 14), (16, 6, 5, 5), 0, False),
+    "CNN conv1 1->32 3x3 pad 1, 28x28": ((128, 1, 28, 28), (32, 1, 3, 3), 1, True),
+    "CNN conv2 32->64 3x3 pad 1, 14x14": ((128, 32, 14, 14), (64, 32, 3, 3), 1, False),
 }
 
 
-def best_time(fn, repeats: int, inner: int = 5) -> float:
+def timings(fn, repeats: int, inner: int = 5) -> tuple[float, float]:
+    """(best, median) seconds per call."""
     fn()
-    best = float("inf")
+    runs = []
     for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(inner):
             fn()
-        best = min(best, (time.perf_counter() - start) / inner)
-    return best
+        runs.append((time.perf_counter() - start) / inner)
+    return min(runs), statistics.median(runs)
 
 
-def measure_kernelgrad(arrays, padding: int, repeats: int) -> dict[str, tuple[float, float]]:
-    x, w, b = (kg.tensor(a, requires_grad=True) for a in arrays)
+def measure_kernelgrad(arrays, padding: int, first: bool, repeats: int) -> dict:
+    x_values, w_values, b_values = arrays
+    if first:
+        x = kg.tensor(x_values)
+    else:
+        stored = kg.tensor(np.ascontiguousarray(x_values.transpose(1, 2, 3, 0)))
+        x = stored.permute(3, 0, 1, 2).requires_grad_()
+    w, b = kg.tensor(w_values, requires_grad=True), kg.tensor(b_values, requires_grad=True)
     seed = kg.ones(F.conv2d(x, w, b, padding=padding).shape)
 
     def forward():
@@ -46,22 +60,24 @@ def measure_kernelgrad(arrays, padding: int, repeats: int) -> dict[str, tuple[fl
         forward().backward(seed)
 
     results = {}
-    for layout in ("full-width", "per-pixel"):
-        default = functional_module.PATCH_LAYOUT
-        functional_module.PATCH_LAYOUT = layout
+    default = F.DIRECT_MAX_TAPS
+    for algorithm, limit in (("direct", 10**9), ("patch matrix", 0)):
+        F.DIRECT_MAX_TAPS = limit
         try:
-            results[layout] = (best_time(forward, repeats), best_time(forward_backward, repeats))
+            results[algorithm] = (timings(forward, repeats), timings(forward_backward, repeats))
         finally:
-            functional_module.PATCH_LAYOUT = default
+            F.DIRECT_MAX_TAPS = default
     return results
 
 
-def measure_torch(arrays, padding: int, repeats: int) -> tuple[float, float]:
+def measure_torch(arrays, padding: int, first: bool, repeats: int) -> tuple:
     try:
         import torch
     except ImportError:
-        return float("nan"), float("nan")
-    x, w, b = (torch.tensor(a, requires_grad=True) for a in arrays)
+        nan = (float("nan"), float("nan"))
+        return nan, nan
+    x = torch.tensor(arrays[0], requires_grad=not first)
+    w, b = (torch.tensor(a, requires_grad=True) for a in arrays[1:])
 
     def forward():
         return torch.nn.functional.conv2d(x, w, b, padding=padding)
@@ -69,7 +85,7 @@ def measure_torch(arrays, padding: int, repeats: int) -> tuple[float, float]:
     def forward_backward():
         forward().sum().backward()
 
-    return best_time(forward, repeats), best_time(forward_backward, repeats)
+    return timings(forward, repeats), timings(forward_backward, repeats)
 
 
 def main() -> None:
@@ -84,20 +100,21 @@ def main() -> None:
     except ImportError:
         pass
     rng = np.random.default_rng(0)
-    print(f"{'layer':36s} {'pass':8s} {'full-width':>10s} {'per-pixel':>10s} {'PyTorch':>10s}")
-    for name, (x_shape, w_shape, padding) in LAYERS.items():
+    print(f"default: direct for stride 1 and at most {F.DIRECT_MAX_TAPS} taps per filter")
+    print(f"{'layer':36s} {'pass':8s} {'direct':>15s} {'patch matrix':>15s} {'PyTorch':>15s}")
+    print(f"{'':36s} {'':8s} {'best / median ms':>15s}")
+    for name, (x_shape, w_shape, padding, first) in LAYERS.items():
         arrays = [
             rng.standard_normal(x_shape).astype(np.float32),
             rng.standard_normal(w_shape).astype(np.float32),
             rng.standard_normal(w_shape[0]).astype(np.float32),
         ]
-        mine = measure_kernelgrad(arrays, padding, args.repeats)
-        theirs = measure_torch(arrays, padding, args.repeats)
+        mine = measure_kernelgrad(arrays, padding, first, args.repeats)
+        theirs = measure_torch(arrays, padding, first, args.repeats)
         for index, label in enumerate(("forward", "fwd+bwd")):
-            print(
-                f"{name:36s} {label:8s} {mine['full-width'][index] * 1e3:8.2f}ms "
-                f"{mine['per-pixel'][index] * 1e3:8.2f}ms {theirs[index] * 1e3:8.2f}ms"
-            )
+            cells = [mine["direct"][index], mine["patch matrix"][index], theirs[index]]
+            text = " ".join(f"{best * 1e3:7.2f}/{median * 1e3:<7.2f}" for best, median in cells)
+            print(f"{name:36s} {label:8s} {text}")
 
 
 if __name__ == "__main__":

@@ -67,10 +67,18 @@ class Kernel:
 
     See :func:`kernel` for the rules, and ``docs/kernels.md`` for the GPU model."""
 
-    def __init__(self, fn: Callable[..., Any], workgroup: Any = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        workgroup: Any = None,
+        parallel: bool | None = None,
+        fastmath: bool = False,
+    ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.default_workgroup = workgroup
+        self.parallel = parallel
+        self.fastmath = bool(fastmath)
         self.info = transform.analyze(fn)
         if self.info.uses_barrier:
             from .phases import check_structure
@@ -153,10 +161,8 @@ class Kernel:
 
     # --- arguments ------------------------------------------------------------------------
     def _convert(self, name: str, value: Any) -> _Argument:
-        from ..tensor import Tensor
-
         argument = _Argument(name)
-        if isinstance(value, Tensor):
+        if isinstance(value, _tensor_class()):
             argument.tensor = value
             argument.device = value.device
             if name in self.info.written:
@@ -168,6 +174,15 @@ class Kernel:
                         "kg.custom_vjp so that it joins autograd"
                     )
                 _check_writable(self.info.name, name, value.shape, value._strides)
+            return argument
+        kind = type(value)  # plain numbers first: the common case, and cheap to test
+        if kind is int:
+            argument.value = value
+            argument.type_code = "i"
+            return argument
+        if kind is float:
+            argument.value = value
+            argument.type_code = "f64"
             return argument
         array_device = arrays.device_of_array(value)
         if array_device is not None:
@@ -219,7 +234,7 @@ class Kernel:
             if argument.tensor is not None:
                 tensor = argument.tensor
                 flatten = argument.name in info.linear and tensor.ndim != 1
-                work = tensor.detach()
+                work = tensor  # only its memory is used (no autograd)
                 negative = any(s < 0 for s in tensor._strides)
                 needs_copy = (flatten and not tensor.is_contiguous()) or (
                     negative and target.type == "cuda"
@@ -239,7 +254,7 @@ class Kernel:
                     argument.value = arrays.cuda_view(
                         buffer, shape, strides, work._offset, tensor.dtype.numpy
                     )
-                argument.type_code = ("A", tensor.dtype.numpy.name, len(shape))
+                argument.type_code = ("A", tensor.dtype.name, len(shape))
             elif argument.type_code is None:  # a raw array
                 value = argument.value
                 if argument.name in info.linear and len(value.shape) != 1:
@@ -280,9 +295,9 @@ class Kernel:
 
         if device_type == "cpu":
             arg_types = dict(zip(self.info.params, types)) if workgroup else None
-            source = transform.cpu_source(self.info, ndim, workgroup, arg_types)
+            source = transform.cpu_source(self.info, ndim, workgroup, arg_types, self.fastmath)
         else:
-            source = transform.cuda_source(self.info, ndim, workgroup)
+            source = transform.cuda_source(self.info, ndim, workgroup, self.fastmath)
         module = load_module(source, f"kernel_{device_type}_{self.info.name}")
         for name, value in self.info.injected.items():
             setattr(module, name, value)
@@ -330,7 +345,8 @@ class Kernel:
             groups = [-(-n // w) for n, w in zip(sizes, group)]
             arguments = list(sizes) + list(group) + groups + values
             items = prod(groups) * prod(group)
-        launcher = parallel if items >= PARALLEL_THRESHOLD else serial
+        spread = items >= PARALLEL_THRESHOLD if self.parallel is None else self.parallel
+        launcher = parallel if spread else serial
         self._run(launcher, lambda: launcher(*arguments), "cpu", sizes)
 
     def _launch_cuda(
@@ -368,6 +384,18 @@ class Kernel:
         self._run(launcher, lambda: configured(*sizes, *values), str(device), sizes)
 
 
+_TENSOR: list[type] = []
+
+
+def _tensor_class() -> type:
+    """kernelgrad's Tensor class (imported on first use: this module loads before it)."""
+    if not _TENSOR:
+        from ..tensor import Tensor
+
+        _TENSOR.append(Tensor)
+    return _TENSOR[0]
+
+
 def _compiled_count(launcher: Any) -> int:
     try:
         return len(launcher.overloads)
@@ -385,7 +413,13 @@ def _check_writable(kernel_name: str, name: str, shape: tuple, strides: tuple) -
             )
 
 
-def kernel(fn: Callable[..., Any] | None = None, *, workgroup: Any = None) -> Any:
+def kernel(
+    fn: Callable[..., Any] | None = None,
+    *,
+    workgroup: Any = None,
+    parallel: bool | None = None,
+    fastmath: bool = False,
+) -> Any:
     """Compile a Python function into a kernel that runs where its tensors live.
 
     The function body describes one *work item*; ``kg.index()`` says which. Launch it
@@ -418,7 +452,17 @@ def kernel(fn: Callable[..., Any] | None = None, *, workgroup: Any = None) -> An
       ``numba.njit(parallel=True)``, CUDA tensors with ``numba.cuda.jit``.
     * Writes bump the written tensors' version counters (autograd's in-place check).
     * Compiled code is cached on disk; a second process loads it.
+    * On the CPU, a launch of at least 32,768 work items is spread over the cores and a
+      smaller one runs on the calling thread (waking the worker threads costs more than
+      a few thousand cheap items). ``parallel=True`` always spreads the items (for
+      kernels whose items each do a lot of work, such as a loop over a whole row or
+      image), ``parallel=False`` never does. CUDA launches ignore it.
+    * ``fastmath=True`` lets the compiler reorder floating-point sums (so that a sum
+      in a loop is vectorised) and fuse ``a * b + c`` into one multiply-add; results
+      then differ from the written order in the last bits. On the CPU NaN and infinity
+      keep their meaning; on CUDA it is numba-cuda's ``fastmath`` (which also flushes
+      denormals to zero and uses faster division and square roots).
     """
     if fn is None:
-        return lambda f: Kernel(f, workgroup)
-    return Kernel(fn, workgroup)
+        return lambda f: Kernel(f, workgroup, parallel, fastmath)
+    return Kernel(fn, workgroup, parallel, fastmath)

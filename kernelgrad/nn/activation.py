@@ -34,7 +34,7 @@ class ReLU(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return input.relu()
+        return F.relu(input)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import warnings
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +31,7 @@ from ..backends.base import ScalarFunction
 from ..dtypes import int64
 from ..errors import BackwardError, DeviceMismatchError, ShapeError, format_shape
 from ..ops import elementwise as _ew
-from ..ops.creation import arange, empty, ones, rand, zeros
+from ..ops.creation import arange, empty, full, ones, rand, zeros
 from ..ops.elementwise import copy_into, where
 from ..ops.indexing import take
 from ..ops.movement import make_view
@@ -83,7 +82,26 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
     >>> kg.nn.functional.relu(kg.tensor([-1.0, 2.0])).tolist()
     [0.0, 2.0]
     """
-    return input.relu_() if inplace else input.relu()
+    if inplace:
+        return input.relu_()
+    if input.is_contiguous() or not _dense(input):
+        return input.relu()
+    # A permuted layout (a convolution's output, stored batch innermost) is kept: the
+    # result, and the gradient, are stored like the input and computed in memory order.
+    with autograd.no_grad():
+        result = _apply_in_layout(_ew.RELU, input)
+    if autograd.needs_grad(input):
+        saved = autograd.SavedOutput(result)
+
+        def backward(grad: Tensor) -> tuple[Tensor]:
+            output = saved.get()
+            if autograd.is_grad_enabled():  # create_graph: the differentiable record
+                return (_ew.RELU_GRAD(grad, output),)
+            return (_apply_in_layout(_ew.RELU_GRAD, grad, output, layout=output),)
+
+        autograd.record("relu", (input,), result, backward, (saved.data,))
+        saved.bind(result._node)
+    return result
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -233,34 +251,41 @@ def _window_view(
     )
 
 
-def _swap_batch_and_channels(t: Tensor) -> Tensor:
-    """(A, B, H, W) -> (B, A, H, W) as a view that owns its result (no autograd)."""
-    shape, strides = t.shape, t._strides
+def _memory_order(t: Tensor) -> tuple[int, ...]:
+    """The dims of ``t`` from the largest stride to the smallest. Kernels over ``t`` run
+    in that order, so that their innermost loop walks memory with the smallest step
+    (pooling a convolution output, stored batch innermost, loops over the batch)."""
+    return tuple(sorted(range(t.ndim), key=lambda d: -abs(t._strides[d])))
+
+
+def _permuted(t: Tensor, order: Sequence[int]) -> Tensor:
+    """``t.permute(order)`` as a view that owns its result (no autograd)."""
     view = make_view(
-        t, (shape[1], shape[0]) + shape[2:], (strides[1], strides[0]) + strides[2:], t._offset
+        t, tuple(t.shape[d] for d in order), tuple(t._strides[d] for d in order), t._offset
     )
     view._base = None
     return view
 
 
-def _kernel_order(t: Tensor) -> bool:
-    """Whether kernels over ``t`` should run in (C, N, ...) order: when channels are the
-    outer dimension in memory (the layout convolution outputs have), so that N and C
-    merge into one loop dimension."""
-    return t._strides[1] > t._strides[0] and t.shape[0] > 1 and t.shape[1] > 1
-
-
-# Storages holding zeros everywhere outside the one view that was written into them.
-# A pooling gradient for a convolution output is allocated in that output's layout
-# (which has unused columns, see conv2d); the convolution's VJP then uses the buffer
-# as its product-shaped gradient directly instead of zero-filling and copying.
-_ZERO_OUTSIDE_VIEW: weakref.WeakSet = weakref.WeakSet()
+def _empty_in_order(
+    shape: tuple[int, ...], order: Sequence[int], like: Tensor, fill_zeros: bool = False
+) -> Tensor:
+    """A new tensor of ``shape`` whose memory is contiguous in the dim order ``order``."""
+    physical = tuple(shape[d] for d in order)
+    make = zeros if fill_zeros else empty
+    buffer = make(physical, dtype=like.dtype, device=like.device)
+    strides = [0] * len(shape)
+    for stride, d in zip(_contiguous(physical), order):
+        strides[d] = stride
+    view = make_view(buffer, shape, tuple(strides), 0)
+    view._base = None
+    return view
 
 
 def _buffer_like(x: Tensor, fill_zeros: bool) -> Tensor:
     """A new tensor of ``x``'s shape with ``x``'s strides (same memory order, gaps
-    included) when that layout is simple, else a contiguous one. With ``fill_zeros``
-    every element, and every gap, is zero."""
+    included) when that layout is simple, else one in ``x``'s dim order. With
+    ``fill_zeros`` every element, and every gap, is zero."""
     order = sorted(range(x.ndim), key=lambda d: x._strides[d])
     extent = 1  # the inner dims so far span [0, extent)
     simple = x._offset == 0
@@ -272,15 +297,36 @@ def _buffer_like(x: Tensor, fill_zeros: bool) -> Tensor:
             simple = False
             break
         extent += stride * (size - 1)
-    make = zeros if fill_zeros else empty
     if not simple or extent > 2 * x.numel():
-        return make(x.shape, dtype=x.dtype, device=x.device)
+        return _empty_in_order(x.shape, _memory_order(x), x, fill_zeros)
+    make = zeros if fill_zeros else empty
     buffer = make(extent, dtype=x.dtype, device=x.device)
-    if fill_zeros:
-        _ZERO_OUTSIDE_VIEW.add(buffer._storage)
     view = make_view(buffer, x.shape, x._strides, 0)
     view._base = None
     return view
+
+
+def _dense(t: Tensor) -> bool:
+    """Whether ``t``'s elements fill its memory exactly, in some dim order (a permutation
+    of a contiguous tensor)."""
+    extent = 1
+    for d in sorted(range(t.ndim), key=lambda d: t._strides[d]):
+        if t.shape[d] == 1:
+            continue
+        if t._strides[d] != extent:
+            return False
+        extent *= t.shape[d]
+    return True
+
+
+def _apply_in_layout(op: Any, *operands: Tensor, layout: Tensor | None = None) -> Tensor:
+    """``op(*operands)`` for operands of one shape (no autograd), with the result stored
+    in the memory order of ``layout`` (default: the first operand), and the kernel
+    looping in that order."""
+    order = _memory_order(operands[0] if layout is None else layout)
+    result = _empty_in_order(operands[0].shape, order, operands[0])
+    _ew.apply(op, *[_permuted(t, order) for t in operands], out=_permuted(result, order))
+    return result
 
 
 def _no_double_backward(op: str) -> None:
@@ -396,16 +442,14 @@ def conv2d(
     return result.squeeze(0) if unbatched else result
 
 
-# Patch-matrix layout for stride-1 convolutions: "per-pixel" (columns (N, OH, OW)) or
-# "full-width" (columns (N, (OH - 1) * Wp + OW), see the module docstring). Per-pixel
-# does 10-40 % less GEMM work; full-width gathers in fewer, longer rows, which won
-# while the CPU backend paid a large fixed cost per kernel row. Measured on LeNet-5
-# with the current backend, per-pixel is faster; benchmarks/bench_conv.py compares them.
-PATCH_LAYOUT = "per-pixel"
-
-
 class _ConvPlan:
-    """Geometry of one convolution and the layout of its patch matrix."""
+    """Geometry of one convolution.
+
+    Layout: images are kept *batch innermost*. The padded input is copied into a
+    (C, hp, wp, N) buffer and the result is an (N, O, OH, OW) view of an (O, OH, OW, N)
+    buffer ("CHWN", see _conv_kernels.py), so that the rows every kernel and copy works
+    on are ``OW * N`` contiguous values: long runs that vectorise, whatever the image
+    size."""
 
     def __init__(
         self,
@@ -429,77 +473,144 @@ class _ConvPlan:
         self.hp, self.wp = h + top + bottom, w + left + right
         self.oh = (self.hp - dilation[0] * (kh - 1) - 1) // stride[0] + 1
         self.ow = (self.wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-        # Full-width layout (stride 1): output position (oh, ow) is column oh * wp + ow of
-        # a run of length (oh - 1) * wp + ow, contiguous in the padded input.
-        self.full_width = stride == (1, 1) and PATCH_LAYOUT == "full-width"
-        if self.full_width:
-            self.positions: tuple[int, ...] = ((self.oh - 1) * self.wp + self.ow,)
-        else:
-            self.positions = (self.oh, self.ow)
-        self.per_image = math.prod(self.positions)
         self.taps = c * kh * kw  # rows of the patch matrix (all groups)
-
-    def position_strides(self, row_stride: int, col_stride: int) -> tuple[int, ...]:
-        """Strides of the position dims inside a tensor with the given pixel strides."""
-        if self.full_width:
-            return (col_stride,)
-        return (self.stride[0] * row_stride, self.stride[1] * col_stride)
+        self.columns = self.oh * self.ow * n  # columns of the patch matrix
 
     def output_strides(self) -> tuple[int, int, int, int]:
-        """Strides of the (N, O, OH, OW) result inside the (O, N, positions) product."""
-        row = self.wp if self.full_width else self.ow
-        return (self.per_image, self.n * self.per_image, row, 1)
+        """Strides of the (N, O, OH, OW) result inside its (O, OH, OW, N) buffer."""
+        return _chwn_strides(self.out_channels, self.oh, self.ow, self.n)
+
+    def input_view(self, xq: Tensor) -> Tensor:
+        """The unpadded (N, C, H, W) part of a padded (C, hp, wp, N) buffer, as a view."""
+        top, _, left, _ = self.pads
+        n = self.n
+        strides = _chwn_strides(self.c, self.hp, self.wp, n)
+        view = make_view(xq, (n, self.c, self.h, self.w), strides, (top * self.wp + left) * n)
+        view._base = None
+        return view
 
 
-def _padded_input(x: Tensor, plan: _ConvPlan) -> Tensor:
-    """The zero-padded input, with contiguous rows when the full-width layout needs them."""
-    top, bottom, left, right = plan.pads
-    if top or bottom or left or right:
-        result = zeros((plan.n, plan.c, plan.hp, plan.wp), dtype=x.dtype, device=x.device)
-        copy_into(result[:, :, top : top + plan.h, left : left + plan.w], x)
-        return result
-    if plan.full_width and not (x._strides[3] == 1 and x._strides[2] == plan.w):
-        return x.contiguous()
-    return x
+def _chwn_strides(c: int, h: int, w: int, n: int) -> tuple[int, int, int, int]:
+    """Strides of an (N, C, H, W) tensor stored as (C, H, W, N)."""
+    return (1, h * w * n, w * n, n)
+
+
+def _same_strides(t: Tensor, strides: tuple[int, ...]) -> bool:
+    """Whether ``t`` has these strides (dims of size 1 may have any stride)."""
+    return all(size == 1 or a == b for size, a, b in zip(t.shape, t._strides, strides))
+
+
+def _padded_chwn(x: Tensor, plan: _ConvPlan) -> Tensor:
+    """The zero-padded input as a (C, hp, wp, N) tensor with contiguous memory: the input
+    itself when it is stored that way and needs no padding, else a copy."""
+    n, c, h, w = plan.n, plan.c, plan.h, plan.w
+    if not any(plan.pads) and _same_strides(x, _chwn_strides(c, h, w, n)):
+        view = make_view(x, (c, h, w, n), (h * w * n, w * n, n, 1), x._offset)
+        view._base = None
+        return view
+    if x.device.type == "cpu":
+        from . import _conv_kernels as kernels
+
+        xq = empty((c, plan.hp, plan.wp, n), dtype=x.dtype, device=x.device)
+        top, _, left, _ = plan.pads
+        kernels.pad_batch_innermost(_flat(xq), x, plan.hp, plan.wp, top, left, ndrange=c * plan.hp)
+        return xq
+    make = zeros if any(plan.pads) else empty
+    xq = make((c, plan.hp, plan.wp, n), dtype=x.dtype, device=x.device)
+    copy_into(plan.input_view(xq), x.detach())
+    return xq
+
+
+def _output_rows(grad: Tensor, plan: _ConvPlan) -> Tensor:
+    """The output gradient as a contiguous (O, OH * OW * N) matrix (a view when it is
+    already stored that way)."""
+    shape = (plan.out_channels, plan.columns)
+    if _same_strides(grad, plan.output_strides()):
+        view = make_view(grad, shape, (plan.columns, 1), grad._offset)
+        view._base = None
+        return view
+    rows = empty(shape, dtype=grad.dtype, device=grad.device)
+    copy_into(make_view(rows, grad.shape, plan.output_strides(), 0), grad)
+    return rows
+
+
+# Direct convolution (_conv_kernels.py) on the CPU when a filter has at most this many
+# taps per output channel (C / groups * kh * kw) and the stride is 1. Few taps make a
+# patch-matrix product with a short inner dimension, which BLAS runs far below its peak,
+# while the patch matrix (taps times the input's size) costs more memory traffic than
+# the convolution itself.
+DIRECT_MAX_TAPS = 160
+
+
+def _use_direct(x: Tensor, plan: _ConvPlan) -> bool:
+    return (
+        x.device.type == "cpu"
+        and plan.stride == (1, 1)
+        and plan.taps // plan.groups <= DIRECT_MAX_TAPS
+    )
+
+
+def _flat(t: Tensor) -> Tensor:
+    """A 1-D view of a tensor whose memory is contiguous (any dim order)."""
+    view = make_view(t, (t.numel(),), (1,), t._offset)
+    view._base = None
+    return view
+
+
+def _zero_of(dtype: Any) -> Any:
+    import numpy as np
+
+    return np.dtype(dtype.numpy).type(0)
 
 
 def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvPlan) -> Tensor:
     n, c, groups = plan.n, plan.c, plan.groups
-    kh, kw = plan.kh, plan.kw
-    dh, dw = plan.dilation
     out_channels = plan.out_channels
     per_group_taps = plan.taps // groups
-    per_image, positions = plan.per_image, plan.positions
-    ones_row = bias is not None and groups == 1
+    columns = plan.columns
+    direct = _use_direct(x, plan)
+    ones_row = bias is not None and groups == 1 and not direct
     rows = plan.taps + (1 if ones_row else 0)
+    dh, dw = plan.dilation
+    sh, sw = plan.stride
+    hp, wp = plan.hp, plan.wp
+    cols = None
     with autograd.no_grad():
-        xp = _padded_input(x, plan)
-        sn, sc, sy, sx = xp._strides
-        # The patch matrix, rows (C, kh, kw [, ones]) x columns (N, positions).
-        cols = empty((rows, n) + positions, dtype=x.dtype, device=x.device)
-        patch_shape = (c, kh, kw, n) + positions
-        source = make_view(
-            xp,
-            patch_shape,
-            (sc, dh * sy, dw * sx, sn) + plan.position_strides(sy, sx),
-            xp._offset,
-        )
-        target = make_view(cols, patch_shape, _contiguous(patch_shape), 0)
-        copy_into(target, source)
-        if ones_row:
-            copy_into(cols[plan.taps], 1.0)
-        columns = n * per_image
-        if groups == 1:
-            w_matrix = weight.reshape(out_channels, plan.taps)
-            if ones_row:
-                w_matrix = _cat_columns(w_matrix, bias.reshape(out_channels, 1))
-            product = w_matrix @ cols.reshape(rows, columns)
+        xq = _padded_chwn(x, plan)
+        if direct:
+            from . import _conv_kernels as kernels
+
+            product = empty((out_channels, columns), dtype=x.dtype, device=x.device)
+            b = zeros(out_channels, dtype=x.dtype, device=x.device) if bias is None else bias
+            pairs = (out_channels // groups) % 2 == 0
+            kernels.conv_forward_direct(
+                _flat(product), _flat(xq), _flat(weight.detach().contiguous()),
+                b.detach().contiguous(), c // groups, out_channels // groups, plan.kh,
+                plan.kw, hp, wp, dh, dw, plan.oh, n, plan.ow * n, pairs,
+                ndrange=(out_channels // 2 if pairs else out_channels) * plan.oh,
+            )  # fmt: skip
         else:
-            w_groups = weight.reshape(groups, out_channels // groups, per_group_taps)
-            product = w_groups @ cols.reshape(groups, per_group_taps, columns)
-            product = product.reshape(out_channels, columns)
-            if bias is not None:
-                product = product + bias.reshape(out_channels, 1)
+            # The patch matrix: rows (C, kh, kw [, ones]), columns (OH, OW, N).
+            cols = empty((rows, plan.oh, plan.ow, n), dtype=x.dtype, device=x.device)
+            patch_shape = (c, plan.kh, plan.kw, plan.oh, plan.ow, n)
+            sc, sy = hp * wp * n, wp * n
+            source = make_view(
+                xq, patch_shape, (sc, dh * sy, dw * n, sh * sy, sw * n, 1), xq._offset
+            )
+            copy_into(make_view(cols, patch_shape, _contiguous(patch_shape), 0), source)
+            if ones_row:
+                copy_into(cols[plan.taps], 1.0)
+            if groups == 1:
+                w_matrix = weight.reshape(out_channels, plan.taps)
+                if ones_row:
+                    w_matrix = _cat_columns(w_matrix, bias.reshape(out_channels, 1))
+                product = w_matrix @ cols.reshape(rows, columns)
+            else:
+                w_groups = weight.reshape(groups, out_channels // groups, per_group_taps)
+                product = w_groups @ cols.reshape(groups, per_group_taps, columns)
+                product = product.reshape(out_channels, columns)
+                if bias is not None:
+                    product = product + bias.reshape(out_channels, 1)
     result = make_view(product, (n, out_channels, plan.oh, plan.ow), plan.output_strides(), 0)
     result._base = None  # the product is private: the result owns that memory
 
@@ -509,48 +620,75 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
 
         def backward(grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
             _no_double_backward("conv2d")
-            # The output gradient in the product's layout (zeros in the unused columns).
-            if (
-                grad._offset == 0
-                and grad._strides == plan.output_strides()
-                and (not plan.full_width or grad._storage in _ZERO_OUTSIDE_VIEW)
-            ):
-                grad_product = make_view(grad, (out_channels, columns), (columns, 1), 0)
-            else:
-                make = zeros if plan.full_width else empty
-                grad_product = make((out_channels, columns), dtype=grad.dtype, device=grad.device)
-                copy_into(
-                    make_view(
-                        grad_product, (n, out_channels, plan.oh, plan.ow), plan.output_strides(), 0
-                    ),
-                    grad,
-                )
+            grad_rows = _output_rows(grad, plan)
+            if direct:
+                return _conv2d_direct_backward(grad_rows, xq, weight, plan, need_x, need_w, need_b)
             grad_x = grad_w = grad_b = None
             if need_w or need_b:
                 if groups == 1:
                     # (cols @ grad.T).T: BLAS is faster with the long dimension inside
-                    grad_w_matrix = (cols.reshape(rows, columns) @ grad_product.T).T
+                    grad_w_matrix = (cols.reshape(rows, columns) @ grad_rows.T).T
                     grad_w = grad_w_matrix[:, : plan.taps].reshape(weight.shape)
                     if need_b:
-                        grad_b = grad_w_matrix[:, plan.taps] if ones_row else grad_product.sum(1)
+                        grad_b = grad_w_matrix[:, plan.taps] if ones_row else grad_rows.sum(1)
                 else:
                     grad_w = (
-                        grad_product.reshape(groups, out_channels // groups, columns)
+                        grad_rows.reshape(groups, out_channels // groups, columns)
                         @ cols.reshape(groups, per_group_taps, columns).mT
                     ).reshape(weight.shape)
                     if need_b:
-                        grad_b = grad_product.sum(1)
+                        grad_b = grad_rows.sum(1)
             if need_x:
                 w_groups = weight.detach().reshape(groups, out_channels // groups, per_group_taps)
-                grad_cols = w_groups.mT @ grad_product.reshape(
-                    groups, out_channels // groups, columns
-                )
-                grad_x = _col2im(grad_cols, plan, grad.dtype)
+                grad_cols = w_groups.mT @ grad_rows.reshape(groups, out_channels // groups, columns)
+                grad_x = _col2im(grad_cols, plan)
             return grad_x, grad_w, grad_b
 
-        saved = (weight,) if bias is None else (weight, bias)
+        saved: tuple[Tensor, ...] = (weight,) if bias is None else (weight, bias)
+        if direct and xq._storage is x._storage:
+            saved += (x,)  # the backward reads the input itself
         autograd.record("conv2d", (x, weight, bias), result, backward, saved)
     return result
+
+
+def _conv2d_direct_backward(
+    grad_rows: Tensor,
+    xq: Tensor,
+    weight: Tensor,
+    plan: _ConvPlan,
+    need_x: bool,
+    need_w: bool,
+    need_b: bool,
+) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    from . import _conv_kernels as kernels
+
+    n, c, groups = plan.n, plan.c, plan.groups
+    out_channels = plan.out_channels
+    dh, dw = plan.dilation
+    geometry = (
+        c // groups, out_channels // groups, plan.kh, plan.kw, plan.hp, plan.wp, dh, dw,
+        plan.oh, n, plan.ow * n,
+    )  # fmt: skip
+    grad_x = grad_w = grad_b = None
+    dtype, device = grad_rows.dtype, grad_rows.device
+    if need_w or need_b:
+        grad_w = empty(weight.shape, dtype=dtype, device=device)
+        grad_b = empty(out_channels, dtype=dtype, device=device)
+        pairs = (out_channels // groups) % 2 == 0
+        kernels.conv_weight_grad_direct(
+            _flat(grad_w), grad_b, _flat(grad_rows), _flat(xq), _zero_of(dtype), *geometry,
+            pairs, ndrange=(out_channels // 2 if pairs else out_channels) * (c // groups) * plan.kh,
+        )  # fmt: skip
+        grad_w = grad_w if need_w else None
+        grad_b = grad_b if need_b else None
+    if need_x:
+        grad_xq = empty((c, plan.hp, plan.wp, n), dtype=dtype, device=device)
+        kernels.conv_input_grad_direct(
+            _flat(grad_xq), _flat(grad_rows), _flat(weight.detach().contiguous()), *geometry,
+            ndrange=c * plan.hp,
+        )  # fmt: skip
+        grad_x = plan.input_view(grad_xq)
+    return grad_x, grad_w, grad_b
 
 
 def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -569,29 +707,35 @@ def _cat_columns(a: Tensor, b: Tensor) -> Tensor:
     return result
 
 
-def _col2im(grad_cols: Tensor, plan: _ConvPlan, dtype: Any) -> Tensor:
-    """Sum the patch-matrix gradient back onto the input positions it was read from."""
-    n, c = plan.n, plan.c
+def _col2im(grad_cols: Tensor, plan: _ConvPlan) -> Tensor:
+    """Sum the patch-matrix gradient, (C, kh, kw, OH, OW, N) in memory, back onto the
+    input positions it was read from. Returns an (N, C, H, W) view of a padded
+    (C, hp, wp, N) buffer."""
+    n, c, kh, kw = plan.n, plan.c, plan.kh, plan.kw
     dh, dw = plan.dilation
-    grad_xp = zeros((n, c, plan.hp, plan.wp), dtype=dtype, device=grad_cols.device)
-    sn, sc, sy, sx = grad_xp._strides
-    positions = plan.positions
-    window_shape = (c, n) + positions
-    target_strides = (sc, sn) + plan.position_strides(sy, sx)
-    source_strides = _contiguous((c, plan.kh, plan.kw, n) + positions)
-    source_strides = (source_strides[0], source_strides[3]) + source_strides[4:]
-    tap_stride = n * plan.per_image
-    for i in range(plan.kh):
-        for j in range(plan.kw):
-            target = make_view(grad_xp, window_shape, target_strides, i * dh * sy + j * dw * sx)
-            source = make_view(
-                grad_cols, window_shape, source_strides, (i * plan.kw + j) * tap_stride
-            )
+    sh, sw = plan.stride
+    hp, wp, oh, ow = plan.hp, plan.wp, plan.oh, plan.ow
+    if grad_cols.device.type == "cpu":
+        from . import _conv_kernels as kernels
+
+        grad_xq = empty((c, hp, wp, n), dtype=grad_cols.dtype, device=grad_cols.device)
+        kernels.col2im(
+            _flat(grad_xq), _flat(grad_cols), kh, kw, hp, wp, sh, sw, dh, dw, oh, ow, n,
+            ndrange=c * hp,
+        )  # fmt: skip
+        return plan.input_view(grad_xq)
+    # Elsewhere (a GPU): one strided in-place add per filter tap.
+    grad_xq = zeros((c, hp, wp, n), dtype=grad_cols.dtype, device=grad_cols.device)
+    window = (c, oh, ow, n)
+    target_strides = (hp * wp * n, sh * wp * n, sw * n, 1)
+    tap_size = oh * ow * n
+    source_strides = (kh * kw * tap_size, ow * n, n, 1)
+    for i in range(kh):
+        for j in range(kw):
+            target = make_view(grad_xq, window, target_strides, (i * dh * wp + j * dw) * n)
+            source = make_view(grad_cols, window, source_strides, (i * kw + j) * tap_size)
             _fused.accumulate(target, source)
-    top, _, left, _ = plan.pads
-    if grad_xp.shape[2:] == (plan.h, plan.w):
-        return grad_xp
-    return grad_xp[:, :, top : top + plan.h, left : left + plan.w]
+    return plan.input_view(grad_xq)
 
 
 def conv1d(
@@ -754,25 +898,39 @@ class _PoolPlan:
 
     def scatter(self, fn: Any, inputs: list[Any], like: Tensor, source: Tensor) -> Tensor:
         """Run a ``taps``-output kernel whose k-th output belongs to window tap k, and sum
-        the outputs onto the (unpadded) input positions. ``like`` gives dtype, device
-        and the first two dims; ``source`` is the pooled input in the same dim order
-        (when windows tile it, the gradient is laid out like it)."""
-        n, c = like.shape[0], like.shape[1]
+        the outputs onto the (unpadded) input positions. ``inputs`` are (N, C, OH, OW)
+        views, ``like`` gives dtype and device, ``source`` is the pooled (padded) input:
+        the gradient is laid out like it, and kernels run in its memory order."""
+        order = _memory_order(source)
+        inputs = [_permuted(t, order) if isinstance(t, Tensor) else t for t in inputs]
         if self.disjoint:
             covered = not (self.h % self.kh or self.w % self.kw)
             grad = _buffer_like(source, fill_zeros=not covered or source.numel() != _span(source))
-            _fused.launch(fn, self.views(grad), inputs, like.dtype)
+            outputs = [_permuted(view, order) for view in self.views(grad)]
+            _fused.launch(fn, outputs, inputs, like.dtype)
             return grad
-        parts = empty((self.taps, n, c, self.oh, self.ow), dtype=like.dtype, device=like.device)
-        _fused.launch(fn, [parts[k] for k in range(self.taps)], inputs, like.dtype)
-        hp = self.h + 2 * self.ph + self.extra_h
-        wp = self.w + 2 * self.pw + self.extra_w
-        grad = zeros((n, c, hp, wp), dtype=like.dtype, device=like.device)
-        for k, view in enumerate(self.views(grad)):
-            _fused.accumulate(view, parts[k])
+        n, c = source.shape[0], source.shape[1]
+        window_shape = (n, c, self.oh, self.ow)
+        parts = [_empty_in_order(window_shape, order, like) for _ in range(self.taps)]
+        _fused.launch(fn, [_permuted(part, order) for part in parts], inputs, like.dtype)
+        grad = _empty_in_order(source.shape, order, like, fill_zeros=True)
+        for part, view in zip(parts, self.views(grad)):
+            _fused.accumulate(_permuted(view, order), _permuted(part, order))
         if not self.padded:
             return grad
         return grad[:, :, self.ph : self.ph + self.h, self.pw : self.pw + self.w]
+
+
+def _pad_in_layout(x: Tensor, plan: _PoolPlan, value: float) -> Tensor:
+    """``x`` padded for pooling (no autograd), stored in ``x``'s memory order."""
+    n, c, h, w = x.shape
+    left, right, top, bottom = plan.pads()
+    shape = (n, c, h + top + bottom, w + left + right)
+    order = _memory_order(x)
+    buffer = full(tuple(shape[d] for d in order), value, dtype=x.dtype, device=x.device)
+    padded = _permuted(buffer, [order.index(d) for d in range(4)])
+    copy_into(padded[:, :, top : top + h, left : left + w], x)
+    return padded
 
 
 def _span(t: Tensor) -> int:
@@ -819,24 +977,20 @@ def max_pool2d(
         result = windows.amax((-2, -1))
         return result.squeeze(0) if unbatched else result
     with autograd.no_grad():
-        xp = _pad_constant(x, plan.pads(), value=-math.inf) if plan.padded else x
-        swap = _kernel_order(xp)
-        kernel_x = _swap_batch_and_channels(xp) if swap else xp
-        kernel_result = empty(
-            kernel_x.shape[:2] + (plan.oh, plan.ow), dtype=x.dtype, device=x.device
-        )
-        _fused.launch(_max_fn(plan.taps), [kernel_result], plan.views(kernel_x), x.dtype)
-        result = _swap_batch_and_channels(kernel_result) if swap else kernel_result
+        xp = _pad_in_layout(x, plan, -math.inf) if plan.padded else x
+        order = _memory_order(xp)  # the kernels loop in xp's memory order
+        result = _empty_in_order(xp.shape[:2] + (plan.oh, plan.ow), order, x)
+        views = [_permuted(view, order) for view in plan.views(xp)]
+        _fused.launch(_max_fn(plan.taps), [_permuted(result, order)], views, x.dtype)
     if autograd.needs_grad(x):
+        pooled = result.detach()
 
         def backward(grad: Tensor) -> tuple[Tensor]:
             _no_double_backward("max_pool2d")
-            kernel_grad = _swap_batch_and_channels(grad) if swap else grad
-            inputs = plan.views(kernel_x) + [kernel_result, kernel_grad]
-            grad_x = plan.scatter(_max_grad_fn(plan.taps), inputs, kernel_grad, kernel_x)
-            return (_swap_batch_and_channels(grad_x) if swap else grad_x,)
+            inputs = plan.views(xp) + [pooled, grad]
+            return (plan.scatter(_max_grad_fn(plan.taps), inputs, grad, xp),)
 
-        autograd.record("max_pool2d", (x,), result, backward, (xp, kernel_result))
+        autograd.record("max_pool2d", (x,), result, backward, (xp, pooled))
     return result.squeeze(0) if unbatched else result
 
 
@@ -882,33 +1036,27 @@ def avg_pool2d(
         return result.squeeze(0) if unbatched else result
     scale = 1.0 / divisor if isinstance(divisor, float) else 1.0
     with autograd.no_grad():
-        xp = _pad_constant(x, plan.pads(), value=0.0) if plan.padded else x
-        swap = _kernel_order(xp)
-        kernel_x = _swap_batch_and_channels(xp) if swap else xp
-        kernel_result = _window_sum(kernel_x, plan, scale)
+        xp = _pad_in_layout(x, plan, 0.0) if plan.padded else x
+        result = _window_sum(xp, plan, scale)
         if not isinstance(divisor, float):
-            kernel_result = kernel_result / divisor
-        result = _swap_batch_and_channels(kernel_result) if swap else kernel_result
+            result = result / divisor
     if autograd.needs_grad(x):
 
         def backward(grad: Tensor) -> tuple[Tensor]:
             _no_double_backward("avg_pool2d")
-            kernel_grad = _swap_batch_and_channels(grad) if swap else grad
-            if isinstance(divisor, float):
-                scaled = kernel_grad * scale
-            else:
-                scaled = kernel_grad / divisor
-            grad_x = plan.scatter(_broadcast_fn(plan.taps), [scaled], kernel_grad, kernel_x)
-            return (_swap_batch_and_channels(grad_x) if swap else grad_x,)
+            scaled = grad * scale if isinstance(divisor, float) else grad / divisor
+            return (plan.scatter(_broadcast_fn(plan.taps), [scaled], grad, xp),)
 
         autograd.record("avg_pool2d", (x,), result, backward)
     return result.squeeze(0) if unbatched else result
 
 
 def _window_sum(x: Tensor, plan: _PoolPlan, scale: float) -> Tensor:
-    """Scaled window sums of a 4-d tensor, in the order of its first two dims."""
-    result = empty(x.shape[:2] + (plan.oh, plan.ow), dtype=x.dtype, device=x.device)
-    _fused.launch(_sum_fn(plan.taps), [result], plan.views(x) + [scale], x.dtype)
+    """Scaled window sums of a 4-d tensor, laid out (and computed) in its memory order."""
+    order = _memory_order(x)
+    result = _empty_in_order(x.shape[:2] + (plan.oh, plan.ow), order, x)
+    views = [_permuted(view, order) for view in plan.views(x)]
+    _fused.launch(_sum_fn(plan.taps), [_permuted(result, order)], views + [scale], x.dtype)
     return result
 
 

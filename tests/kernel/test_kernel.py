@@ -261,3 +261,89 @@ def test_results_round_trip_to_numpy(device):
     img = kg.tensor(values, device=device)
     clamp_(img, ndrange=6)
     assert np.array_equal(as_numpy(img), np.clip(values, 0, 1))
+
+
+# --- options: parallel, fastmath; slices of arguments ---------------------------------------
+@kg.kernel(parallel=True, fastmath=True)
+def row_sums(out, x, width):
+    i = kg.index()
+    row = x[i * width : i * width + width]  # a read-only view of one row
+    total = 0.0
+    for k in range(width):
+        total += row[k]
+    out[i] = total
+
+
+@kg.kernel(parallel=False)
+def add_one_to_rows(x, width):
+    i = kg.index()
+    row = x[i * width : i * width + width]
+    for k in range(width):
+        row[k] += 1.0
+
+
+def test_fastmath_and_parallel_kernels_compute_the_same_sums(device):
+    values = np.random.default_rng(4).standard_normal((3, 37)).astype(np.float32)
+    out = kg.zeros(3, device=device)
+    row_sums(out, kg.tensor(values.ravel(), device=device), 37, ndrange=3)
+    assert_close(out, values.sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_parallel_option_picks_the_cpu_launcher(monkeypatch):
+    from kernelgrad.kernel import launch
+
+    chosen = []
+    original = launch.Kernel._launcher
+
+    def spy(self, *args):
+        parallel, serial = original(self, *args)
+
+        def run_parallel(*a):
+            chosen.append("parallel")
+            return parallel(*a)
+
+        def run_serial(*a):
+            chosen.append("serial")
+            return serial(*a)
+
+        return run_parallel, run_serial
+
+    monkeypatch.setattr(launch.Kernel, "_launcher", spy)
+    x = kg.zeros(6)
+    row_sums(kg.zeros(2), x, 3, ndrange=2)  # 2 items, parallel=True: spread anyway
+    add_one_to_rows(x, 3, ndrange=2)  # parallel=False
+    clamp_(x, ndrange=6)  # automatic: few items run on the calling thread
+    assert chosen == ["parallel", "serial", "serial"]
+    assert launch.PARALLEL_THRESHOLD > 6
+
+
+def test_fastmath_reaches_the_generated_source():
+    from kernelgrad.kernel import transform
+
+    for source in (
+        transform.cpu_source(row_sums.info, 1, False, fastmath=True),
+        transform.cuda_source(row_sums.info, 1, False, fastmath=True),
+    ):
+        assert "fastmath" in source
+    assert "fastmath" not in transform.cpu_source(clamp_.info, 1, False)
+
+
+def test_a_read_only_slice_is_not_a_write(device):
+    x = kg.ones(6, device=device, requires_grad=True)
+    version = x._storage.version
+    out = kg.zeros(2, device=device)
+    row_sums(out, x, 3, ndrange=2)  # no InplaceError although x requires grad
+    assert x._storage.version == version
+    assert as_numpy(out).tolist() == [3.0, 3.0]
+    assert "x" not in row_sums.info.written and "out" in row_sums.info.written
+
+
+def test_writing_through_a_slice_writes_the_argument(device):
+    assert "x" in add_one_to_rows.info.written
+    x = kg.zeros(6, device=device)
+    version = x._storage.version
+    add_one_to_rows(x, 3, ndrange=2)
+    assert x._storage.version > version
+    assert as_numpy(x).tolist() == [1.0] * 6
+    with pytest.raises(InplaceError, match="requires grad"):
+        add_one_to_rows(kg.zeros(6, device=device, requires_grad=True), 3, ndrange=2)

@@ -42,10 +42,14 @@ def compare_with_torch(kg_fn, torch_fn, arrays, device, grad=True, rtol=1e-4, at
 
 
 # --- convolution --------------------------------------------------------------------------
-@pytest.fixture(params=["per-pixel", "full-width"])
-def patch_layout(request, monkeypatch):
-    """Run a convolution test with each patch-matrix layout."""
-    monkeypatch.setattr(F, "PATCH_LAYOUT", request.param)
+@pytest.fixture(params=["patch-matrix", "direct"])
+def conv_algorithm(request, monkeypatch, device):
+    """Run a convolution test with each algorithm: im2col + matrix product, and the direct
+    kernels (which the CPU uses for stride 1 and few taps per filter; other convolutions
+    and other devices use the patch matrix)."""
+    if request.param == "direct" and device != "cpu":
+        pytest.skip("the direct convolution kernels run on the CPU only")
+    monkeypatch.setattr(F, "DIRECT_MAX_TAPS", 0 if request.param == "patch-matrix" else 10**9)
     return request.param
 
 
@@ -63,7 +67,7 @@ CONV_CASES = [
 
 @pytest.mark.torch
 @pytest.mark.parametrize("case", CONV_CASES)
-def test_conv2d_matches_torch(case, device, patch_layout):
+def test_conv2d_matches_torch(case, device, conv_algorithm):
     torch = torch_module()
     n, c, h, w, out, kernel, stride, padding, dilation, groups, bias = case
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
@@ -96,7 +100,7 @@ def conv2d_numpy(x, weight, bias, stride, padding):
 
 
 @pytest.mark.parametrize("stride, padding", [(1, 0), (1, 2), (2, 1)])
-def test_conv2d_matches_direct_loops(stride, padding, device, patch_layout):
+def test_conv2d_matches_direct_loops(stride, padding, device, conv_algorithm):
     x, weight, bias = randn(2, 3, 6, 7), randn(4, 3, 3, 3), randn(4)
     out = F.conv2d(
         kg.tensor(x, device=device),
@@ -108,7 +112,7 @@ def test_conv2d_matches_direct_loops(stride, padding, device, patch_layout):
     assert_close(out, conv2d_numpy(x, weight, bias, stride, padding), rtol=1e-4, atol=1e-5)
 
 
-def test_conv2d_gradients_by_central_differences(device, patch_layout):
+def test_conv2d_gradients_by_central_differences(device, conv_algorithm):
     check_grad(
         lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), padding=1, dilation=(2, 1)),
         randn(1, 2, 5, 5, dtype=np.float64),
@@ -235,7 +239,7 @@ def test_pooling_channel_major_input_matches_torch(pool, kernel, stride, padding
 @pytest.mark.torch
 @pytest.mark.parametrize("pool", ["max", "avg"])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_convolution_then_pooling_matches_torch(pool, stride, device, patch_layout):
+def test_convolution_then_pooling_matches_torch(pool, stride, device, conv_algorithm):
     # The pooling gradient is handed to the convolution in the convolution's own layout.
     torch = torch_module()
 

@@ -432,7 +432,7 @@ def _param_usage(info: KernelInfo) -> None:
                 info.written.add(node.id)
             if isinstance(parent.slice, (ast.Tuple, ast.Slice)):
                 multi_index.add(node.id)
-            if isinstance(parent.ctx, ast.Load) and isinstance(parent.slice, ast.Slice):
+            if isinstance(parent.ctx, ast.Load) and _makes_view(parent.slice):
                 escaped.add(node.id)  # a slice is a view that may be written
             continue
         if isinstance(parent, ast.Attribute) and parent.value is node:
@@ -449,6 +449,14 @@ def _param_usage(info: KernelInfo) -> None:
         escaped.add(node.id)
     info.written |= escaped
     info.linear = params - escaped - multi_index
+
+
+def _makes_view(index: ast.AST) -> bool:
+    """Whether subscripting with ``index`` gives an array view (``a[1:]``, ``a[i, :]``)
+    rather than one element."""
+    if isinstance(index, ast.Slice):
+        return True
+    return isinstance(index, ast.Tuple) and any(isinstance(e, ast.Slice) for e in index.elts)
 
 
 def _literal(value: Any) -> bool:

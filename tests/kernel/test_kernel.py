@@ -183,6 +183,26 @@ def test_writing_a_broadcast_view_is_refused():
         clamp_(x, ndrange=4)
 
 
+def _set_first(row):
+    row[0] = 1.0
+
+
+@kg.kernel
+def set_first_of_rows(out):
+    i = kg.index()
+    _set_first(out[i, :])  # a row view, written by the helper
+
+
+def test_a_row_view_passed_to_a_helper_counts_as_written(device):
+    out = kg.zeros(3, 2, device=device)
+    version = out._storage.version
+    set_first_of_rows(out, ndrange=3)
+    assert out._storage.version != version
+    assert_close(as_numpy(out), [[1.0, 0.0]] * 3)
+    with pytest.raises(InplaceError, match="requires grad"):
+        set_first_of_rows(kg.zeros(3, 2, device=device, requires_grad=True), ndrange=3)
+
+
 def test_returning_a_value_is_refused():
     def returns(x):
         return x[kg.index()]

@@ -668,8 +668,8 @@ def _header_lines(info: KernelInfo, device: str) -> list[str]:
     if info.uses_private and device == "cpu":
         from .stack_array import SOURCE_DIGEST
 
-        lines.append(f"# kg.private: kernelgrad.kernel.stack_array, source digest {SOURCE_DIGEST}")
         lines.append(f"from kernelgrad.kernel.stack_array import private_array as {PREFIX}private")
+        lines.append(f"{PREFIX}stack_array_digest = {SOURCE_DIGEST!r}")
     lines += sorted(info.header.values())
     lines += [f"{name} = None  # set by kernelgrad before the first call" for name in info.injected]
     lines.append("")
@@ -826,7 +826,7 @@ def cpu_source(
         launcher.append(f"    for {PREFIX}lin in prange({' * '.join(sizes)}):")
         launcher += _unravel(PREFIX + "lin", sizes, g, "        ")
         launcher.append(f"        {PREFIX}item({', '.join(item_params)})")
-        return "\n".join(lines + _twins(launcher))
+        return _cpu_module(lines + _twins(launcher))
 
     from .phases import split_phases
 
@@ -853,7 +853,18 @@ def cpu_source(
     for name, dtype in per_item.items():
         launcher.append(f"        {PREFIX}v_{name} = np.empty({PREFIX}G, np.{dtype})")
     launcher += ["        " + line for line in program]
-    return "\n".join(lines + _twins(launcher))
+    return _cpu_module(lines + _twins(launcher))
+
+
+def _cpu_module(lines: list[str]) -> str:
+    """The CPU module's source, with ``math.exp``/``tanh``/``log``/... calls replaced by
+    the CPU backend's vectorisable versions (``backends/cpu/vmath.py``, within 2 ulp), as
+    in the backend's own generated kernels: Numba's ``math`` functions are scalar libm
+    calls, 2-20x slower, and they stop LLVM from vectorising the loop around them."""
+    from ..backends.cpu.vmath import vectorise_math_calls
+
+    source, math_header = vectorise_math_calls("\n".join(lines) + "\n")
+    return math_header + source
 
 
 def _twins(launcher: list[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -201,6 +202,27 @@ def test_a_row_view_passed_to_a_helper_counts_as_written(device):
     assert_close(as_numpy(out), [[1.0, 0.0]] * 3)
     with pytest.raises(InplaceError, match="requires grad"):
         set_first_of_rows(kg.zeros(3, 2, device=device, requires_grad=True), ndrange=3)
+
+
+@kg.kernel
+def transcendental(out, x):
+    i = kg.index()
+    v = x[i]
+    out[i] = math.tanh(v) + kg.exp(-v * v) + math.log1p(v * v) + math.erf(v)
+
+
+def test_math_functions_on_the_cpu_use_vectorisable_versions(device):
+    from kernelgrad.kernel import transform
+
+    if device == "cpu":
+        assert "_kg_vmath.tanh(" in transform.cpu_source(transcendental.info, 1, False)
+    values = np.linspace(-6, 6, 50, dtype=np.float32)
+    out = kg.zeros(50, device=device)
+    transcendental(out, kg.tensor(values, device=device), ndrange=50)
+    x = values.astype(np.float64)
+    erf = np.vectorize(math.erf)(x)
+    expected = np.tanh(x) + np.exp(-x * x) + np.log1p(x * x) + erf
+    assert_close(as_numpy(out), expected, rtol=1e-6, atol=1e-6)
 
 
 def test_returning_a_value_is_refused():

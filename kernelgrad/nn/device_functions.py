@@ -69,9 +69,9 @@ SUPPORTED_LAYERS = (
     "nested Sequential containers of these",
 )
 
-# Above this many weights, constants mode compiles slowly (several seconds per thousand
-# weights measured on the CPU): the error suggests the arrays mode.
-MAX_CONSTANT_WEIGHTS = 20_000
+# Above this many weights, constants mode is refused: straight-line code compiles slowly
+# (measured for 1,640 weights: about 7 s on the CPU, 40 s or more for CUDA with NVVM).
+MAX_CONSTANT_WEIGHTS = 4096
 _TERMS_PER_STATEMENT = 8
 
 
@@ -643,8 +643,10 @@ def device_function(
     if weights == "constants" and count > MAX_CONSTANT_WEIGHTS:
         raise ValueError(
             f"device_function: the model has {count} weights; as constants (one literal "
-            f"each) that much code compiles for minutes. Use weights='arrays' (loops over "
-            f"a weight vector, compiled in about a second at any width)"
+            f"each, more than MAX_CONSTANT_WEIGHTS = {MAX_CONSTANT_WEIGHTS}) the code would "
+            "take minutes to compile (1,640 weights: about 7 s on the CPU, 40 s for CUDA). "
+            "Use weights='arrays' (loops over a weight vector: compiled in about a second at "
+            "any width), or raise kernelgrad.nn.device_functions.MAX_CONSTANT_WEIGHTS"
         )
     if weights == "constants":
         body = _constants_source(network, name)

@@ -7,6 +7,8 @@ weight modes, on the device of the run (CPU, or CUDA under the simulator with ti
 from __future__ import annotations
 
 import os
+import re
+import runpy
 import subprocess
 import sys
 import textwrap
@@ -277,9 +279,21 @@ def test_other_errors():
     with pytest.raises(ValueError, match="Python identifier"):
         device_function(nn.Linear(2, 2), name="two words")
     with pytest.raises(ValueError, match="Use weights='arrays'"):
-        device_function(nn.Linear(200, 101))
+        device_function(nn.Linear(64, 64))
     with pytest.raises(TypeError, match=r"expects a kg\.nn\.Module"):
         device_function(lambda x: x)
+
+
+def test_the_documentation_example_runs(tmp_path, backend_name):
+    if backend_name != "cpu":
+        pytest.skip("the documentation's sizes are too large for the CUDA simulator")
+    text = (ROOT / "docs" / "device-functions.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 1
+    source = blocks[0] + "\nassert float((out - model(inputs)).abs().max()) < 1e-5\n"
+    module = tmp_path / "device_functions_md_example.py"  # kernels need a source file
+    module.write_text(source)
+    runpy.run_path(str(module), run_name="device_functions_md_example")
 
 
 # --- disk cache ------------------------------------------------------------------------------

@@ -176,7 +176,8 @@ def _softplus(beta: float, threshold: float) -> Callable[[str, Callable[[float],
 
 
 def _numpy(tensor: Any) -> np.ndarray:
-    return tensor.detach().cpu().numpy()
+    host = tensor.detach().cpu()
+    return host.numpy().copy()  # a copy taken while ``host`` (maybe a temporary) lives
 
 
 def _flatten_modules(module: Module, prefix: str) -> list[tuple[str, Module]]:

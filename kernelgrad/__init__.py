@@ -200,6 +200,7 @@ _LAZY_ATTRIBUTES = {
     "local_index": "kernel",
     "group_index": "kernel",
     "shared": "kernel",
+    "private": "kernel",
     "barrier": "kernel",
     "elementwise": "kernel",
     "custom_vjp": "kernel",

@@ -4,10 +4,11 @@ to PTX, without a GPU.
 The CUDA simulator runs kernels as Python, so it cannot catch what numba-cuda's type
 inference rejects. This check generates the CUDA form of a set of representative
 ``@kg.kernel`` functions (plain and workgroup forms, shared memory, barriers, helper
-functions), ``@kg.elementwise`` functions (typed float32/float64 sources, several
-outputs, gradients, untraceable sources) and the fused kernels of ``kg.compile`` traces
-(traced on the CPU: the composed sources do not depend on the device), and compiles each
-with NVVM for a chosen compute capability::
+functions, private arrays, networks from ``kg.nn.device_function``), ``@kg.elementwise``
+functions (typed float32/float64 sources, several outputs, gradients, untraceable
+sources) and the fused kernels of ``kg.compile`` traces (traced on the CPU: the composed
+sources do not depend on the device), and compiles each with NVVM for a chosen compute
+capability::
 
     python -m kernelgrad.compile.ptxcheck [--cc 9.0] [--verbose]
 
@@ -131,6 +132,52 @@ def positions(local_out, group_out, global_out):
         global_out[i, j] = kg.index()
 
 
+def _cumulative(x, out, n):
+    scratch = kg.private((2, 8), kg.float32)  # a per-thread array in a helper
+    total = 0.0
+    for k in range(n):
+        total += x[k]
+        scratch[1, k] = total
+    for k in range(n):
+        out[k] = scratch[1, k]
+
+
+@kg.kernel
+def row_scan(out, x):
+    i = kg.index()
+    row = kg.private(8, kg.float32)  # and in the kernel body
+    for k in range(8):
+        row[k] = x[i, k]
+    _cumulative(row, out[i, :], 8)
+
+
+def _small_network() -> Any:
+    kg.manual_seed(0)
+    nn = kg.nn
+    return nn.Sequential(
+        nn.Linear(3, 8), nn.GELU(), nn.Linear(8, 8), nn.Softplus(beta=2.0), nn.SiLU(),
+        nn.Linear(8, 4), nn.LeakyReLU(0.1), nn.Linear(4, 2), nn.LogSoftmax(-1),
+    )  # fmt: skip
+
+
+def _network_kernels() -> list[Any]:
+    """Kernels that evaluate a network per work item (kg.nn.device_function), in both
+    weight modes."""
+    model = _small_network()
+    constants = kg.nn.device_function(model, weights="constants")
+    arrays = kg.nn.device_function(model, weights="arrays")
+
+    def evaluate_network(out, inputs):
+        i = kg.index()
+        constants(inputs[i, :], out[i, :])
+
+    def evaluate_network_with_weights(out, weights, inputs):
+        i = kg.index()
+        arrays(weights, inputs[i, :], out[i, :])
+
+    return [kg.kernel(evaluate_network), kg.kernel(evaluate_network_with_weights)]
+
+
 @kg.elementwise
 def soft_clip(x, limit):
     return limit * kg.tanh(x / limit)
@@ -197,9 +244,16 @@ def kernel_cases() -> Iterator[tuple[str, str, dict[str, Any], tuple]]:
         (add_transposed, 2, False, [_array(f32, 2, "A")] * 3 + [types.float64]),
         (fill_coordinates, 3, False, [_array(i64, 3, "A")]),
         (softplus_, 1, False, [_array(f32, 1, "A"), types.int64]),
+        (row_scan, 1, False, [_array(f32, 2, "A")] * 2),
         (matmul_tiled, 2, True, [_array(f32, 2, "A")] * 3),
         (group_sums, 1, True, [_array(f32, 1, "A"), _array(f32, 1, "A"), types.int64]),
         (positions, 2, True, [_array(i64, 2, "A")] * 3),
+    ]
+    network, network_with_weights = _network_kernels()
+    matrix, vector = _array(f32, 2, "A"), _array(f32, 1, "A")
+    cases += [
+        (network, 1, False, [matrix, matrix]),
+        (network_with_weights, 1, False, [matrix, vector, matrix]),
     ]
     for kernel, ndim, workgroup, params in cases:
         source = transform.cuda_source(kernel.info, ndim, workgroup)

@@ -8,7 +8,7 @@
         ...
 
 Also here: the markers a kernel body uses (``kg.index``, ``kg.local_index``,
-``kg.group_index``, ``kg.shared``, ``kg.barrier``), fused elementwise functions
+``kg.group_index``, ``kg.shared``, ``kg.private``, ``kg.barrier``), fused elementwise functions
 (``kg.elementwise``) and differentiable user functions (``kg.custom_vjp``).
 
 Importing this package does not import Numba; the first launch does.
@@ -20,7 +20,7 @@ import sys
 import types
 from typing import Any
 
-from .markers import barrier, group_index, index, local_index, shared
+from .markers import barrier, group_index, index, local_index, private, shared
 
 __all__ = [
     "kernel",
@@ -29,6 +29,7 @@ __all__ = [
     "local_index",
     "group_index",
     "shared",
+    "private",
     "barrier",
     "elementwise",
     "custom_vjp",

@@ -12,6 +12,9 @@ the thread and block indices of the CUDA form. Called anywhere else, they raise.
   (CUDA shared memory); ``shape`` and ``dtype`` must be constants.
 * ``kg.barrier()``: wait until every work item of the workgroup has arrived here
   (``cuda.syncthreads()``); shared-memory writes before it are visible after it.
+* ``kg.private(shape, dtype)``: a small array owned by the running work item (registers
+  or local memory on a GPU, the stack on a CPU); ``shape`` and ``dtype`` must be
+  constants. Unlike the others it may also be used in helper functions a kernel calls.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from ..errors import KernelError
 
-__all__ = ["index", "local_index", "group_index", "shared", "barrier", "MARKERS"]
+__all__ = ["index", "local_index", "group_index", "shared", "private", "barrier", "MARKERS"]
 
 
 def _outside(name: str) -> KernelError:
@@ -56,6 +59,13 @@ def shared(shape: Any, dtype: Any) -> Any:
     raise _outside("shared")
 
 
+def private(shape: Any, dtype: Any) -> Any:
+    """An array of constant ``shape`` and ``dtype`` owned by the running work item, with
+    undefined contents. Only valid inside a ``@kg.kernel`` function or a helper function
+    it calls; never return it from a helper."""
+    raise _outside("private")
+
+
 def barrier() -> None:
     """Wait for every work item of the workgroup. Only valid inside a ``@kg.kernel``
     launched with ``workgroup=``."""
@@ -68,5 +78,6 @@ MARKERS = {
     local_index: "local_index",
     group_index: "group_index",
     shared: "shared",
+    private: "private",
     barrier: "barrier",
 }

@@ -19,6 +19,9 @@ Each device form then defines the marker names:
 * CUDA, no workgroup: a guarded one-dimensional grid; the body is a device function.
 * CUDA, workgroup: the block is the workgroup (the last index dimension on ``x``);
   ``kg.shared`` is ``cuda.shared.array`` and ``kg.barrier`` is ``cuda.syncthreads``.
+
+``kg.private(shape, dtype)`` (a per-work-item array, allowed in helpers too) is
+``cuda.local.array`` on CUDA and a stack array (:mod:`.stack_array`) on the CPU.
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ class KernelInfo:
     injected: dict[str, Any] = field(default_factory=dict)
     global_types: dict[str, str] = field(default_factory=dict)
     has_return: bool = False
+    uses_private: bool = False
 
 
 def _function_tree(fn: Any) -> tuple[ast.FunctionDef, str, int]:
@@ -206,6 +210,8 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> Any:
         target = _resolve(node.func, self.namespace, self.local_names)
         marker = MARKERS.get(target) if callable(target) else None
+        if marker == "private":
+            return self._private(node)
         if marker is not None:
             if self.helper:
                 raise kernel_error(
@@ -248,6 +254,36 @@ class _Rewriter(ast.NodeTransformer):
         self.generic_visit(node)
         return ast.Call(ast.Name(PREFIX + "shared", ast.Load()), node.args, node.keywords)
 
+    def _private(self, node: ast.Call) -> ast.AST:
+        """``kg.private(shape, dtype)`` -> ``_kg_private((sizes...), np.<dtype>)``, with
+        both arguments checked constants (each device form names the function)."""
+        info = self.info
+        arguments = list(node.args)
+        keywords = {k.arg: k.value for k in node.keywords}
+        if len(arguments) < 2:
+            arguments += [keywords.pop(k) for k in ("shape", "dtype") if k in keywords]
+        if len(arguments) != 2 or keywords:
+            raise kernel_error(info, node, "kg.private takes (shape, dtype)")
+        shape = _constant(info, arguments[0], self.namespace, "the shape of kg.private")
+        if isinstance(shape, int):
+            shape = (shape,)
+        if not (
+            isinstance(shape, tuple)
+            and shape
+            and all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)
+        ):
+            raise kernel_error(
+                info, node, f"kg.private needs a positive int or tuple of ints, got {shape!r}"
+            )
+        value = _constant(info, arguments[1], self.namespace, "the dtype of kg.private")
+        dtype = _numpy_dtype(info, node, value, "kg.private")
+        info.uses_private = True
+        return ast.Call(
+            ast.Name(PREFIX + "private", ast.Load()),
+            [ast.Constant(shape), _dtype_node(as_dtype(dtype))],
+            [],
+        )
+
     def visit_Attribute(self, node: ast.Attribute) -> Any:
         value = _resolve(node, self.namespace, self.local_names)
         if isinstance(value, DType):
@@ -272,12 +308,12 @@ def _dtype_node(dtype: DType) -> ast.AST:
     return ast.Attribute(ast.Name("np", ast.Load()), name, ast.Load())
 
 
-def _numpy_dtype(info: Any, node: ast.AST, value: Any) -> np.dtype:
+def _numpy_dtype(info: Any, node: ast.AST, value: Any, what: str = "kg.shared") -> np.dtype:
     try:
         return as_dtype(value).numpy
     except TypeError:
         raise kernel_error(
-            info, node, f"kg.shared: unsupported dtype {value!r} (use kg.float32, kg.int32, ...)"
+            info, node, f"{what}: unsupported dtype {value!r} (use kg.float32, kg.int32, ...)"
         ) from None
 
 
@@ -303,6 +339,7 @@ def analyze(fn: Any) -> KernelInfo:
     body = [rewriter.visit(stmt) for stmt in tree.body]
     info.body = _extract_shared(info, body, namespace)
     _check_statements(info)
+    _check_private(info)
     _param_usage(info)
     _resolve_globals(info, info.body, namespace, local_names, set())
     return info
@@ -390,6 +427,23 @@ def _is_shared_target(name_node: ast.Name, body: list[ast.stmt]) -> bool:
     return False
 
 
+def _check_private(info: KernelInfo) -> None:
+    """The CPU form runs a kernel with barriers in phases, one loop over the group's work
+    items per phase, so an array created in the kernel body would be shared by all of
+    them: refused there (a helper function's arrays live within one phase)."""
+    if not info.uses_barrier:
+        return
+    for node in ast.walk(ast.Module(body=info.body, type_ignores=[])):
+        if _is_call_to(node, "private"):
+            raise kernel_error(
+                info,
+                node,
+                "kg.private cannot be used in the body of a kernel with kg.barrier(); use "
+                "kg.shared with one row per work item, or call kg.private in a helper "
+                "function that does the work between two barriers",
+            )
+
+
 def _check_statements(info: KernelInfo) -> None:
     for node in ast.walk(ast.Module(body=info.body, type_ignores=[])):
         if isinstance(node, ast.Return):
@@ -435,7 +489,7 @@ def _param_usage(info: KernelInfo) -> None:
                 info.written.add(node.id)
             if isinstance(parent.slice, (ast.Tuple, ast.Slice)):
                 multi_index.add(node.id)
-            if isinstance(parent.ctx, ast.Load) and isinstance(parent.slice, ast.Slice):
+            if isinstance(parent.ctx, ast.Load) and _makes_view(parent.slice):
                 assign = parents.get(id(parent))
                 if (
                     isinstance(assign, ast.Assign)
@@ -481,6 +535,14 @@ def _param_usage(info: KernelInfo) -> None:
         escaped |= views[node.id]  # written through the view, or the view escapes
     info.written |= escaped
     info.linear = params - escaped - multi_index
+
+
+def _makes_view(index: ast.AST) -> bool:
+    """Whether subscripting with ``index`` gives an array view (``a[1:]``, ``a[i, :]``)
+    rather than one element."""
+    if isinstance(index, ast.Slice):
+        return True
+    return isinstance(index, ast.Tuple) and any(isinstance(e, ast.Slice) for e in index.elts)
 
 
 def _literal(value: Any) -> bool:
@@ -645,6 +707,11 @@ def _header_lines(info: KernelInfo, device: str, fastmath: bool = False) -> list
         lines.append("from numba import njit, prange")
     else:
         lines.append("from numba import cuda")
+    if info.uses_private and device == "cpu":
+        from .stack_array import SOURCE_DIGEST
+
+        lines.append(f"from kernelgrad.kernel.stack_array import private_array as {PREFIX}private")
+        lines.append(f"{PREFIX}stack_array_digest = {SOURCE_DIGEST!r}")
     lines += sorted(info.header.values())
     lines += [f"{name} = None  # set by kernelgrad before the first call" for name in info.injected]
     lines.append("")
@@ -653,6 +720,7 @@ def _header_lines(info: KernelInfo, device: str, fastmath: bool = False) -> list
             lines.append(f"@njit({_NUMBA_OPTIONS}{_jit_options(fastmath, device)})")
         else:
             lines.append(f"@cuda.jit(device=True, cache=True{_jit_options(fastmath, device)})")
+            tree = _cuda_private(tree)
         lines.append(ast.unparse(tree))
         lines.append("")
     return lines
@@ -661,6 +729,22 @@ def _header_lines(info: KernelInfo, device: str, fastmath: bool = False) -> list
 def _body_source(body: list[ast.stmt], indent: str) -> list[str]:
     text = "\n".join(ast.unparse(stmt) for stmt in body) or "pass"
     return [indent + line if line else line for line in text.splitlines()]
+
+
+class _CudaPrivate(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        if _is_call_to(node, "private"):
+            node.func = ast.parse("cuda.local.array", mode="eval").body
+        return node
+
+
+def _cuda_private(tree: Any) -> Any:
+    """A copy of ``tree`` with ``_kg_private(shape, dtype)`` as ``cuda.local.array``
+    (which numba-cuda only recognises under that name)."""
+    import copy
+
+    return ast.fix_missing_locations(_CudaPrivate().visit(copy.deepcopy(tree)))
 
 
 class _ReplaceMarkers(ast.NodeTransformer):
@@ -716,7 +800,7 @@ def cuda_source(info: KernelInfo, ndim: int, workgroup: bool, fastmath: bool = F
     params = ", ".join(sizes + info.params)
     g = [f"{PREFIX}g{d}" for d in range(ndim)]
     if not workgroup:
-        body = _replace(info.body, None, {})
+        body = [_cuda_private(stmt) for stmt in _replace(info.body, None, {})]
         item_params = ", ".join(g + [PREFIX + "lin"] + info.params)
         lines.append(f"@cuda.jit(device=True, cache=True{options})")
         lines.append(f"def {PREFIX}item({item_params}):")
@@ -740,7 +824,7 @@ def cuda_source(info: KernelInfo, ndim: int, workgroup: bool, fastmath: bool = F
     shared = {
         d.name: f"cuda.shared.array({d.shape!r}, np.{d.dtype.type.__name__})" for d in info.shared
     }
-    body = _replace(info.body, "cuda.syncthreads()", shared)
+    body = [_cuda_private(stmt) for stmt in _replace(info.body, "cuda.syncthreads()", shared)]
     lines.append(f"@cuda.jit(cache=True{options})")
     lines.append(f"def kernel({params}):")
     t = [f"{PREFIX}t{d}" for d in range(ndim)]
@@ -790,7 +874,7 @@ def cpu_source(
         launcher.append(f"    for {PREFIX}lin in prange({' * '.join(sizes)}):")
         launcher += _unravel(PREFIX + "lin", sizes, g, "        ")
         launcher.append(f"        {PREFIX}item({', '.join(item_params)})")
-        return "\n".join(lines + _twins(launcher, options))
+        return _cpu_module(lines + _twins(launcher, options))
 
     from .phases import split_phases
 
@@ -817,7 +901,18 @@ def cpu_source(
     for name, dtype in per_item.items():
         launcher.append(f"        {PREFIX}v_{name} = np.empty({PREFIX}G, np.{dtype})")
     launcher += ["        " + line for line in program]
-    return "\n".join(lines + _twins(launcher, options))
+    return _cpu_module(lines + _twins(launcher, options))
+
+
+def _cpu_module(lines: list[str]) -> str:
+    """The CPU module's source, with ``math.exp``/``tanh``/``log``/... calls replaced by
+    the CPU backend's vectorisable versions (``backends/cpu/vmath.py``, within 2 ulp), as
+    in the backend's own generated kernels: Numba's ``math`` functions are scalar libm
+    calls, 2-20x slower, and they stop LLVM from vectorising the loop around them."""
+    from ..backends.cpu.vmath import vectorise_math_calls
+
+    source, math_header = vectorise_math_calls("\n".join(lines) + "\n")
+    return math_header + source
 
 
 def _twins(launcher: list[str], options: str = "") -> list[str]:

@@ -13,6 +13,7 @@ from . import functional, init
 from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d
+from .device_functions import UnsupportedLayerError, device_function
 from .dropout import Dropout
 from .embedding import Embedding
 from .linear import Flatten, Identity, Linear, Unflatten
@@ -62,4 +63,6 @@ __all__ = [
     "L1Loss",
     "BCELoss",
     "BCEWithLogitsLoss",
+    "device_function",
+    "UnsupportedLayerError",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -181,6 +182,47 @@ def test_writing_a_broadcast_view_is_refused():
     x = kg.zeros(1).expand(4)
     with pytest.raises(KernelError, match="zero stride"):
         clamp_(x, ndrange=4)
+
+
+def _set_first(row):
+    row[0] = 1.0
+
+
+@kg.kernel
+def set_first_of_rows(out):
+    i = kg.index()
+    _set_first(out[i, :])  # a row view, written by the helper
+
+
+def test_a_row_view_passed_to_a_helper_counts_as_written(device):
+    out = kg.zeros(3, 2, device=device)
+    version = out._storage.version
+    set_first_of_rows(out, ndrange=3)
+    assert out._storage.version != version
+    assert_close(as_numpy(out), [[1.0, 0.0]] * 3)
+    with pytest.raises(InplaceError, match="requires grad"):
+        set_first_of_rows(kg.zeros(3, 2, device=device, requires_grad=True), ndrange=3)
+
+
+@kg.kernel
+def transcendental(out, x):
+    i = kg.index()
+    v = x[i]
+    out[i] = math.tanh(v) + kg.exp(-v * v) + math.log1p(v * v) + math.erf(v)
+
+
+def test_math_functions_on_the_cpu_use_vectorisable_versions(device):
+    from kernelgrad.kernel import transform
+
+    if device == "cpu":
+        assert "_kg_vmath.tanh(" in transform.cpu_source(transcendental.info, 1, False)
+    values = np.linspace(-6, 6, 50, dtype=np.float32)
+    out = kg.zeros(50, device=device)
+    transcendental(out, kg.tensor(values, device=device), ndrange=50)
+    x = values.astype(np.float64)
+    erf = np.vectorize(math.erf)(x)
+    expected = np.tanh(x) + np.exp(-x * x) + np.log1p(x * x) + erf
+    assert_close(as_numpy(out), expected, rtol=1e-6, atol=1e-6)
 
 
 def test_returning_a_value_is_refused():

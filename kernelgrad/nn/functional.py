@@ -1,15 +1,15 @@
 """``kg.nn.functional``: the stateless operations behind the layers, and the losses.
 
-Everything here is written with Tensor operations (and a few explicitly fused
-elementwise kernels defined in this module), so it runs unchanged on every backend.
+Everything here is written with Tensor operations, a few explicitly fused elementwise
+kernels defined in this module, and the ``@kg.kernel`` convolution kernels of
+``_conv_kernels.py`` (one source for the CPU and CUDA), so it runs unchanged on every
+backend.
 
-Convolution is im2col + one matrix product (the bias rides along as an extra row of
-ones). The patch matrix has one column per output pixel; for stride 1 an alternative
-"full-width" layout (``PATCH_LAYOUT``) gathers each filter tap of an image as one
-contiguous run of the padded input, computing the output rows over the whole padded
-width and ignoring the few extra columns. Convolution, pooling, linear and
-cross-entropy have hand-written VJPs (still in Tensor ops) that reuse what the
-forward pass computed.
+Convolution keeps images *batch innermost* ((N, C, H, W) tensors stored as (C, H, W, N)).
+On the CPU a stride-1 convolution with few taps per filter runs as direct kernels;
+other convolutions (and other devices) are im2col + one matrix product (the bias rides
+along as an extra row of ones). Convolution, pooling, linear and cross-entropy have
+hand-written VJPs that reuse what the forward pass computed.
 
 >>> import kernelgrad as kg
 >>> import kernelgrad.nn.functional as F

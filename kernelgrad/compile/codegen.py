@@ -16,9 +16,6 @@ import numpy as np
 from ..dtypes import DType
 
 CHUNK = 16384
-# Below this many elements of work a kernel runs on the calling thread (the CPU
-# backend's threshold).
-PARALLEL_THRESHOLD = 32768
 OPTIONS = "cache=True, error_model='numpy', nogil=True"
 
 _HEADER = '''\

@@ -687,7 +687,9 @@ def _fused_reduce(analysis: Analysis, group: Group) -> Step:
     source = codegen.reduce_source(parts.kind, *parts.source_arguments())
     module = load_module(source, f"fused_reduce_{parts.kind}")
     work = prod(parts.x_view.shape)
-    kernel = module.kernel if work >= codegen.PARALLEL_THRESHOLD else module.kernel_serial
+    from ..backends import cpu
+
+    kernel = module.kernel if work >= cpu.PARALLEL_THRESHOLD else module.kernel_serial
     return FusedReduceStep(
         kernel,
         parts.kind,

@@ -24,9 +24,6 @@ from ..errors import DeviceMismatchError, InplaceError, KernelError, ShapeError
 from . import arrays, transform
 
 _CUDA_THREADS = 256
-# Below this many work items a CPU kernel runs on the calling thread (as the CPU
-# backend's own kernels do): waking the worker threads costs more than the work.
-PARALLEL_THRESHOLD = 32768
 _MAX_CUDA_BLOCK = 1024
 
 
@@ -345,7 +342,10 @@ class Kernel:
             groups = [-(-n // w) for n, w in zip(sizes, group)]
             arguments = list(sizes) + list(group) + groups + values
             items = prod(groups) * prod(group)
-        spread = items >= PARALLEL_THRESHOLD if self.parallel is None else self.parallel
+        # Below the CPU backend's threshold the items run on the calling thread.
+        from ..backends import cpu
+
+        spread = items >= cpu.PARALLEL_THRESHOLD if self.parallel is None else self.parallel
         launcher = parallel if spread else serial
         self._run(launcher, lambda: launcher(*arguments), "cpu", sizes)
 
@@ -452,11 +452,11 @@ def kernel(
       ``numba.njit(parallel=True)``, CUDA tensors with ``numba.cuda.jit``.
     * Writes bump the written tensors' version counters (autograd's in-place check).
     * Compiled code is cached on disk; a second process loads it.
-    * On the CPU, a launch of at least 32,768 work items is spread over the cores and a
-      smaller one runs on the calling thread (waking the worker threads costs more than
-      a few thousand cheap items). ``parallel=True`` always spreads the items (for
-      kernels whose items each do a lot of work, such as a loop over a whole row or
-      image), ``parallel=False`` never does. CUDA launches ignore it.
+    * On the CPU, a launch of at least 131,072 work items (``KG_PARALLEL_THRESHOLD``) is
+      spread over the cores and a smaller one runs on the calling thread (waking the
+      worker threads costs more than many thousand cheap items). ``parallel=True``
+      always spreads the items (for kernels whose items each do a lot of work, such as
+      a loop over a whole row or image), ``parallel=False`` never does. CUDA launches ignore it.
     * ``fastmath=True`` lets the compiler reorder floating-point sums (so that a sum
       in a loop is vectorised) and fuse ``a * b + c`` into one multiply-add; results
       then differ from the written order in the last bits. On the CPU NaN and infinity

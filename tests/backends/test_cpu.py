@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 import kernelgrad as kg
 from kernelgrad.backends.base import ScalarFunction, View
@@ -177,3 +178,15 @@ def test_buffer_cache_reuses_blocks_nothing_can_see():
     for _ in range(5):
         (x * 2).sum()
     assert backend.memory_stats()["hits"] >= hits + 5
+
+
+def test_parallel_threshold_comes_from_the_environment(monkeypatch):
+    from kernelgrad.backends import cpu
+
+    monkeypatch.setenv("KG_PARALLEL_THRESHOLD", "1000")
+    assert cpu._parallel_threshold() == 1000
+    monkeypatch.setenv("KG_PARALLEL_THRESHOLD", "")
+    assert cpu._parallel_threshold() == cpu.DEFAULT_PARALLEL_THRESHOLD
+    monkeypatch.setenv("KG_PARALLEL_THRESHOLD", "many")
+    with pytest.raises(ValueError, match="KG_PARALLEL_THRESHOLD must be a whole number"):
+        cpu._parallel_threshold()

@@ -28,9 +28,31 @@ from .memory import HostBufferCache
 
 _ACC_SUM = {"float32": float64, "float64": float64}
 
-# Below this many elements a kernel runs on the calling thread: starting a parallel
-# region costs more than the work (PyTorch uses a similar grain size).
-PARALLEL_THRESHOLD = 32768
+
+def _parallel_threshold() -> int:
+    """Below this many elements (or work items) a kernel runs on the calling thread:
+    waking the sleeping worker threads for a parallel region costs more than the work.
+    ``KG_PARALLEL_THRESHOLD`` overrides the default (see docs/nn.md, "Speed")."""
+    value = os.environ.get("KG_PARALLEL_THRESHOLD", "")
+    if not value:
+        return DEFAULT_PARALLEL_THRESHOLD
+    try:
+        threshold = int(value)
+    except ValueError:
+        raise ValueError(
+            f"KG_PARALLEL_THRESHOLD must be a whole number of elements, got {value!r}"
+        ) from None
+    return max(threshold, 1)
+
+
+# Measured on 2-core virtual machines: waking the workers took a few microseconds on
+# one and 50-90 on another, where a 131,072-element ReLU runs in ~22 us on one thread
+# and ~90 us on two; between matrix products (OpenBLAS's workers busy-wait after each
+# call) the parallel launch was slower still. A 784-256-10 MLP step: 3.3 -> 1.8 ms.
+DEFAULT_PARALLEL_THRESHOLD = 131072
+# The CPU backend's kernels, @kg.kernel launches and kg.compile's fused reductions all
+# decide with this one value.
+PARALLEL_THRESHOLD = _parallel_threshold()
 # Accumulators per work item in the column reduction.
 COLUMN_BLOCK = 256
 
@@ -47,8 +69,9 @@ def _configure_thread_pools() -> None:
     workers hold: on 2 cores, small products became 100-400x slower and a LeNet-5 step
     took 3x longer. ``GOMP_SPINCOUNT=0`` (unless the user set it) must be in the
     environment before Numba starts its OpenMP pool, hence here, before the first kernel.
-    Waking a sleeping worker costs a few microseconds per region, which the parallel
-    threshold (``PARALLEL_THRESHOLD`` elements) keeps small relative to the work."""
+    Waking a sleeping worker costs microseconds to tens of microseconds per region,
+    which the parallel threshold (``PARALLEL_THRESHOLD`` elements) keeps small relative
+    to the work."""
     if _thread_pools_configured[0]:
         return
     _thread_pools_configured[0] = True

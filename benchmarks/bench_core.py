@@ -163,6 +163,30 @@ def bench_mlp(repeat: int) -> None:
     report("MLP 784-256-10 fwd+bwd, batch 128", results)
 
 
+def bench_threads(repeat: int) -> None:
+    """ReLU over n float32 elements spread over the cores vs on the calling thread: where
+    a parallel region starts to pay for waking the workers (KG_PARALLEL_THRESHOLD)."""
+    from kernelgrad.backends import cpu
+
+    saved = cpu.PARALLEL_THRESHOLD
+    try:
+        for n in (32_768, 131_072, 262_144, 1_048_576):
+            x = kg.randn(n)
+            results = {}
+            for label, threshold in (("kernelgrad", 1), ("one-thread", 2**62)):
+                cpu.PARALLEL_THRESHOLD = threshold
+                results[label] = timeit(x.relu, repeat * 20)
+            (par, par_median), (one, one_median) = results["kernelgrad"], results["one-thread"]
+            print(
+                f"relu {n:>9,} float32: all threads {par * 1e6:7.1f} us (median "
+                f"{par_median * 1e6:7.1f}) | calling thread {one * 1e6:7.1f} us (median "
+                f"{one_median * 1e6:7.1f}) | threshold now {saved:,}",
+                flush=True,
+            )
+    finally:
+        cpu.PARALLEL_THRESHOLD = saved
+
+
 STARTUP_SCRIPT = textwrap.dedent(
     """
     import time
@@ -214,7 +238,9 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument(
-        "--only", default="", help="comma-separated subset: elementwise,sum,matmul,mlp,startup"
+        "--only",
+        default="",
+        help="comma-separated subset: elementwise,sum,matmul,mlp,threads,startup",
     )
     args = parser.parse_args()
     repeat = 5 if args.quick else 15
@@ -231,6 +257,7 @@ def main() -> None:
         "sum": lambda: bench_sum(repeat),
         "matmul": lambda: bench_matmul(repeat),
         "mlp": lambda: bench_mlp(repeat * 4),
+        "threads": lambda: bench_threads(repeat),
         "startup": bench_startup,
     }
     selected = [c for c in args.only.split(",") if c] or list(cases)

@@ -323,17 +323,24 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
     (2, 4)
 
     * The first call with a new signature (shapes, strides, dtypes, devices of the
-      tensor arguments, values of the other arguments) runs ``fn`` eagerly while
-      recording every kernel it launches; the recording is fused (elementwise chains,
-      reduction prologues/epilogues) into fewer kernels, cached, and replayed by later
-      calls with the same signature, without running ``fn``'s Python code.
-    * Whole training steps work: forward, ``loss.backward()`` and in-place parameter
-      updates under ``kg.no_grad()`` are recorded and replayed in order. Set
-      ``p.grad = None`` (not ``zero_()`` of a gradient from an earlier call) inside the
-      step, so that each replay starts from fresh gradients.
-    * Python numbers computed inside ``fn`` (a learning-rate schedule, a step counter)
-      are frozen at trace time; pass changing numbers as arguments (each new value
-      traces again) or keep them in tensors.
+      tensor arguments, values of the other arguments) runs ``fn`` eagerly, so that
+      state created on first use (an optimizer's moments and buffers) exists before the
+      trace. The second call runs ``fn`` eagerly while recording every kernel it
+      launches; the recording is fused (elementwise chains, reduction
+      prologues/epilogues) into fewer kernels, cached, and replayed by later calls with
+      the same signature, without running ``fn``'s Python code.
+    * Whole training steps work: forward, ``loss.backward()``, ``optimizer.step()`` (or
+      in-place parameter updates under ``kg.no_grad()``) are recorded and replayed in
+      order. Set ``p.grad = None`` (``optimizer.zero_grad()``, not ``zero_()`` of a
+      gradient from an earlier call) inside the step, so that each replay starts from
+      fresh gradients.
+    * A ``kg.optim`` optimizer stepped inside ``fn`` records its settings (``lr``, ...)
+      and which tensors hold its state; a call after either changed (a scheduler's
+      ``step()``, ``load_state_dict``) traces ``fn`` again rather than replaying the old
+      values.
+    * Other Python numbers computed inside ``fn`` (a step counter of your own) are frozen
+      at trace time; pass changing numbers as arguments (each new value is a new
+      signature) or keep them in tensors.
     * A small host read inside ``fn`` (``.item()``, ``if flag:``, a bounds check) becomes
       a guard: replays read it again and raise ``GuardError`` if it changed. Larger
       reads (printing a tensor) raise :class:`~kernelgrad.compile.TraceError`.

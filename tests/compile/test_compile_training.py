@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kernelgrad as kg
-import kernelgrad.nn.functional as F  # noqa: N812
+import kernelgrad.nn.functional as F
 from kernelgrad.serialization import load_checkpoint, save_checkpoint
 from tests.helpers import as_numpy
 

@@ -5,11 +5,14 @@ Batch 128, Adam (lr 1e-3), random inputs of shape (128, 1, 28, 28) and random la
 on the same machine; PyTorch is limited to ``--threads`` threads (2 by default).
 
     python benchmarks/bench_lenet.py [--steps 40] [--repeats 3] [--threads 2] [--cpu-time]
+                                     [--compile]
 
 Prints samples per second for each (the best of ``--repeats`` timed runs) and the
-ratio kernelgrad / PyTorch. Both libraries share the process environment, so settings
-such as ``OMP_WAIT_POLICY=PASSIVE`` (both use OpenMP threads) apply to both; see
-docs/nn.md ("Speed") for the settings that matter on a small machine.
+ratio kernelgrad / PyTorch; with ``--compile`` also the same step under ``kg.compile``
+(forward, backward and Adam's update traced, fused and replayed). Both libraries share
+the process environment, so settings such as ``OMP_WAIT_POLICY=PASSIVE`` (both use
+OpenMP threads) apply to both; see docs/nn.md ("Speed") for the settings that matter
+on a small machine.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="cProfile kernelgrad's steps")
     parser.add_argument(
+        "--compile", action="store_true", help="also time the step compiled with kg.compile"
+    )
+    parser.add_argument(
         "--cpu-time",
         action="store_true",
         help="measure process CPU time instead of wall time (on a machine shared with other "
@@ -96,6 +102,25 @@ def main() -> None:
     print(f"kernelgrad: loss {first_loss:.3f} -> {last_loss:.3f} on one repeated batch")
     kg_rate = BATCH / kg_seconds
     print(f"kernelgrad: {kg_seconds * 1e3:7.2f} ms/step  {kg_rate:8.0f} samples/s")
+    if args.compile:
+        compiled = kg.compile(lambda x, y: kernelgrad_step(model, optimizer, x, y))
+        start = time.perf_counter()
+        compiled(x, y)  # runs eagerly
+        compiled(x, y)  # traced and compiled
+        first_two = time.perf_counter() - start
+        for _ in range(3):
+            compiled(x, y)
+        compiled_seconds = time_steps(lambda: compiled(x, y), args.steps, args.repeats)
+        with kg.compile.count_launches() as eager_launches:
+            kernelgrad_step(model, optimizer, x, y)
+        with kg.compile.count_launches() as compiled_launches:
+            compiled(x, y)
+        print(
+            f"kernelgrad, kg.compile: {compiled_seconds * 1e3:7.2f} ms/step  "
+            f"{BATCH / compiled_seconds:8.0f} samples/s  (eager / compiled: "
+            f"{kg_seconds / compiled_seconds:.2f}x; {compiled_launches.count} kernels per "
+            f"step, eager {eager_launches.count}; first two calls {first_two:.2f} s)"
+        )
 
     try:
         import torch

@@ -22,10 +22,12 @@ Checkpoint layout (names of tensors, metadata keys):
 
 =================================  =========================================================
 ``model.<name>``                   each entry of ``model.state_dict()``
-``optimizer.state.<i>.<key>``      tensor state of parameter ``i`` (e.g. ``exp_avg``)
+``optimizer.state.<i>.<key>``      tensor state of parameter ``i`` (e.g. ``exp_avg``, and
+                                   Adam's 0-d ``step``)
 metadata ``format``                ``"kernelgrad.checkpoint/1"``
 metadata ``optimizer``             JSON: class name, ``param_groups`` and the non-tensor
-                                   state (e.g. ``step``) by parameter index
+                                   state by parameter index (Adam's ``step`` was a number
+                                   here in older checkpoints; they still load)
 metadata ``scheduler``             JSON: class name and ``scheduler.state_dict()``
 metadata ``extra``                 JSON: the keyword arguments given to ``save_checkpoint``
 metadata ``sha256``                hex digest of the tensor bytes

@@ -3,7 +3,8 @@
 ``kg.compile`` is this package, and calling it is calling :func:`compile`::
 
     step = kg.compile(train_step)
-    loss = step(x, y)          # first call: traced (runs eagerly), then compiled
+    loss = step(x, y)          # first call: runs eagerly (creates lazily made state)
+    loss = step(x, y)          # second call: traced (runs eagerly), then compiled
     loss = step(x, y)          # later calls with the same shapes: replayed
 
 See :func:`compile` for the contract, and :mod:`.trace`, :mod:`.graph`, :mod:`.plan`

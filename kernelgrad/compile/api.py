@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -81,12 +82,33 @@ def _tensor_key(tensors: list[Any]) -> tuple[Any, ...]:
     return tuple(meta)
 
 
+# A signature traced this many times (Python-side values it depends on kept changing)
+# gets a warning.
+_RETRACE_WARNING = 8
+
+
 # --- one compiled version -----------------------------------------------------------------------
 class _Entry:
-    def __init__(self, plan: Plan, structure: Any, recipe: list[Any]) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        structure: Any,
+        recipe: list[Any],
+        watches: list[tuple[str, Any, Any]],
+        traces: int,
+    ) -> None:
         self.plan = plan
         self.structure = structure
         self.recipe = recipe
+        self.watches = watches
+        self.traces = traces  # how many times this signature was traced
+
+    def stale(self) -> str | None:
+        """What changed on the Python side since the trace (None if nothing did)."""
+        for what, read, expected in self.watches:
+            if read() != expected:
+                return what
+        return None
 
     def replay(self, tensors: list[Any]) -> Any:
         from ..tensor import Storage, Tensor
@@ -122,6 +144,7 @@ class CompiledFunction:
         self.fn = fn
         self.fuse = fuse
         self._entries: dict[Any, _Entry] = {}
+        self._warm: set[Any] = set()  # signatures whose first (eager) call has run
         self.last_plan: Plan | None = None
 
     def __repr__(self) -> str:
@@ -143,29 +166,72 @@ class CompiledFunction:
         )
         entry = self._entries.get(key)
         if entry is not None:
-            self.last_plan = entry.plan
-            return entry.replay(leaves)
-        return self._trace(key, args, kwargs, leaves)
+            changed = entry.stale()
+            if changed is None:
+                self.last_plan = entry.plan
+                return entry.replay(leaves)
+            self._retraced(entry, changed)
+            return self._trace(key, args, kwargs, leaves, entry.traces + 1)
+        if key not in self._warm:
+            return self._warm_up(key, args, kwargs)
+        return self._trace(key, args, kwargs, leaves, 1)
 
-    def _trace(self, key: Any, args: tuple, kwargs: dict, tensors: list[Any]) -> Any:
+    def _name(self) -> str:
+        return getattr(self.fn, "__qualname__", "function")
+
+    def _warm_up(self, key: Any, args: tuple, kwargs: dict) -> Any:
+        """The first call of a signature runs eagerly, so that state created on first
+        use (optimizer moments, momentum buffers, step counts) exists before the trace:
+        otherwise the trace would record its creation and every replay would repeat it."""
         from ..tensor import Tensor
 
-        name = getattr(self.fn, "__qualname__", "function")
+        result = self.fn(*args, **kwargs)
+        outputs: list[Any] = []
+        structure = _flatten(result, outputs, hashable=False)
+        self._check_outputs(outputs)
+        self._warm.add(key)
+        if debug_level() >= 1:
+            log(f"kg.compile: {self._name()}: first call ran eagerly; the next one is traced")
+        detached = [v.detach() if isinstance(v, Tensor) else v for v in outputs]
+        return _rebuild(structure, iter(detached))
+
+    def _retraced(self, entry: _Entry, changed: str) -> None:
+        if debug_level() >= 1:
+            log(f"kg.compile: {self._name()}: {changed} changed since the trace; tracing again")
+        if entry.traces + 1 == _RETRACE_WARNING:
+            warnings.warn(
+                f"kg.compile({self._name()}) has been traced {_RETRACE_WARNING} times for one "
+                f"argument signature because {changed} keeps changing between calls (each "
+                "change traces the function again, which is slower than running it eagerly). "
+                "For a learning-rate schedule, pass the rate as an argument and set "
+                "group['lr'] from it inside the function (each value is traced once), or "
+                "step the schedule less often",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def _check_outputs(self, outputs: list[Any]) -> None:
+        for position, value in enumerate(outputs):
+            node = value._node
+            if node is not None and node.vjp is not None:
+                raise TraceError(
+                    f"kg.compile({self._name()}): output {position} carries an autograd graph "
+                    "that the compiled version cannot rebuild, so backward() through it would "
+                    "not work. Compile the whole training step (forward, loss.backward() and "
+                    "the update) as one function, or run the forward under kg.no_grad() "
+                    "(e.g. for inference)"
+                )
+
+    def _trace(self, key: Any, args: tuple, kwargs: dict, tensors: list[Any], traces: int) -> Any:
+        from ..tensor import Tensor
+
+        name = self._name()
         recorder = Recorder(tensors)
         with recorder:
             result = self.fn(*args, **kwargs)
         outputs: list[Any] = []
         structure = _flatten(result, outputs, hashable=False)
-        for position, value in enumerate(outputs):
-            node = value._node
-            if node is not None and node.vjp is not None:
-                raise TraceError(
-                    f"kg.compile({name}): output {position} carries an autograd graph that "
-                    "the compiled version cannot rebuild, so backward() through it would "
-                    "not work. Compile the whole training step (forward, loss.backward() and "
-                    "the update) as one function, or run the forward under kg.no_grad() "
-                    "(e.g. for inference)"
-                )
+        self._check_outputs(outputs)
         del result
         gc.collect()  # autograd closures form cycles; free what nothing holds
 
@@ -232,7 +298,7 @@ class CompiledFunction:
             written_args,
             len(recorder.ops),
         )
-        entry = _Entry(plan, structure, recipe)
+        entry = _Entry(plan, structure, recipe, recorder.watches, traces)
         self._entries[key] = entry
         self.last_plan = plan
         if debug_level() >= 1:
@@ -257,17 +323,24 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
     (2, 4)
 
     * The first call with a new signature (shapes, strides, dtypes, devices of the
-      tensor arguments, values of the other arguments) runs ``fn`` eagerly while
-      recording every kernel it launches; the recording is fused (elementwise chains,
-      reduction prologues/epilogues) into fewer kernels, cached, and replayed by later
-      calls with the same signature, without running ``fn``'s Python code.
-    * Whole training steps work: forward, ``loss.backward()`` and in-place parameter
-      updates under ``kg.no_grad()`` are recorded and replayed in order. Set
-      ``p.grad = None`` (not ``zero_()`` of a gradient from an earlier call) inside the
-      step, so that each replay starts from fresh gradients.
-    * Python numbers computed inside ``fn`` (a learning-rate schedule, a step counter)
-      are frozen at trace time; pass changing numbers as arguments (each new value
-      traces again) or keep them in tensors.
+      tensor arguments, values of the other arguments) runs ``fn`` eagerly, so that
+      state created on first use (an optimizer's moments and buffers) exists before the
+      trace. The second call runs ``fn`` eagerly while recording every kernel it
+      launches; the recording is fused (elementwise chains, reduction
+      prologues/epilogues) into fewer kernels, cached, and replayed by later calls with
+      the same signature, without running ``fn``'s Python code.
+    * Whole training steps work: forward, ``loss.backward()``, ``optimizer.step()`` (or
+      in-place parameter updates under ``kg.no_grad()``) are recorded and replayed in
+      order. Set ``p.grad = None`` (``optimizer.zero_grad()``, not ``zero_()`` of a
+      gradient from an earlier call) inside the step, so that each replay starts from
+      fresh gradients.
+    * A ``kg.optim`` optimizer stepped inside ``fn`` records its settings (``lr``, ...)
+      and which tensors hold its state; a call after either changed (a scheduler's
+      ``step()``, ``load_state_dict``) traces ``fn`` again rather than replaying the old
+      values.
+    * Other Python numbers computed inside ``fn`` (a step counter of your own) are frozen
+      at trace time; pass changing numbers as arguments (each new value is a new
+      signature) or keep them in tensors.
     * A small host read inside ``fn`` (``.item()``, ``if flag:``, a bounds check) becomes
       a guard: replays read it again and raise ``GuardError`` if it changed. Larger
       reads (printing a tensor) raise :class:`~kernelgrad.compile.TraceError`.

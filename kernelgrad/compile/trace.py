@@ -115,6 +115,7 @@ class Recorder:
     def __init__(self, arg_tensors: list[Any]) -> None:
         self.slots: list[Slot] = []
         self.ops: list[Op] = []
+        self.watches: list[tuple[str, Any, Any]] = []
         self._slot_of: dict[int, int] = {}
         self._saved: list[tuple[Any, str, Any]] = []
         self._patched: set[int] = set()
@@ -134,6 +135,13 @@ class Recorder:
                     backend=tensor._storage.backend,
                 )
             )
+
+    def watch(self, what: str, read: Any) -> None:
+        """Record a Python-side value the traced code depends on (an optimizer's
+        learning rate, the identity of its state tensors): ``read()`` is called now and
+        before every replay, and a replay whose value differs is traced again instead of
+        replaying kernels recorded with the old value. ``what`` names it in the log."""
+        self.watches.append((what, read, read()))
 
     # --- slots ------------------------------------------------------------------------------
     def _new_slot(self, slot: Slot, buffer: Any) -> int:

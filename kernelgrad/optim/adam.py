@@ -10,7 +10,9 @@ For every parameter, with gradient ``g`` at step ``t``::
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
 With ``fused=True`` (the default) all of it is one elementwise kernel per parameter
-that reads p, g, m, v and writes p, m, v in place.
+that reads p, g, m, v and writes p, m, v in place. The step count ``t`` is a 0-d
+tensor; one more one-element kernel per parameter advances it and computes the two
+bias corrections on the device, so that ``kg.compile`` records and replays them.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..backends.base import ScalarFunction
+from ..dtypes import float64
 from ..nn._fused import launch
-from ..ops.creation import zeros_like
+from ..ops.creation import empty, tensor, zeros, zeros_like
 from ..tensor import Tensor
 from .optimizer import Optimizer
 
@@ -48,14 +51,23 @@ def adam_amsgrad_update(
     return p, m, v, v_max
 
 
+def adam_step(step, lr, beta1, beta2):
+    step = step + 1
+    step_size = lr / (1 - beta1**step)
+    correction2_sqrt = math.sqrt(1 - beta2**step)
+    return step, step_size, correction2_sqrt
+
+
+ADAM_STEP = ScalarFunction.from_python(adam_step, nout=3)
 ADAM_UPDATE = ScalarFunction.from_python(adam_update, nout=3)
 ADAM_AMSGRAD_UPDATE = ScalarFunction.from_python(adam_amsgrad_update, nout=4)
 
 
 class Adam(Optimizer):
     """Adam. ``weight_decay`` adds an L2 penalty to the gradient (use :class:`AdamW`
-    for decoupled decay). State per parameter: ``step``, ``exp_avg``, ``exp_avg_sq``
-    (and ``max_exp_avg_sq`` with ``amsgrad``), as in PyTorch.
+    for decoupled decay). State per parameter: ``step`` (a 0-d tensor on the
+    parameter's device), ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq`` with
+    ``amsgrad``), as in PyTorch.
 
     >>> import kernelgrad as kg
     >>> w = kg.nn.Parameter(kg.tensor([1.0, -1.0]))
@@ -108,15 +120,15 @@ class Adam(Optimizer):
                 continue
             state = self.state.setdefault(p, {})
             if not state:
-                state["step"] = 0
+                state["step"] = zeros((), dtype=p.dtype, device=p.device)
                 state["exp_avg"] = zeros_like(p)
                 state["exp_avg_sq"] = zeros_like(p)
                 if amsgrad:
                     state["max_exp_avg_sq"] = zeros_like(p)
-            state["step"] += 1
             step = state["step"]
-            step_size = lr / (1.0 - beta1**step)
-            correction2_sqrt = math.sqrt(1.0 - beta2**step)
+            if not isinstance(step, Tensor):  # a number, from an older checkpoint
+                step = state["step"] = tensor(float(step), dtype=p.dtype, device=p.device)
+            step_size, correction2_sqrt = _advance(step, lr, beta1, beta2)
             m, v = state["exp_avg"], state["exp_avg_sq"]
             scalars = [step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign]
             if group["fused"]:
@@ -146,6 +158,21 @@ class Adam(Optimizer):
                 )
 
 
+def _advance(step: Tensor, lr: float, beta1: float, beta2: float) -> tuple[Tensor, Tensor]:
+    """``step += 1`` and the bias corrections ``lr / (1 - beta1**step)`` and
+    ``sqrt(1 - beta2**step)``, in one kernel of one thread on the parameter's device.
+
+    The step count is a 0-d tensor (as in PyTorch) and the corrections are computed from
+    it on the device, in float64, rather than on the host from a Python number: no
+    device-to-host copy per step, and a step traced by ``kg.compile`` records this
+    kernel, so every replay advances the count and recomputes the corrections (a Python
+    number would be frozen at its value when the step was traced)."""
+    step_size = empty((), dtype=step.dtype, device=step.device)
+    correction2_sqrt = empty((), dtype=step.dtype, device=step.device)
+    launch(ADAM_STEP, [step, step_size, correction2_sqrt], [step, lr, beta1, beta2], float64)
+    return step_size, correction2_sqrt
+
+
 def _adam_reference(
     p: Tensor,
     state: dict[str, Any],
@@ -155,8 +182,8 @@ def _adam_reference(
     l2: float,
     keep: float,
     sign: float,
-    step_size: float,
-    correction2_sqrt: float,
+    step_size: Tensor,
+    correction2_sqrt: Tensor,
     amsgrad: bool,
 ) -> None:
     """The same update with separate in-place tensor operations."""

@@ -94,10 +94,35 @@ class Optimizer:
         if closure is not None:
             with autograd.enable_grad():
                 loss = closure()
+        from ..compile.trace import active_recorder
+
+        recorder = active_recorder()
+        if recorder is not None:
+            # Traced by kg.compile: the kernels recorded now use this step's settings
+            # and state tensors; a replay after either changed (a scheduler set a new lr,
+            # load_state_dict replaced the state, state was created by this very call)
+            # must trace again instead.
+            recorder.watch(f"{type(self).__name__}'s settings or state", self._trace_snapshot)
         with autograd.no_grad():
             for group in self.param_groups:
                 self._update_group(group)
         return loss
+
+    def _trace_snapshot(self) -> tuple[Any, ...]:
+        """What the kernels of a step depend on besides tensor values: every group's
+        settings and parameters, and which tensors (and numbers) hold the state."""
+        groups = tuple(
+            (
+                tuple((k, v) for k, v in group.items() if k != "params"),
+                tuple(map(id, group["params"])),
+            )
+            for group in self.param_groups
+        )
+        state = tuple(
+            (id(p), tuple((k, id(v) if isinstance(v, Tensor) else v) for k, v in s.items()))
+            for p, s in self.state.items()
+        )
+        return groups, state
 
     def _update_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError

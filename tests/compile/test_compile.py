@@ -150,9 +150,10 @@ def test_gelu_of_affine_is_at_most_two_kernels(device):
         kg.randn(6, device=device),
     )
     compiled = kg.compile(gelu_affine)
-    compiled(x, w, b)
+    compiled(x, w, b)  # runs eagerly
+    compiled(x, w, b)  # traced
     with count_launches() as counter:
-        result = compiled(x, w, b)
+        result = compiled(x, w, b)  # replayed
     assert counter.count <= 2, counter.names
     with count_launches() as eager_counter:
         expected = gelu_affine(x, w, b)
@@ -166,6 +167,7 @@ def test_reduction_prologue_and_epilogue_fuse_on_the_cpu():
 
     x, y = kg.randn(4, 6), kg.randn(6)
     compiled = kg.compile(mse)
+    compiled(x, y)
     compiled(x, y)
     with count_launches() as counter:
         result = compiled(x, y)
@@ -233,9 +235,12 @@ def test_learning_rate_argument_selects_a_version(device):
     model = MLP(device)
     compiled = kg.compile(model.step)
     x, target = _batch(device, 0)
-    compiled(x, target, 0.1)
-    compiled(x, target, 0.1)
-    compiled(x, target, 0.2)
+    compiled(x, target, 0.1)  # eager
+    compiled(x, target, 0.1)  # traced
+    compiled(x, target, 0.2)  # a new value: eager
+    assert len(compiled.plans) == 1
+    compiled(x, target, 0.2)  # traced
+    compiled(x, target, 0.1)  # replayed
     assert len(compiled.plans) == 2
 
 
@@ -351,8 +356,10 @@ def test_large_host_reads_are_a_trace_error(device):
         print(a)  # formats all 100 values
         return a * 2
 
+    compiled = kg.compile(f)
+    compiled(kg.ones(100, device=device))  # the first call runs eagerly
     with pytest.raises(TraceError, match=r"reads tensor values on the host"):
-        kg.compile(f)(kg.ones(100, device=device))
+        compiled(kg.ones(100, device=device))
 
 
 def test_outputs_with_a_live_graph_are_refused():
@@ -375,6 +382,7 @@ def test_debug_level_two_prints_one_line_per_kernel(device, capfd):
         kg.randn(5, 6, device=device),
         kg.randn(6, device=device),
     )
+    compiled(x, w, b)
     compiled(x, w, b)
     previous = debug_level()
     set_debug_level(2)

@@ -7,7 +7,7 @@ prints:
 * the time from process start to the end of the first training step with an empty
   kernel cache (``KERNELGRAD_CACHE_DIR`` set to a new temporary folder) and with a warm
   one (the best of ``--repeats`` runs);
-* training samples/s and seconds per epoch of LeNet-5 (batch 128, Adam 1e-3) over the
+* training samples/s and seconds per epoch of LeNet-5 (batch 128, Adam, ``--lr`` 1e-3) over the
   first ``--samples`` training images, and the test accuracy;
 * the same training loop in PyTorch (if installed) on the same images in this process,
   and the ratio kernelgrad / PyTorch.
@@ -17,6 +17,7 @@ kernelgrad). On a shared, busy machine use 1: with 2 threads on 2 busy cores, Py
 spinning worker threads can lose an order of magnitude.
 
     python benchmarks/bench_train.py [--samples 6000] [--epochs 1] [--repeats 2] [--threads 2]
+        [--lr 1e-3] [--seed 0]
 
 ``--samples 60000`` measures whole epochs. Needs Fashion-MNIST (see docs/data.md).
 """
@@ -36,7 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's kernelgrad, as in the subprocesses
 
 
-def run_train(out: Path, samples: int, epochs: int, cache: Path | None, threads: int) -> dict:
+def run_train(
+    out: Path, samples: int, epochs: int, cache: Path | None, threads: int, lr: float, seed: int
+) -> dict:
     env = dict(os.environ)
     for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[name] = str(threads)
@@ -47,6 +50,7 @@ def run_train(out: Path, samples: int, epochs: int, cache: Path | None, threads:
         sys.executable, "-m", "kernelgrad", "train", "--dataset", "fashion-mnist",
         "--model", "lenet", "--device", "cpu", "--epochs", str(epochs),
         "--limit-train", str(samples), "--out", str(out), "--no-download",
+        "--lr", str(lr), "--seed", str(seed),
     ]  # fmt: skip
     started = time.perf_counter()
     result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -58,8 +62,10 @@ def run_train(out: Path, samples: int, epochs: int, cache: Path | None, threads:
     return metrics
 
 
-def torch_samples_per_second(samples: int, epochs: int, threads: int) -> tuple[float, float]:
-    """PyTorch LeNet-5 (the same layers), batch 128, Adam 1e-3, on the same images."""
+def torch_samples_per_second(
+    samples: int, epochs: int, threads: int, lr: float, seed: int
+) -> tuple[float, float]:
+    """PyTorch LeNet-5 (the same layers), batch 128, Adam, on the same images."""
     import numpy as np
     import torch
     from torch import nn
@@ -67,7 +73,7 @@ def torch_samples_per_second(samples: int, epochs: int, threads: int) -> tuple[f
     from kernelgrad.data import load_dataset  # after torch: an ImportError here is a bug
 
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     train = load_dataset("fashion-mnist", train=True)
     test = load_dataset("fashion-mnist", train=False)
     images, labels = train.get_batch(np.arange(samples))
@@ -77,9 +83,9 @@ def torch_samples_per_second(samples: int, epochs: int, threads: int) -> tuple[f
         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
         nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10),
     )  # fmt: skip
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     x_all, y_all = torch.from_numpy(images), torch.from_numpy(labels)
-    generator = np.random.default_rng(0)
+    generator = np.random.default_rng(seed)
     seconds = 0.0
     for _ in range(epochs):
         order = torch.from_numpy(generator.permutation(samples))
@@ -102,17 +108,29 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate (both)")
+    parser.add_argument("--seed", type=int, default=0, help="initialisation and shuffling")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="kg-bench-train-") as folder:
         folder = Path(folder)
-        cold = run_train(folder / "cold", 256, 1, folder / "empty-cache", args.threads)
+        cold = run_train(
+            folder / "cold", 256, 1, folder / "empty-cache", args.threads, args.lr, args.seed
+        )
         print(
             f"empty kernel cache: first training step after {cold['first_step_seconds']:.1f} s "
             f"(process start included), whole 256-sample run {cold['wall_seconds']:.1f} s"
         )
         warm_runs = [
-            run_train(folder / f"warm{index}", args.samples, args.epochs, None, args.threads)
+            run_train(
+                folder / f"warm{index}",
+                args.samples,
+                args.epochs,
+                None,
+                args.threads,
+                args.lr,
+                args.seed,
+            )
             for index in range(args.repeats)
         ]
         best = min(warm_runs, key=lambda metrics: metrics["first_step_seconds"])
@@ -132,7 +150,9 @@ def main() -> None:
     except ImportError:
         print("PyTorch is not installed: no peer figure")
         return
-    torch_rate, torch_accuracy = torch_samples_per_second(args.samples, args.epochs, args.threads)
+    torch_rate, torch_accuracy = torch_samples_per_second(
+        args.samples, args.epochs, args.threads, args.lr, args.seed
+    )
     print(
         f"PyTorch ({args.threads} threads), same loop and data: {torch_rate:,.0f} samples/s, "
         f"test accuracy {torch_accuracy:.4f}"

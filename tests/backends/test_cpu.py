@@ -190,3 +190,35 @@ def test_parallel_threshold_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("KG_PARALLEL_THRESHOLD", "many")
     with pytest.raises(ValueError, match="KG_PARALLEL_THRESHOLD must be a whole number"):
         cpu._parallel_threshold()
+
+
+def test_small_products_run_on_one_blas_thread_and_leave_numpys_threads_alone(monkeypatch):
+    from kernelgrad.backends.cpu import blas
+
+    if not blas.single_thread_available():
+        pytest.skip("NumPy's BLAS is not a threaded OpenBLAS")
+    before = blas.current_threads()
+    seen = []
+    real = np.matmul
+
+    def spy(*args, **kwargs):
+        seen.append(blas.current_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(blas.np, "matmul", spy)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.arange(20, dtype=np.float32).reshape(4, 5)
+    product = kg.tensor(a) @ kg.tensor(b)
+    assert_close(product, a @ b)
+    assert seen == [1]  # the small product ran on one thread
+    assert blas.current_threads() == before  # and NumPy's own count is back
+
+
+def test_blas_small_product_size_comes_from_the_environment(monkeypatch):
+    from kernelgrad.backends.cpu import blas
+
+    monkeypatch.setenv("KG_BLAS_SMALL", "1000")
+    assert blas._small_product_size() == 1000
+    monkeypatch.setenv("KG_BLAS_SMALL", "big")
+    with pytest.raises(ValueError, match="KG_BLAS_SMALL must be a whole number"):
+        blas._small_product_size()

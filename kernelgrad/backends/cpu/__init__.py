@@ -23,7 +23,7 @@ from ...device import Device
 from ...dtypes import DType, float64, int64
 from ...shapes import coalesce, contiguous_strides
 from ..base import ScalarFunction, View
-from . import codegen
+from . import blas, codegen
 from .memory import HostBufferCache
 
 _ACC_SUM = {"float32": float64, "float64": float64}
@@ -370,12 +370,14 @@ class CPUBackend:
 
     # --- matmul ---------------------------------------------------------------------
     def matmul(self, out: View, a: View, b: View) -> None:
-        """NumPy's BLAS (with its own threads). Operands whose strides BLAS cannot use are
-        copied first: NumPy would otherwise fall back to a naive loop, 5-10x slower."""
+        """NumPy's BLAS (small products on one BLAS thread, see ``blas.py``). Operands
+        whose strides BLAS cannot use are copied first: NumPy would otherwise fall back
+        to a naive loop, 5-10x slower."""
         start = time.perf_counter() if debug_level() >= 2 else 0.0
         left = self._blas_ready(_numpy_view(a))
         right = self._blas_ready(_numpy_view(b))
-        np.matmul(left, right, out=_numpy_view(out))
+        multiply_adds = prod(out.shape) * (a.shape[-1] if len(a.shape) else 1)
+        blas.matmul(left, right, _numpy_view(out), multiply_adds)
         if debug_level() >= 2:
             _log_launch("matmul(BLAS)", out.shape, start)
 

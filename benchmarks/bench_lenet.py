@@ -1,23 +1,28 @@
 """Training throughput of LeNet-5 on Fashion-MNIST-shaped data: kernelgrad vs PyTorch.
 
 Batch 128, Adam (lr 1e-3), random inputs of shape (128, 1, 28, 28) and random labels
-(the data loader is not part of what is measured). Both libraries run in this process
-on the same machine; PyTorch is limited to ``--threads`` threads (2 by default).
+(the data loader is not part of what is measured). PyTorch runs in a fresh process with
+the environment this script started with (kernelgrad sets ``GOMP_SPINCOUNT=0`` for its
+own OpenMP workers before its first kernel; PyTorch's OpenMP copy would read it too if
+it started later in the same process, which made PyTorch's step 1.5x slower on a 2-core
+virtual machine). PyTorch is limited to ``--threads`` threads (2 by default).
 
     python benchmarks/bench_lenet.py [--steps 40] [--repeats 3] [--threads 2] [--cpu-time]
                                      [--compile]
 
 Prints samples per second for each (the best of ``--repeats`` timed runs) and the
 ratio kernelgrad / PyTorch; with ``--compile`` also the same step under ``kg.compile``
-(forward, backward and Adam's update traced, fused and replayed). Both libraries share
-the process environment, so settings such as ``OMP_WAIT_POLICY=PASSIVE`` (both use
-OpenMP threads) apply to both; see docs/nn.md ("Speed") for the settings that matter
-on a small machine.
+(forward, backward and Adam's update traced, fused and replayed). Environment settings
+such as ``OMP_WAIT_POLICY=PASSIVE`` apply to both; see docs/nn.md ("Speed") for the
+settings that matter on a small machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -27,6 +32,7 @@ import kernelgrad.nn.functional as F  # noqa: N812
 from kernelgrad.models import LeNet5
 
 BATCH = 128
+ORIGINAL_ENVIRONMENT = dict(os.environ)  # before kernelgrad configures its threads
 
 
 def kernelgrad_step(model, optimizer, x, y):
@@ -66,6 +72,7 @@ def main() -> None:
         help="measure process CPU time instead of wall time (on a machine shared with other "
         "work, run with --threads 1, NUMBA_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1)",
     )
+    parser.add_argument("--torch-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cpu_time:
         global CLOCK
@@ -74,6 +81,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     images = rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32)
     labels = rng.integers(0, 10, BATCH)
+    if args.torch_only:
+        torch_only(args, images, labels)
+        return
 
     kg.manual_seed(0)
     model = LeNet5()
@@ -122,6 +132,33 @@ def main() -> None:
             f"step, eager {eager_launches.count}; first two calls {first_two:.2f} s)"
         )
 
+    command = [
+        sys.executable, __file__, "--torch-only", "--steps", str(args.steps),
+        "--repeats", str(args.repeats), "--threads", str(args.threads),
+    ] + (["--cpu-time"] if args.cpu_time else [])  # fmt: skip
+    result = subprocess.run(
+        command, env=ORIGINAL_ENVIRONMENT, capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        print(f"PyTorch run failed:\n{result.stderr}")
+        return
+    for line in result.stdout.splitlines():
+        if not line.startswith("torch "):
+            print(line)
+            continue
+        _, name, order, seconds = line.split("\t")
+        torch_rate = BATCH / float(seconds)
+        ratios = f"ratio kernelgrad / PyTorch: {kg_rate / torch_rate:.2f}x"
+        if args.compile:
+            ratios += f" (kg.compile: {BATCH / compiled_seconds / torch_rate:.2f}x)"
+        print(
+            f"{name}, own process, {order}: {float(seconds) * 1e3:7.2f} ms/step  "
+            f"{torch_rate:8.0f} samples/s  {ratios}"
+        )
+
+
+def torch_only(args: argparse.Namespace, images: np.ndarray, labels: np.ndarray) -> None:
+    """Time PyTorch's LeNet-5 step; one tab-separated line per layer order."""
     try:
         import torch
     except ImportError:
@@ -154,12 +191,7 @@ def main() -> None:
 
         for _ in range(3):
             torch_step()
-        torch_seconds = time_steps(torch_step, args.steps, args.repeats)
-        torch_rate = BATCH / torch_seconds
-        print(
-            f"{name}, {order}: {torch_seconds * 1e3:7.2f} ms/step  {torch_rate:8.0f} samples/s"
-            f"  ratio kernelgrad / PyTorch: {kg_rate / torch_rate:.2f}x"
-        )
+        print(f"torch \t{name}\t{order}\t{time_steps(torch_step, args.steps, args.repeats)}")
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ def test_adam_follows_its_formula(device):
         p = p - lr * m_hat / (np.sqrt(v_hat) + eps)
     np.testing.assert_allclose(mine, p, rtol=1e-5)
     state = optimizer.state[optimizer.param_groups[0]["params"][0]]
-    assert state["step"] == 3
+    assert state["step"].item() == 3  # a 0-d tensor on the parameter's device
     np.testing.assert_allclose(as_numpy(state["exp_avg"]), m, rtol=1e-5)
     np.testing.assert_allclose(as_numpy(state["exp_avg_sq"]), v, rtol=1e-4)
 

@@ -459,6 +459,28 @@ class History:
         return history
 
 
+def make_train_step(model: Any, optimizer: Any, compiled: bool = False) -> Any:
+    """One training step on a batch: forward, cross-entropy, backward and the optimizer's
+    update. Returns the (detached) loss and the number of correct predictions. With
+    ``compiled`` the step runs under ``kg.compile``: traced on its second call for a batch
+    shape, then replayed as fused kernels."""
+    from .nn import functional
+
+    def train_step(images: Any, labels: Any) -> tuple[Any, Any]:
+        logits = model(images)
+        loss = functional.cross_entropy(logits, labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.detach(), (logits.detach().argmax(1) == labels).sum()
+
+    if not compiled:
+        return train_step
+    from .compile import compile as compile_function
+
+    return compile_function(train_step)
+
+
 def train_one_epoch(
     model: Any,
     optimizer: Any,
@@ -468,9 +490,9 @@ def train_one_epoch(
     epoch: int,
     on_first_step: Any = None,
     scheduler: Any = None,
+    step_fn: Any = None,
 ) -> EpochResult:
-    from .nn import functional
-
+    step_fn = step_fn if step_fn is not None else make_train_step(model, optimizer)
     model.train()
     start = time.perf_counter()
     loss_sum = None  # device tensors: the loss is read back only now and then
@@ -482,20 +504,14 @@ def train_one_epoch(
     steps = len(loader)
     record_every = max(1, steps // 50)  # about 50 points per epoch for the plot
     for step, (images, labels) in enumerate(loader):
-        logits = model(images)
-        loss = functional.cross_entropy(logits, labels)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        detached, hits = step_fn(images, labels)
         if scheduler is not None:
             scheduler.step()
         if on_first_step is not None and step == 0:
-            loss.item()  # wait for the device to finish the step
+            detached.item()  # wait for the device to finish the step
             on_first_step()
         batch = int(labels.shape[0])
         samples += batch
-        detached = loss.detach()
-        hits = (logits.detach().argmax(1) == labels).sum()
         loss_sum = detached * batch if loss_sum is None else loss_sum + detached * batch
         correct = hits if correct is None else correct + hits
         window_loss = detached if window_loss is None else window_loss + detached
@@ -690,6 +706,12 @@ def command_train(args: argparse.Namespace) -> int:
         train_loader.load_state_dict(checkpoint_payload["loader"])
         set_rng_state(checkpoint_payload.get("rng", {}))
         history = History.from_dict(checkpoint_payload.get("history", {}))
+    if args.compile and config["schedule"] != "constant":
+        raise UserError(
+            f"--compile replays a traced training step, and --schedule {config['schedule']} "
+            "changes the learning rate on every step, which would trace every step again; "
+            "use --compile with a constant rate, or the schedule without --compile"
+        )
     scheduler = make_scheduler(
         config["schedule"],
         optimizer,
@@ -720,6 +742,7 @@ def command_train(args: argparse.Namespace) -> int:
             "started (kernel compilation included; cached kernels make this faster)"
         )
 
+    step_fn = make_train_step(model, optimizer, compiled=args.compile)
     for epoch in range(done_epochs + 1, config["epochs"] + 1):
         progress = Progress(len(data.train), f"epoch {epoch}/{config['epochs']}")
         result = train_one_epoch(
@@ -731,6 +754,7 @@ def command_train(args: argparse.Namespace) -> int:
             epoch,
             on_first_step=first_step if epoch == done_epochs + 1 else None,
             scheduler=scheduler,
+            step_fn=step_fn,
         )
         evaluation = evaluate_model(model, test_loader, len(classes))
         rate = result.samples / result.seconds if result.seconds > 0 else float("nan")
@@ -970,6 +994,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="CPU threads for kernelgrad's compiled kernels (default: all cores; 1 can be "
         "much faster on a machine whose cores are busy with other work)",
+    )
+    train.add_argument(
+        "--compile",
+        action="store_true",
+        help="run each training step under kg.compile (traced once per batch shape, then "
+        "replayed as fused kernels); not with --schedule cosine, whose rate changes every step",
     )
     train.set_defaults(handler=command_train)
 

@@ -294,6 +294,49 @@ def test_interrupted_cosine_run_resumes_exactly(models, tmp_path, tiny_data, cap
     _assert_same_run(straight, split)
 
 
+def test_compiled_training_equals_eager_training(models, tmp_path, tiny_data, capsys, monkeypatch):
+    """--compile runs the same steps as fused replays: 2 epochs of 4 batches (the first
+    call eager, the second traced, the rest replayed) end where eager training ends."""
+    import kernelgrad.compile as compile_package
+
+    real_compile, python_runs = compile_package.compile, []
+
+    def counting_compile(fn):
+        def counted(*args):
+            python_runs.append(1)
+            return fn(*args)
+
+        return real_compile(counted)
+
+    monkeypatch.setattr(compile_package, "compile", counting_compile)
+    common = ["--dataset", "mnist", "--data", str(tiny_data), "--model", "lenet", *SMALL]
+    eager, compiled = tmp_path / "eager", tmp_path / "compiled"
+    assert run_cli(capsys, "train", *common, "--epochs", "2", "--out", str(eager))[0] == 0
+    assert python_runs == []  # eager training does not compile
+    code, _, err = run_cli(
+        capsys, "train", *common, "--epochs", "2", "--out", str(compiled), "--compile"
+    )
+    assert code == 0, err
+    assert len(python_runs) == 2  # 8 steps: one eager, one traced, six replays
+    one = json.loads((eager / "metrics.json").read_text())["history"]
+    two = json.loads((compiled / "metrics.json").read_text())["history"]
+    for key in ("train_loss", "train_accuracy", "test_loss", "test_accuracy"):
+        assert two[key] == pytest.approx(one[key], rel=1e-4, abs=1e-5), key
+    first = _state(eager / "checkpoint.safetensors")
+    second = _state(compiled / "checkpoint.safetensors")
+    for name in first:
+        np.testing.assert_allclose(second[name], first[name], rtol=1e-4, atol=1e-5)
+
+
+def test_compile_refuses_a_per_step_schedule(models, tmp_path, tiny_data, capsys):
+    code, _, err = run_cli(
+        capsys, "train", "--dataset", "mnist", "--data", str(tiny_data), *SMALL,
+        "--out", str(tmp_path / "run"), "--compile", "--schedule", "cosine",
+    )  # fmt: skip
+    assert code == 2
+    assert "--compile" in err and "--schedule cosine" in err
+
+
 def test_resume_refuses_another_model_or_changed_options(models, tmp_path, tiny_data, capsys):
     run = tmp_path / "run"
     common = ["--dataset", "mnist", "--data", str(tiny_data), *SMALL]

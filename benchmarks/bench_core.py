@@ -163,28 +163,53 @@ def bench_mlp(repeat: int) -> None:
     report("MLP 784-256-10 fwd+bwd, batch 128", results)
 
 
-def bench_threads(repeat: int) -> None:
-    """ReLU over n float32 elements spread over the cores vs on the calling thread: where
-    a parallel region starts to pay for waking the workers (KG_PARALLEL_THRESHOLD)."""
+THREADS_SCRIPT = textwrap.dedent(
+    """
+    import statistics, sys, time
+    import kernelgrad as kg
     from kernelgrad.backends import cpu
 
-    saved = cpu.PARALLEL_THRESHOLD
-    try:
-        for n in (32_768, 131_072, 262_144, 1_048_576):
-            x = kg.randn(n)
-            results = {}
-            for label, threshold in (("kernelgrad", 1), ("one-thread", 2**62)):
-                cpu.PARALLEL_THRESHOLD = threshold
-                results[label] = timeit(x.relu, repeat * 20)
-            (par, par_median), (one, one_median) = results["kernelgrad"], results["one-thread"]
-            print(
-                f"relu {n:>9,} float32: all threads {par * 1e6:7.1f} us (median "
-                f"{par_median * 1e6:7.1f}) | calling thread {one * 1e6:7.1f} us (median "
-                f"{one_median * 1e6:7.1f}) | threshold now {saved:,}",
-                flush=True,
-            )
-    finally:
-        cpu.PARALLEL_THRESHOLD = saved
+    def timeit(fn, repeat):
+        fn()
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return min(times) * 1e6, statistics.median(times) * 1e6
+
+    saved, repeat = cpu.PARALLEL_THRESHOLD, int(sys.argv[1])
+    for n in (32_768, 131_072, 262_144, 1_048_576):
+        x = kg.randn(n)
+        cpu.PARALLEL_THRESHOLD = 1
+        spread = timeit(x.relu, repeat)
+        cpu.PARALLEL_THRESHOLD = 2**62
+        one = timeit(x.relu, repeat)
+        print(
+            f"relu {n:>9,} float32: all threads {spread[0]:7.1f} us (median {spread[1]:7.1f})"
+            f" | calling thread {one[0]:7.1f} us (median {one[1]:7.1f})"
+            f" | threshold now {saved:,}"
+        )
+    """
+)
+
+
+def bench_threads(repeat: int) -> None:
+    """ReLU over n float32 elements spread over the cores vs on the calling thread: where
+    a parallel region starts to pay for waking the workers (KG_PARALLEL_THRESHOLD).
+
+    Measured in a fresh process without PyTorch. PyTorch ships its own libgomp.so.1;
+    loaded first, it apparently also serves Numba's OpenMP layer (one soname), having
+    read GOMP_SPINCOUNT before kernelgrad set it, so its workers spin between regions
+    and waking them is cheap (on an idle 2-core virtual machine ~13 us per region
+    instead of ~90 us)."""
+    out = subprocess.run(
+        [sys.executable, "-c", THREADS_SCRIPT, str(repeat * 20)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(out.stdout, end="", flush=True)
 
 
 STARTUP_SCRIPT = textwrap.dedent(

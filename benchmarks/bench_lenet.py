@@ -189,7 +189,7 @@ def torch_only(args: argparse.Namespace, images: np.ndarray, labels: np.ndarray)
             loss.backward()
             optimizer.step()
 
-        for _ in range(3):
+        for _ in range(10):  # PyTorch's first steps after start-up are slow
             torch_step()
         print(f"torch \t{name}\t{order}\t{time_steps(torch_step, args.steps, args.repeats)}")
 

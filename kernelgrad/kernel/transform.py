@@ -258,15 +258,7 @@ class _Rewriter(ast.NodeTransformer):
         """``kg.private(shape, dtype)`` -> ``_kg_private((sizes...), np.<dtype>)``, with
         both arguments checked constants (each device form names the function)."""
         info = self.info
-        arguments = list(node.args)
-        keywords = {k.arg: k.value for k in node.keywords}
-        if len(arguments) < 2:
-            arguments += [keywords.pop(k) for k in ("shape", "dtype") if k in keywords]
-        if len(arguments) != 2 or keywords:
-            raise kernel_error(info, node, "kg.private takes (shape, dtype)")
-        shape = _constant(info, arguments[0], self.namespace, "the shape of kg.private")
-        if isinstance(shape, int):
-            shape = (shape,)
+        shape, dtype_node = _shape_argument(info, node, node, self.namespace, "kg.private")
         if not (
             isinstance(shape, tuple)
             and shape
@@ -275,7 +267,7 @@ class _Rewriter(ast.NodeTransformer):
             raise kernel_error(
                 info, node, f"kg.private needs a positive int or tuple of ints, got {shape!r}"
             )
-        value = _constant(info, arguments[1], self.namespace, "the dtype of kg.private")
+        value = _constant(info, dtype_node, self.namespace, "the dtype of kg.private")
         dtype = _numpy_dtype(info, node, value, "kg.private")
         info.uses_private = True
         return ast.Call(
@@ -364,21 +356,11 @@ def _extract_shared(info: KernelInfo, body: list[ast.stmt], namespace: dict) -> 
             and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)
         ):
-            call = stmt.value
-            arguments = list(call.args)
-            keywords = {k.arg: k.value for k in call.keywords}
-            if len(arguments) < 2:
-                arguments += [keywords.pop(k) for k in ("shape", "dtype") if k in keywords]
-            if len(arguments) != 2 or keywords:
-                raise kernel_error(info, stmt, "kg.shared takes (shape, dtype)")
-            shape = _constant(info, arguments[0], namespace, "the shape of kg.shared")
-            if isinstance(shape, int):
-                shape = (shape,)
+            shape, dtype_node = _shape_argument(info, stmt.value, stmt, namespace, "kg.shared")
             if not (isinstance(shape, tuple) and all(isinstance(s, int) and s > 0 for s in shape)):
                 raise kernel_error(
                     info, stmt, f"kg.shared needs a tuple of positive ints, got {shape!r}"
                 )
-            dtype_node = arguments[1]
             if isinstance(dtype_node, ast.Attribute) and isinstance(dtype_node.value, ast.Name):
                 if dtype_node.value.id == "np":  # already rewritten from a kg dtype
                     dtype = np.dtype(getattr(np, dtype_node.attr))
@@ -535,6 +517,21 @@ def _param_usage(info: KernelInfo) -> None:
         escaped |= views[node.id]  # written through the view, or the view escapes
     info.written |= escaped
     info.linear = params - escaped - multi_index
+
+
+def _shape_argument(
+    info: KernelInfo, call: ast.Call, where: ast.AST, namespace: dict[str, Any], what: str
+) -> tuple[Any, ast.AST]:
+    """The constant shape of ``kg.shared(shape, dtype)`` / ``kg.private(shape, dtype)``
+    (an int becomes a 1-tuple) and the dtype's node, positional or keyword."""
+    arguments = list(call.args)
+    keywords = {k.arg: k.value for k in call.keywords}
+    if len(arguments) < 2:
+        arguments += [keywords.pop(k) for k in ("shape", "dtype") if k in keywords]
+    if len(arguments) != 2 or keywords:
+        raise kernel_error(info, where, f"{what} takes (shape, dtype)")
+    shape = _constant(info, arguments[0], namespace, f"the shape of {what}")
+    return ((shape,) if isinstance(shape, int) else shape), arguments[1]
 
 
 def _makes_view(index: ast.AST) -> bool:

@@ -370,7 +370,8 @@ def compile_cases() -> Iterator[tuple[str, str, dict[str, Any], tuple]]:
     types = _types()
     for title, fn, args in _programs():
         compiled = kg.compile(fn)
-        compiled(*args)
+        compiled(*args)  # the first call runs eagerly
+        compiled(*args)  # the second traces
         plan = compiled.last_plan
         assert plan is not None
         analysis = plan.analysis

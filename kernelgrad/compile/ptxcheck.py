@@ -20,19 +20,18 @@ no compiler or no CUDA backend here. Must run without ``NUMBA_ENABLE_CUDASIM``.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
-import os
 import sys
-import time
-import traceback
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 import kernelgrad as kg
+from kernelgrad.backends.cuda import ptxcheck as base
+from kernelgrad.backends.cuda.ptxcheck import _array, _scalar_type, _types
 
-NO_COMPILER = 77
 TILE = 16
 GROUP = 64
 
@@ -213,24 +212,9 @@ def leaky(x):
 
 
 # --- cases ------------------------------------------------------------------------------------
-def _types() -> Any:
-    from numba.cuda import types
-
-    return types
-
-
-def _scalar(dtype: Any) -> Any:
-    types = _types()
-    return types.boolean if dtype.is_bool else getattr(types, dtype.name)
-
-
-def _array(dtype: Any, ndim: int = 1, layout: str = "C") -> Any:
-    return _types().Array(_scalar(dtype), ndim, layout)
-
-
 def _tuple(n: int) -> Any:
-    types = _types()
-    return types.UniTuple(types.int64, max(n, 1))
+    """A tuple of ``n`` int64s; the fused kernels' launcher passes an empty one as ``(0,)``."""
+    return base._tuple(max(n, 1))
 
 
 def kernel_cases() -> Iterator[tuple[str, str, dict[str, Any], tuple]]:
@@ -273,12 +257,7 @@ def _elementwise_case(
     from ..backends.cuda import codegen
 
     source = codegen.elementwise_source(fn.name, fn.source, nout, kinds, compute, out, 0)
-    n_arrays = nout + kinds.count("array")
-    signature = [_types().int64, _tuple(n_arrays)]
-    signature += [_array(d) for d in out]
-    for kind, dtype in zip(kinds, compute):
-        signature.append(_array(dtype) if kind == "array" else _scalar(dtype))
-    return name, source, {}, tuple(signature)
+    return name, source, {}, base.elementwise_signature(kinds, compute, out)
 
 
 def elementwise_cases() -> Iterator[tuple[str, str, dict[str, Any], tuple]]:
@@ -400,14 +379,14 @@ def compile_cases() -> Iterator[tuple[str, str, dict[str, Any], tuple]]:
                 signature += [_array(v.dtype) for v in pro]
                 if parts.prologue:
                     signature += [
-                        _scalar(d)
+                        _scalar_type(d)
                         for x, d in zip(parts.prologue.operands, parts.prologue.dtypes)
                         if not isinstance(x, plan_module.ViewRef)
                     ]
                 signature += [_array(v.dtype) for v in epi]
                 if parts.epilogue:
                     signature += [
-                        _scalar(d)
+                        _scalar_type(d)
                         for x, d in zip(parts.epilogue.operands, parts.epilogue.dtypes)
                         if not isinstance(x, plan_module.ViewRef)
                     ]
@@ -422,79 +401,24 @@ def compile_cases() -> Iterator[tuple[str, str, dict[str, Any], tuple]]:
                 source = codegen.elementwise_source(
                     step.fn.name, step.fn.source, step.fn.nout, kinds, step.compute, out, 0
                 )
-                n_arrays = len(out) + kinds.count("array")
-                signature = [types.int64, _tuple(n_arrays)] + [_array(d) for d in out]
-                for kind, dtype in zip(kinds, step.compute):
-                    signature.append(_array(dtype) if kind == "array" else _scalar(dtype))
-                yield f"{title}: {step.fn.name}", source, {}, tuple(signature)
+                signature = base.elementwise_signature(kinds, step.compute, out)
+                yield f"{title}: {step.fn.name}", source, {}, signature
 
 
 # --- running ----------------------------------------------------------------------------------
-def _install_fake_device(cc: tuple[int, int]) -> None:
-    """Device functions ask the current device for its compute capability when a kernel
-    that calls them is compiled; without a GPU, answer with ``cc``."""
-    import numba.cuda.dispatcher as dispatcher
-
-    class _Device:
-        compute_capability = cc
-
-    dispatcher.get_current_device = lambda: _Device()
-
-
-def compiler_available(cc: tuple[int, int]) -> str | None:
-    """None when a trivial kernel compiles and the CUDA backend exists, else why not."""
-    try:
-        import kernelgrad.backends.cuda.codegen  # noqa: F401
-    except ImportError as error:
-        return f"the CUDA backend is not available ({error})"
-    from numba import cuda
-
-    def probe(out):  # pragma: no cover - compiled
-        out[0] = 1.0
-
-    try:
-        cuda.compile_ptx(probe, (_array(kg.float32),), cc=cc)
-    except Exception as error:
-        return f"{type(error).__name__}: {error}"
-    return None
-
-
 def run(cc: tuple[int, int], verbose: bool) -> int:
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        print("ptxcheck must run without NUMBA_ENABLE_CUDASIM=1", file=sys.stderr)
-        return 2
-    reason = compiler_available(cc)
-    if reason is not None:
-        print(f"no CUDA compiler available: {reason}", file=sys.stderr)
-        return NO_COMPILER
-    from numba import cuda
-
-    from ..codecache import load_module
-
-    _install_fake_device(cc)
+    status = base.prepare(cc)
+    if status is not None:
+        return status
     cases = list(kernel_cases()) + list(elementwise_cases()) + list(compile_cases())
-    failures = []
-    start = time.perf_counter()
-    for name, source, injected, signature in cases:
-        try:
-            module = load_module(source, "ptxcheck_user")
-            for key, value in injected.items():
-                setattr(module, key, value)
-            ptx, _ = cuda.compile_ptx(module.kernel.py_func, signature, cc=cc)
-            assert ".entry" in ptx
-            if verbose:
-                print(f"ok   {name}")
-        except Exception as error:
-            failures.append((name, error))
-            print(f"FAIL {name}: {type(error).__name__}: {str(error).splitlines()[0]}")
-            if verbose:
-                traceback.print_exception(error)
-    elapsed = time.perf_counter() - start
-    print(
-        f"compiled {len(cases) - len(failures)} of {len(cases)} kernels to PTX for compute "
-        f"capability {cc[0]}.{cc[1]} in {elapsed:.1f} s"
+    return base.compile_to_ptx(
+        [
+            (name, functools.partial(base.load_kernel, source, "ptxcheck_user", injected), sig)
+            for name, source, injected, sig in cases
+        ],
+        cc,
+        verbose,
     )
-    return 1 if failures else 0
 
 
 def main(argv: list[str] | None = None) -> int:

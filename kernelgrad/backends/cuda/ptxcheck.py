@@ -9,18 +9,22 @@ compute capability::
     python -m kernelgrad.backends.cuda.ptxcheck --all      # every op and dtype pattern
 
 It needs numba-cuda's compiler libraries (``pip install "numba-cuda[cu13]"``), but no
-GPU and no driver. Exit status: 0 all compiled, 1 some failed, 77 no compiler here.
-Must run without ``NUMBA_ENABLE_CUDASIM``.
+GPU and no driver. Exit status: 0 all compiled, 1 some failed, 77 no compiler or no
+CUDA backend here. Must run without ``NUMBA_ENABLE_CUDASIM``.
+
+``kernelgrad.compile.ptxcheck`` checks user kernels and fused kernels with the same
+pieces (types, the compiler probe, the compile loop).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 NO_COMPILER = 77
@@ -43,9 +47,8 @@ def _types() -> Any:
     return types
 
 
-def _array(dtype: Any) -> Any:
-    types = _types()
-    return types.Array(_scalar_type(dtype), 1, "C")
+def _array(dtype: Any, ndim: int = 1, layout: str = "C") -> Any:
+    return _types().Array(_scalar_type(dtype), ndim, layout)
 
 
 def _scalar_type(dtype: Any) -> Any:
@@ -56,6 +59,24 @@ def _scalar_type(dtype: Any) -> Any:
 def _tuple(n: int) -> Any:
     types = _types()
     return types.UniTuple(types.int64, n)
+
+
+def elementwise_signature(
+    kinds: tuple[str, ...], compute: list[Any], out: list[Any], ndim: int = 0
+) -> tuple:
+    """The argument types of a generated elementwise kernel (``codegen.elementwise_source``)
+    with outputs ``out`` and inputs of ``kinds`` ("array"/"scalar") in ``compute`` dtypes."""
+    types = _types()
+    n_arrays = len(out) + kinds.count("array")
+    signature = [types.int64]
+    if ndim:
+        signature += [_tuple(ndim), _tuple(n_arrays), _tuple(n_arrays * ndim)]
+    else:
+        signature.append(_tuple(n_arrays))
+    signature += [_array(d) for d in out]
+    for kind, dtype in zip(kinds, compute):
+        signature.append(_array(dtype) if kind == "array" else _scalar_type(dtype))
+    return tuple(signature)
 
 
 def elementwise_cases(everything: bool) -> Iterator[tuple[str, str, tuple]]:
@@ -83,19 +104,10 @@ def elementwise_cases(everything: bool) -> Iterator[tuple[str, str, tuple]]:
                     source = codegen.elementwise_source(
                         op.scalar.name, op.scalar.source, 1, kinds, compute, [out], ndim
                     )
-                    n_arrays = 1 + kinds.count("array")
-                    signature = [types.int64]
-                    if ndim:
-                        signature += [_tuple(ndim), _tuple(n_arrays), _tuple(n_arrays * ndim)]
-                    else:
-                        signature.append(_tuple(n_arrays))
-                    signature.append(_array(out))
-                    for kind, dt in zip(kinds, compute):
-                        signature.append(_array(dt) if kind == "array" else _scalar_type(dt))
                     yield (
                         f"{op_name}[{dtype.name},{','.join(kinds)},ndim={ndim}]",
                         source,
-                        tuple(signature),
+                        elementwise_signature(kinds, compute, [out], ndim),
                     )
     for target in (float32, float64, int32, int64, bool_):
         for source_dtype in (float32, int64, bool_):
@@ -206,7 +218,11 @@ def static_cases() -> Iterator[tuple[str, Any, tuple]]:
 
 
 def compiler_available(cc: tuple[int, int]) -> str | None:
-    """None if a trivial kernel compiles, else the reason it does not."""
+    """None if the CUDA backend exists and a trivial kernel compiles, else why not."""
+    try:
+        from . import codegen  # noqa: F401
+    except ImportError as error:
+        return f"the CUDA backend is not available ({error})"
     from numba import cuda
 
     def probe(out):  # pragma: no cover - compiled
@@ -225,32 +241,44 @@ def _float32() -> Any:
     return float32
 
 
-def run(cc: tuple[int, int], everything: bool, verbose: bool) -> int:
+def prepare(cc: tuple[int, int]) -> int | None:
+    """The exit status when the check cannot run here (under the simulator, without a
+    compiler or the CUDA backend); else None, with device queries answered with ``cc``."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         print("ptxcheck must run without NUMBA_ENABLE_CUDASIM=1", file=sys.stderr)
         return 2
-    from numba import cuda
-
-    from ...codecache import load_module
-
     reason = compiler_available(cc)
     if reason is not None:
         print(f"no CUDA compiler available: {reason}", file=sys.stderr)
         return NO_COMPILER
     _install_fake_device(cc)
-    cases: list[tuple[str, Any, tuple]] = []
-    for name, source, signature in (
-        list(elementwise_cases(everything))
-        + list(reduce_cases(everything))
-        + list(matmul_cases(everything))
-    ):
-        cases.append((name, load_module(source, "ptxcheck").kernel.py_func, signature))
-    cases += list(static_cases())
+    return None
+
+
+def load_kernel(source: str, prefix: str, injected: dict[str, Any] | None = None) -> Any:
+    """The Python function of ``kernel`` in the generated module ``source``, with the
+    ``injected`` globals set on the module."""
+    from ...codecache import load_module
+
+    module = load_module(source, prefix)
+    for key, value in (injected or {}).items():
+        setattr(module, key, value)
+    return module.kernel.py_func
+
+
+def compile_to_ptx(
+    cases: list[tuple[str, Callable[[], Any], tuple]], cc: tuple[int, int], verbose: bool
+) -> int:
+    """Compile the function each case's ``load()`` gives for its signature (a module that
+    fails to load is a failure like one that fails to compile); print failures, with
+    ``verbose`` successes and tracebacks, and a summary. 1 if any failed, else 0."""
+    from numba import cuda
+
     failures = []
     start = time.perf_counter()
-    for name, function, signature in cases:
+    for name, load, signature in cases:
         try:
-            ptx, _ = cuda.compile_ptx(function, signature, cc=cc)
+            ptx, _ = cuda.compile_ptx(load(), signature, cc=cc)
             assert ".entry" in ptx
             if verbose:
                 print(f"ok   {name}")
@@ -265,6 +293,30 @@ def run(cc: tuple[int, int], everything: bool, verbose: bool) -> int:
         f"compute capability {cc[0]}.{cc[1]} in {elapsed:.1f} s"
     )
     return 1 if failures else 0
+
+
+def run(cc: tuple[int, int], everything: bool, verbose: bool) -> int:
+    status = prepare(cc)
+    if status is not None:
+        return status
+    generated = (
+        list(elementwise_cases(everything))
+        + list(reduce_cases(everything))
+        + list(matmul_cases(everything))
+    )
+    cases: list[tuple[str, Callable[[], Any], tuple]] = [
+        (name, functools.partial(load_kernel, source, "ptxcheck"), signature)
+        for name, source, signature in generated
+    ]
+    cases += [
+        (name, functools.partial(_same, function), signature)
+        for name, function, signature in static_cases()
+    ]
+    return compile_to_ptx(cases, cc, verbose)
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

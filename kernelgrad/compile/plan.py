@@ -43,15 +43,18 @@ class _Params:
         self.dtypes: list[DType] = []
         self._index: dict[Any, str] = {}
 
-    def view(self, view: ViewRef, dtype: DType) -> str:
-        key = ("view", view, dtype.name)
+    def _add(self, key: Any, prefix: str, operand: Any, dtype: DType) -> str:
+        """The parameter name of ``operand`` (one per ``key``), added on first use."""
         name = self._index.get(key)
         if name is None:
-            name = self._index[key] = f"a{len(self.names)}"
+            name = self._index[key] = f"{prefix}{len(self.names)}"
             self.names.append(name)
-            self.operands.append(view)
+            self.operands.append(operand)
             self.dtypes.append(dtype)
         return name
+
+    def view(self, view: ViewRef, dtype: DType) -> str:
+        return self._add(("view", view, dtype.name), "a", view, dtype)
 
     def arrays_then_scalars(self) -> list[str]:
         """Parameter names with the array loads first (the fused reduction's order)."""
@@ -61,13 +64,7 @@ class _Params:
 
     def scalar(self, value: Any, dtype: DType) -> str:
         key = ("scalar", type(value).__name__, repr(value), dtype.name)
-        name = self._index.get(key)
-        if name is None:
-            name = self._index[key] = f"s{len(self.names)}"
-            self.names.append(name)
-            self.operands.append(value)
-            self.dtypes.append(dtype)
-        return name
+        return self._add(key, "s", value, dtype)
 
 
 def compose(

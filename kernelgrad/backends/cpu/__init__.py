@@ -50,9 +50,6 @@ PARALLEL_THRESHOLD = _parallel_threshold()
 COLUMN_BLOCK = 256
 
 
-_thread_pools_configured = [False]
-
-
 def _configure_thread_pools() -> None:
     """Make Numba's OpenMP workers sleep as soon as a parallel region ends.
 
@@ -65,9 +62,6 @@ def _configure_thread_pools() -> None:
     Waking a sleeping worker costs microseconds to tens of microseconds per region,
     which the parallel threshold (``PARALLEL_THRESHOLD`` elements) keeps small relative
     to the work."""
-    if _thread_pools_configured[0]:
-        return
-    _thread_pools_configured[0] = True
     os.environ.setdefault("GOMP_SPINCOUNT", "0")
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -140,3 +141,15 @@ class Backend(Protocol):
     def set_rng_state(self, state: Any) -> None: ...
 
     def synchronize(self) -> None: ...
+
+
+def whole_number_setting(name: str, default: int, minimum: int, unit: str) -> int:
+    """The whole number in environment variable ``name`` (at least ``minimum``), or
+    ``default`` where it is unset or empty; ``unit`` names what it counts in the error."""
+    value = os.environ.get(name, "")
+    if not value:
+        return default
+    try:
+        return max(int(value), minimum)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number of {unit}, got {value!r}") from None

@@ -1,4 +1,5 @@
-"""Transforms of scalar-function source shared by the backends' code generators.
+"""Source-text helpers shared by the backends' code generators: :func:`cast`, and
+transforms of scalar-function source.
 
 Numba types Python number literals as float64/int64, and NumPy's promotion rules then
 widen float32 arithmetic: ``0.5 * x`` with a float32 ``x`` is float64, as is ``x * 2``
@@ -15,6 +16,11 @@ import ast
 from collections.abc import Sequence
 
 from ..dtypes import DType
+
+
+def cast(expr: str, dtype: DType) -> str:
+    """Source text converting ``expr`` to ``dtype`` (``np.float32(expr)``, ...)."""
+    return "np.bool_(" + expr + ")" if dtype.is_bool else f"np.{dtype.numpy.name}({expr})"
 
 
 class _WrapLiterals(ast.NodeTransformer):

@@ -14,13 +14,6 @@ from kernelgrad.device import as_device
 from tests.helpers import assert_close, check_grad
 
 
-@pytest.fixture(scope="module")
-def cuda() -> str:
-    if not kg.cuda.is_available():
-        pytest.skip("CUDA is unavailable (no GPU, and NUMBA_ENABLE_CUDASIM is not set)")
-    return "cuda"
-
-
 # --- kg.cuda -------------------------------------------------------------------------------
 def test_import_kernelgrad_does_not_import_numba_or_cuda():
     code = (

@@ -24,13 +24,6 @@ from kernelgrad.device import as_device
 from tests.helpers import assert_close
 
 
-@pytest.fixture(scope="module")
-def cuda() -> str:
-    if not kg.cuda.is_available():
-        pytest.skip("CUDA is unavailable (no GPU, and NUMBA_ENABLE_CUDASIM is not set)")
-    return "cuda"
-
-
 @pytest.fixture
 def backend(cuda: str):
     return get_backend(as_device(cuda))

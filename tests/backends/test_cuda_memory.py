@@ -18,13 +18,6 @@ from kernelgrad.backends.cuda.memory import MIN_BLOCK, OutOfMemoryError, round_s
 from kernelgrad.device import as_device
 
 
-@pytest.fixture(scope="module")
-def cuda() -> str:
-    if not kg.cuda.is_available():
-        pytest.skip("CUDA is unavailable (no GPU, and NUMBA_ENABLE_CUDASIM is not set)")
-    return "cuda"
-
-
 @pytest.fixture
 def pool(cuda):
     pool = get_backend(as_device(cuda)).pool

@@ -22,7 +22,7 @@ from ...debug import debug_level, log
 from ...device import Device
 from ...dtypes import DType, float64, int64
 from ...shapes import coalesce, contiguous_strides
-from ..base import ScalarFunction, View
+from ..base import ScalarFunction, View, whole_number_setting
 from . import blas, codegen
 from .memory import HostBufferCache
 
@@ -33,16 +33,9 @@ def _parallel_threshold() -> int:
     """Below this many elements (or work items) a kernel runs on the calling thread:
     waking the sleeping worker threads for a parallel region costs more than the work.
     ``KG_PARALLEL_THRESHOLD`` overrides the default (see docs/nn.md, "Speed")."""
-    value = os.environ.get("KG_PARALLEL_THRESHOLD", "")
-    if not value:
-        return DEFAULT_PARALLEL_THRESHOLD
-    try:
-        threshold = int(value)
-    except ValueError:
-        raise ValueError(
-            f"KG_PARALLEL_THRESHOLD must be a whole number of elements, got {value!r}"
-        ) from None
-    return max(threshold, 1)
+    return whole_number_setting(
+        "KG_PARALLEL_THRESHOLD", DEFAULT_PARALLEL_THRESHOLD, minimum=1, unit="elements"
+    )
 
 
 # Measured on 2-core virtual machines: waking the workers took a few microseconds on
@@ -57,9 +50,6 @@ PARALLEL_THRESHOLD = _parallel_threshold()
 COLUMN_BLOCK = 256
 
 
-_thread_pools_configured = [False]
-
-
 def _configure_thread_pools() -> None:
     """Make Numba's OpenMP workers sleep as soon as a parallel region ends.
 
@@ -72,9 +62,6 @@ def _configure_thread_pools() -> None:
     Waking a sleeping worker costs microseconds to tens of microseconds per region,
     which the parallel threshold (``PARALLEL_THRESHOLD`` elements) keeps small relative
     to the work."""
-    if _thread_pools_configured[0]:
-        return
-    _thread_pools_configured[0] = True
     os.environ.setdefault("GOMP_SPINCOUNT", "0")
 
 

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from ..base import whole_number_setting
+
 DEFAULT_SMALL_PRODUCT = 1 << 24
 _NAMES = (
     "scipy_openblas_set_num_threads64_",
@@ -46,15 +48,9 @@ class _Blas:
 
 
 def _small_product_size() -> int:
-    value = os.environ.get("KG_BLAS_SMALL", "")
-    if not value:
-        return DEFAULT_SMALL_PRODUCT
-    try:
-        return max(int(value), 0)
-    except ValueError:
-        raise ValueError(
-            f"KG_BLAS_SMALL must be a whole number of multiply-adds, got {value!r}"
-        ) from None
+    return whole_number_setting(
+        "KG_BLAS_SMALL", DEFAULT_SMALL_PRODUCT, minimum=0, unit="multiply-adds"
+    )
 
 
 def _look_up() -> None:

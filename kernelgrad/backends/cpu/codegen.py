@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...dtypes import DType
-from ..scalar_source import narrow_literals
+from ..scalar_source import cast, narrow_literals
 from . import vmath
 
 # Elements per parallel work item: large enough to amortise the index arithmetic,
@@ -47,10 +47,6 @@ from numba import njit, prange
 '''
 
 _NUMBA_OPTIONS = "cache=True, error_model='numpy', nogil=True"
-
-
-def _cast(expr: str, dtype: DType) -> str:
-    return f"np.{dtype.numpy.name}({expr})" if dtype.name != "bool" else f"np.bool_({expr})"
 
 
 def _decorator(parallel: bool, extra: str = "") -> str:
@@ -78,9 +74,9 @@ def elementwise_source(
             a = len(arrays)
             arrays.append(f"in{i}")
             params.append(f"in{i}")
-            flat_inputs.append(_cast(f"in{i}[j]", compute_dtypes[i]))
-            fast_inputs.append(_cast(f"v{a}[j]", compute_dtypes[i]))
-            general_inputs.append(_cast(f"in{i}[p{a} + j * t{a}]", compute_dtypes[i]))
+            flat_inputs.append(cast(f"in{i}[j]", compute_dtypes[i]))
+            fast_inputs.append(cast(f"v{a}[j]", compute_dtypes[i]))
+            general_inputs.append(cast(f"in{i}[p{a} + j * t{a}]", compute_dtypes[i]))
         else:
             params.append(f"scalar{i}")
             for exprs in (flat_inputs, fast_inputs, general_inputs):
@@ -175,10 +171,10 @@ def _store(
 ) -> list[str]:
     call = f"_scalar_fn({', '.join(input_exprs)})"
     if nout == 1:
-        return [f"{targets[0]} = {_cast(call, out_dtypes[0])}"]
+        return [f"{targets[0]} = {cast(call, out_dtypes[0])}"]
     lines = [f"result = {call}"]
     for k in range(nout):
-        lines.append(f"{targets[k]} = {_cast(f'result[{k}]', out_dtypes[k])}")
+        lines.append(f"{targets[k]} = {cast(f'result[{k}]', out_dtypes[k])}")
     return lines
 
 
@@ -200,7 +196,6 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
     is_arg = kind in ("argmax", "argmin")
     base = {"argmax": "max", "argmin": "min"}.get(kind, kind)
     init = _init_value(base, acc_dtype)
-    acc_cast = "np.bool_" if acc_dtype.name == "bool" else f"np.{acc_dtype.numpy.name}"
     floating = x_dtype.is_floating_point
 
     def update(
@@ -249,7 +244,7 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
             "        i = rem % kshape[d]",
             "        rem //= kshape[d]",
             "        base += i * kstrides[d]",
-            f"    acc = {acc_cast}({init})",
+            f"    acc = {cast(init, acc_dtype)}",
             "    acc_index = -1",
             "    k = split * per_split",
             "    k_end = min(k + per_split, n_red)",
@@ -286,7 +281,7 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
         else:
             body += [
                 "    if nsplit == 1:",
-                f"        out[m] = {_cast('acc', out_dtype)}",
+                f"        out[m] = {cast('acc', out_dtype)}",
                 "    else:",
                 "        partial_value[work] = acc",
             ]
@@ -319,7 +314,7 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
         if is_arg:
             combine.append("        out[m] = acc_index")
         else:
-            combine.append(f"        out[m] = {_cast('acc', out_dtype)}")
+            combine.append(f"        out[m] = {cast('acc', out_dtype)}")
         lines += ["    " + s for s in body + combine]
 
     # Column reduction: kept elements contiguous along the last kept dim.
@@ -372,7 +367,7 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
     if is_arg:
         body.append("        out[target + j] = acc_index[j]")
     else:
-        body.append(f"        out[target + j] = {_cast('acc[j]', out_dtype)}")
+        body.append(f"        out[target + j] = {cast('acc[j]', out_dtype)}")
     lines += ["    " + s for s in body]
     lines.append("")
     return "\n".join(lines)
@@ -381,7 +376,7 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
 def _cast_acc(expr: str, acc_dtype: DType, x_dtype: DType) -> str:
     if acc_dtype is x_dtype:
         return expr
-    return _cast(expr, acc_dtype)
+    return cast(expr, acc_dtype)
 
 
 def _init_value(base: str, dtype: DType) -> str:

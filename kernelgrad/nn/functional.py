@@ -475,6 +475,10 @@ class _ConvPlan:
         self.ow = (self.wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
         self.taps = c * kh * kw  # rows of the patch matrix (all groups)
         self.columns = self.oh * self.ow * n  # columns of the patch matrix
+        # The direct kernels take two output channels per work item ("pairs") when every
+        # group has an even number of them; ``channel_items`` such items cover them all.
+        self.pairs = (out_channels // groups) % 2 == 0
+        self.channel_items = out_channels // 2 if self.pairs else out_channels
 
     def output_strides(self) -> tuple[int, int, int, int]:
         """Strides of the (N, O, OH, OW) result inside its (O, OH, OW, N) buffer."""
@@ -582,12 +586,11 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
 
             product = empty((out_channels, columns), dtype=x.dtype, device=x.device)
             b = zeros(out_channels, dtype=x.dtype, device=x.device) if bias is None else bias
-            pairs = (out_channels // groups) % 2 == 0
             kernels.conv_forward_direct(
                 _flat(product), _flat(xq), _flat(weight.detach().contiguous()),
                 b.detach().contiguous(), c // groups, out_channels // groups, plan.kh,
-                plan.kw, hp, wp, dh, dw, plan.oh, n, plan.ow * n, pairs,
-                ndrange=(out_channels // 2 if pairs else out_channels) * plan.oh,
+                plan.kw, hp, wp, dh, dw, plan.oh, n, plan.ow * n, plan.pairs,
+                ndrange=plan.channel_items * plan.oh,
             )  # fmt: skip
         else:
             # The patch matrix: rows (C, kh, kw [, ones]), columns (OH, OW, N).
@@ -674,10 +677,9 @@ def _conv2d_direct_backward(
     if need_w or need_b:
         grad_w = empty(weight.shape, dtype=dtype, device=device)
         grad_b = empty(out_channels, dtype=dtype, device=device)
-        pairs = (out_channels // groups) % 2 == 0
         kernels.conv_weight_grad_direct(
             _flat(grad_w), grad_b, _flat(grad_rows), _flat(xq), _zero_of(dtype), *geometry,
-            pairs, ndrange=(out_channels // 2 if pairs else out_channels) * (c // groups) * plan.kh,
+            plan.pairs, ndrange=plan.channel_items * (c // groups) * plan.kh,
         )  # fmt: skip
         grad_w = grad_w if need_w else None
         grad_b = grad_b if need_b else None

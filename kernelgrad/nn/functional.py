@@ -980,10 +980,7 @@ def max_pool2d(
         return result.squeeze(0) if unbatched else result
     with autograd.no_grad():
         xp = _pad_in_layout(x, plan, -math.inf) if plan.padded else x
-        order = _memory_order(xp)  # the kernels loop in xp's memory order
-        result = _empty_in_order(xp.shape[:2] + (plan.oh, plan.ow), order, x)
-        views = [_permuted(view, order) for view in plan.views(xp)]
-        _fused.launch(_max_fn(plan.taps), [_permuted(result, order)], views, x.dtype)
+        result = _window_reduce(xp, plan, _max_fn(plan.taps))
     if autograd.needs_grad(x):
         pooled = result.detach()
 
@@ -1030,7 +1027,7 @@ def avg_pool2d(
                 mask = _pad_constant(mask, (0, plan.extra_w, 0, plan.extra_h), value=0.0)
             else:
                 mask = _pad_constant(mask, plan.pads(), value=0.0)
-            divisor = _window_sum(mask, plan, 1.0)
+            divisor = _window_reduce(mask, plan, _sum_fn(plan.taps), 1.0)
     if plan.taps > _MAX_FUSED_TAPS:
         xp = _pad_constant(x, plan.pads(), value=0.0) if plan.padded else x
         windows = xp.unfold(2, plan.kh, plan.sh).unfold(3, plan.kw, plan.sw)
@@ -1039,7 +1036,7 @@ def avg_pool2d(
     scale = 1.0 / divisor if isinstance(divisor, float) else 1.0
     with autograd.no_grad():
         xp = _pad_in_layout(x, plan, 0.0) if plan.padded else x
-        result = _window_sum(xp, plan, scale)
+        result = _window_reduce(xp, plan, _sum_fn(plan.taps), scale)
         if not isinstance(divisor, float):
             result = result / divisor
     if autograd.needs_grad(x):
@@ -1053,12 +1050,13 @@ def avg_pool2d(
     return result.squeeze(0) if unbatched else result
 
 
-def _window_sum(x: Tensor, plan: _PoolPlan, scale: float) -> Tensor:
-    """Scaled window sums of a 4-d tensor, laid out (and computed) in its memory order."""
+def _window_reduce(x: Tensor, plan: _PoolPlan, fn: Any, *scalars: float) -> Tensor:
+    """``fn`` of every window's taps (then ``scalars``) of a 4-d tensor: the window
+    maxima or scaled sums, laid out (and computed) in ``x``'s memory order."""
     order = _memory_order(x)
     result = _empty_in_order(x.shape[:2] + (plan.oh, plan.ow), order, x)
     views = [_permuted(view, order) for view in plan.views(x)]
-    _fused.launch(_sum_fn(plan.taps), [_permuted(result, order)], views + [scale], x.dtype)
+    _fused.launch(fn, [_permuted(result, order)], views + list(scalars), x.dtype)
     return result
 
 

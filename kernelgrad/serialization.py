@@ -415,6 +415,12 @@ def load_checkpoint(
                 )
 
     optimizer_meta = json.loads(metadata["optimizer"]) if "optimizer" in metadata else None
+    # "optimizer.state.{index}.{key}" entries, by name: (parameter index, state key, entry)
+    state_entries: dict[str, tuple[int, str, dict[str, Any]]] = {}
+    for name, entry in header.items() if optimizer is not None else ():
+        if name.startswith("optimizer.state."):
+            index_text, _, key = name[len("optimizer.state.") :].partition(".")
+            state_entries[name] = (int(index_text), key, entry)
     if optimizer is not None:
         if optimizer_meta is None:
             problems.append("the file holds no optimizer state")
@@ -433,11 +439,7 @@ def load_checkpoint(
                     f"optimizer: parameter groups of sizes {saved_counts} in the file, "
                     f"{own_counts} in the optimizer"
                 )
-            for name, entry in header.items():
-                if not name.startswith("optimizer.state."):
-                    continue
-                index_text, _, key = name[len("optimizer.state.") :].partition(".")
-                index = int(index_text)
+            for name, (index, _, entry) in state_entries.items():
                 if index >= len(params):
                     problems.append(f"{name}: the optimizer has only {len(params)} parameters")
                     continue
@@ -471,10 +473,8 @@ def load_checkpoint(
         state: dict[int, dict[str, Any]] = {}
         for index_text, values in optimizer_meta["state"].items():
             state.setdefault(int(index_text), {}).update(values)
-        for name, entry in header.items():
-            if name.startswith("optimizer.state."):
-                index_text, _, key = name[len("optimizer.state.") :].partition(".")
-                state.setdefault(int(index_text), {})[key] = _tensor(entry, data, "cpu")
+        for index, key, entry in state_entries.values():
+            state.setdefault(index, {})[key] = _tensor(entry, data, "cpu")
         groups = optimizer_meta["param_groups"]
         for saved, own_group in zip(groups, optimizer.param_groups):
             for key, value in list(saved.items()):

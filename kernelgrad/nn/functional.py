@@ -475,6 +475,10 @@ class _ConvPlan:
         self.ow = (self.wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
         self.taps = c * kh * kw  # rows of the patch matrix (all groups)
         self.columns = self.oh * self.ow * n  # columns of the patch matrix
+        # The direct kernels take two output channels per work item ("pairs") when every
+        # group has an even number of them; ``channel_items`` such items cover them all.
+        self.pairs = (out_channels // groups) % 2 == 0
+        self.channel_items = out_channels // 2 if self.pairs else out_channels
 
     def output_strides(self) -> tuple[int, int, int, int]:
         """Strides of the (N, O, OH, OW) result inside its (O, OH, OW, N) buffer."""
@@ -582,12 +586,11 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
 
             product = empty((out_channels, columns), dtype=x.dtype, device=x.device)
             b = zeros(out_channels, dtype=x.dtype, device=x.device) if bias is None else bias
-            pairs = (out_channels // groups) % 2 == 0
             kernels.conv_forward_direct(
                 _flat(product), _flat(xq), _flat(weight.detach().contiguous()),
                 b.detach().contiguous(), c // groups, out_channels // groups, plan.kh,
-                plan.kw, hp, wp, dh, dw, plan.oh, n, plan.ow * n, pairs,
-                ndrange=(out_channels // 2 if pairs else out_channels) * plan.oh,
+                plan.kw, hp, wp, dh, dw, plan.oh, n, plan.ow * n, plan.pairs,
+                ndrange=plan.channel_items * plan.oh,
             )  # fmt: skip
         else:
             # The patch matrix: rows (C, kh, kw [, ones]), columns (OH, OW, N).
@@ -674,10 +677,9 @@ def _conv2d_direct_backward(
     if need_w or need_b:
         grad_w = empty(weight.shape, dtype=dtype, device=device)
         grad_b = empty(out_channels, dtype=dtype, device=device)
-        pairs = (out_channels // groups) % 2 == 0
         kernels.conv_weight_grad_direct(
             _flat(grad_w), grad_b, _flat(grad_rows), _flat(xq), _zero_of(dtype), *geometry,
-            pairs, ndrange=(out_channels // 2 if pairs else out_channels) * (c // groups) * plan.kh,
+            plan.pairs, ndrange=plan.channel_items * (c // groups) * plan.kh,
         )  # fmt: skip
         grad_w = grad_w if need_w else None
         grad_b = grad_b if need_b else None
@@ -978,10 +980,7 @@ def max_pool2d(
         return result.squeeze(0) if unbatched else result
     with autograd.no_grad():
         xp = _pad_in_layout(x, plan, -math.inf) if plan.padded else x
-        order = _memory_order(xp)  # the kernels loop in xp's memory order
-        result = _empty_in_order(xp.shape[:2] + (plan.oh, plan.ow), order, x)
-        views = [_permuted(view, order) for view in plan.views(xp)]
-        _fused.launch(_max_fn(plan.taps), [_permuted(result, order)], views, x.dtype)
+        result = _window_reduce(xp, plan, _max_fn(plan.taps))
     if autograd.needs_grad(x):
         pooled = result.detach()
 
@@ -1028,7 +1027,7 @@ def avg_pool2d(
                 mask = _pad_constant(mask, (0, plan.extra_w, 0, plan.extra_h), value=0.0)
             else:
                 mask = _pad_constant(mask, plan.pads(), value=0.0)
-            divisor = _window_sum(mask, plan, 1.0)
+            divisor = _window_reduce(mask, plan, _sum_fn(plan.taps), 1.0)
     if plan.taps > _MAX_FUSED_TAPS:
         xp = _pad_constant(x, plan.pads(), value=0.0) if plan.padded else x
         windows = xp.unfold(2, plan.kh, plan.sh).unfold(3, plan.kw, plan.sw)
@@ -1037,7 +1036,7 @@ def avg_pool2d(
     scale = 1.0 / divisor if isinstance(divisor, float) else 1.0
     with autograd.no_grad():
         xp = _pad_in_layout(x, plan, 0.0) if plan.padded else x
-        result = _window_sum(xp, plan, scale)
+        result = _window_reduce(xp, plan, _sum_fn(plan.taps), scale)
         if not isinstance(divisor, float):
             result = result / divisor
     if autograd.needs_grad(x):
@@ -1051,12 +1050,13 @@ def avg_pool2d(
     return result.squeeze(0) if unbatched else result
 
 
-def _window_sum(x: Tensor, plan: _PoolPlan, scale: float) -> Tensor:
-    """Scaled window sums of a 4-d tensor, laid out (and computed) in its memory order."""
+def _window_reduce(x: Tensor, plan: _PoolPlan, fn: Any, *scalars: float) -> Tensor:
+    """``fn`` of every window's taps (then ``scalars``) of a 4-d tensor: the window
+    maxima or scaled sums, laid out (and computed) in ``x``'s memory order."""
     order = _memory_order(x)
     result = _empty_in_order(x.shape[:2] + (plan.oh, plan.ow), order, x)
     views = [_permuted(view, order) for view in plan.views(x)]
-    _fused.launch(_sum_fn(plan.taps), [_permuted(result, order)], views + [scale], x.dtype)
+    _fused.launch(fn, [_permuted(result, order)], views + list(scalars), x.dtype)
     return result
 
 

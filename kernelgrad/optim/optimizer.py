@@ -157,7 +157,6 @@ class Optimizer:
                     f"a parameter group of the state_dict has {len(saved['params'])} "
                     f"parameters but the optimizer's has {len(own['params'])}"
                 )
-        params = self._indexed_params()
         by_index = {
             saved_index: p
             for saved, own in zip(groups, self.param_groups)
@@ -185,7 +184,6 @@ class Optimizer:
             for k, v in saved.items():
                 if k != "params":
                     own[k] = copy.deepcopy(v)
-        del params
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]

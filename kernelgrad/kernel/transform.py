@@ -446,6 +446,17 @@ def _check_statements(info: KernelInfo) -> None:
             raise kernel_error(info, node, "global/nonlocal statements are not supported")
 
 
+def _reads_metadata(parent: ast.AST | None, node: ast.Name) -> bool:
+    """Whether ``node`` (an array) is only asked for its shape, size, ... or ``len``."""
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        return parent.attr in _META_ATTRIBUTES
+    return (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id in _SAFE_CALLS
+    )
+
+
 def _param_usage(info: KernelInfo) -> None:
     """Which parameters may be written, and which are only ever indexed with one index
     (those see their tensor flattened: linear indexing)."""
@@ -484,16 +495,7 @@ def _param_usage(info: KernelInfo) -> None:
                 else:
                     escaped.add(node.id)  # a slice is a view that may be written
             continue
-        if isinstance(parent, ast.Attribute) and parent.value is node:
-            if parent.attr in _META_ATTRIBUTES:
-                continue
-            escaped.add(node.id)
-            continue
-        if (
-            isinstance(parent, ast.Call)
-            and isinstance(parent.func, ast.Name)
-            and parent.func.id in _SAFE_CALLS
-        ):
+        if _reads_metadata(parent, node):
             continue
         escaped.add(node.id)
     for node in ast.walk(ast.Module(body=info.body, type_ignores=[])):
@@ -505,14 +507,7 @@ def _param_usage(info: KernelInfo) -> None:
         if isinstance(parent, ast.Subscript) and parent.value is node:
             if isinstance(parent.ctx, ast.Load) and not isinstance(parent.slice, ast.Slice):
                 continue  # reading an element of the view
-        elif isinstance(parent, ast.Attribute) and parent.value is node:
-            if parent.attr in _META_ATTRIBUTES:
-                continue
-        elif (
-            isinstance(parent, ast.Call)
-            and isinstance(parent.func, ast.Name)
-            and parent.func.id in _SAFE_CALLS
-        ):
+        elif _reads_metadata(parent, node):
             continue
         escaped |= views[node.id]  # written through the view, or the view escapes
     info.written |= escaped

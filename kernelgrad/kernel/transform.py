@@ -40,6 +40,7 @@ import numpy as np
 from ..dtypes import DType, as_dtype
 from ..errors import KernelError
 from .markers import MARKERS
+from .typeinfer import constant_type
 
 PREFIX = "_kg_"
 _NUMBA_OPTIONS = "cache=True, error_model='numpy', nogil=True"
@@ -589,7 +590,7 @@ def _resolve_globals(
             _add_header(info, node, name, line)
         elif _literal(value):
             _add_header(info, node, name, f"{name} = {value!r}")
-            info.global_types[name] = _literal_type(value)
+            info.global_types[name] = constant_type(value) or "?"
         elif isinstance(value, type) and issubclass(value, np.generic):
             _add_header(info, node, name, f"{name} = np.{value.__name__}")
         elif isinstance(value, DType):
@@ -615,16 +616,6 @@ def _attribute_after(node: ast.Name, body: list[ast.stmt]) -> str:
         if isinstance(candidate, ast.Attribute) and candidate.value is node:
             return candidate.attr
     return "..."
-
-
-def _literal_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "b"
-    if isinstance(value, int):
-        return "i"
-    if isinstance(value, float):
-        return "f64"
-    return "?"
 
 
 def _is_numba_function(value: Any) -> bool:

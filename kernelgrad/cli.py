@@ -672,6 +672,12 @@ def command_train(args: argparse.Namespace) -> int:
     else:
         run = _new_config(args)
     config, out = run.config, run.out
+    if args.compile and config["schedule"] != "constant":
+        raise UserError(
+            f"--compile replays a traced training step, and --schedule {config['schedule']} "
+            "changes the learning rate on every step, which would trace every step again; "
+            "use --compile with a constant rate, or the schedule without --compile"
+        )
     checkpoint_path, checkpoint_payload = run.checkpoint_path, run.checkpoint
     done_epochs = run.done_epochs
     device = resolve_device(args.device)
@@ -706,12 +712,6 @@ def command_train(args: argparse.Namespace) -> int:
         train_loader.load_state_dict(checkpoint_payload["loader"])
         set_rng_state(checkpoint_payload.get("rng", {}))
         history = History.from_dict(checkpoint_payload.get("history", {}))
-    if args.compile and config["schedule"] != "constant":
-        raise UserError(
-            f"--compile replays a traced training step, and --schedule {config['schedule']} "
-            "changes the learning rate on every step, which would trace every step again; "
-            "use --compile with a constant rate, or the schedule without --compile"
-        )
     scheduler = make_scheduler(
         config["schedule"],
         optimizer,

@@ -36,6 +36,7 @@ from ..dtypes import DType, as_dtype, bool_, default_float, int64, promote_types
 from ..errors import BackwardError, KernelError
 from . import symbolic
 from .symbolic import BOOL, FLOAT, INT
+from .transform import _KG_MATH
 
 _CATEGORY_NAMES = {BOOL: "bool", INT: "integer", FLOAT: "floating point"}
 
@@ -313,25 +314,6 @@ def _user_line(error: BaseException, fn: Callable[..., Any]) -> str:
 
 
 # --- the source path (functions that cannot be traced) ------------------------------------
-_SOURCE_MAP = {
-    "exp": "math.exp",
-    "log": "math.log",
-    "log1p": "math.log1p",
-    "expm1": "math.expm1",
-    "sqrt": "math.sqrt",
-    "sin": "math.sin",
-    "cos": "math.cos",
-    "tan": "math.tan",
-    "tanh": "math.tanh",
-    "erf": "math.erf",
-    "floor": "math.floor",
-    "ceil": "math.ceil",
-    "abs": "abs",
-    "maximum": "max",
-    "minimum": "min",
-}
-
-
 class _SourceRewriter(ast.NodeTransformer):
     def __init__(self, owner: ElementwiseFunction, namespace: dict, local_names: set) -> None:
         import kernelgrad
@@ -340,7 +322,7 @@ class _SourceRewriter(ast.NodeTransformer):
         self.namespace = namespace
         self.local_names = local_names
         self.by_identity = {
-            id(getattr(kernelgrad, n)): n for n in _SOURCE_MAP if hasattr(kernelgrad, n)
+            id(getattr(kernelgrad, n)): n for n in _KG_MATH if hasattr(kernelgrad, n)
         }
         self.by_identity.update(
             {id(getattr(kernelgrad, n)): n for n in ("sigmoid", "relu", "where")}
@@ -360,8 +342,8 @@ class _SourceRewriter(ast.NodeTransformer):
         if name is None:
             return node
         args = node.args
-        if name in _SOURCE_MAP:
-            node.func = ast.parse(_SOURCE_MAP[name], mode="eval").body
+        if name in _KG_MATH:
+            node.func = ast.parse(_KG_MATH[name], mode="eval").body
             return node
         if name == "where" and len(args) == 3:
             return ast.IfExp(test=args[0], body=args[1], orelse=args[2])

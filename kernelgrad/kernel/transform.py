@@ -40,6 +40,7 @@ import numpy as np
 from ..dtypes import DType, as_dtype
 from ..errors import KernelError
 from .markers import MARKERS
+from .typeinfer import constant_type
 
 PREFIX = "_kg_"
 _NUMBA_OPTIONS = "cache=True, error_model='numpy', nogil=True"
@@ -446,6 +447,17 @@ def _check_statements(info: KernelInfo) -> None:
             raise kernel_error(info, node, "global/nonlocal statements are not supported")
 
 
+def _reads_metadata(parent: ast.AST | None, node: ast.Name) -> bool:
+    """Whether ``node`` (an array) is only asked for its shape, size, ... or ``len``."""
+    if isinstance(parent, ast.Attribute) and parent.value is node:
+        return parent.attr in _META_ATTRIBUTES
+    return (
+        isinstance(parent, ast.Call)
+        and isinstance(parent.func, ast.Name)
+        and parent.func.id in _SAFE_CALLS
+    )
+
+
 def _param_usage(info: KernelInfo) -> None:
     """Which parameters may be written, and which are only ever indexed with one index
     (those see their tensor flattened: linear indexing)."""
@@ -484,16 +496,7 @@ def _param_usage(info: KernelInfo) -> None:
                 else:
                     escaped.add(node.id)  # a slice is a view that may be written
             continue
-        if isinstance(parent, ast.Attribute) and parent.value is node:
-            if parent.attr in _META_ATTRIBUTES:
-                continue
-            escaped.add(node.id)
-            continue
-        if (
-            isinstance(parent, ast.Call)
-            and isinstance(parent.func, ast.Name)
-            and parent.func.id in _SAFE_CALLS
-        ):
+        if _reads_metadata(parent, node):
             continue
         escaped.add(node.id)
     for node in ast.walk(ast.Module(body=info.body, type_ignores=[])):
@@ -505,14 +508,7 @@ def _param_usage(info: KernelInfo) -> None:
         if isinstance(parent, ast.Subscript) and parent.value is node:
             if isinstance(parent.ctx, ast.Load) and not isinstance(parent.slice, ast.Slice):
                 continue  # reading an element of the view
-        elif isinstance(parent, ast.Attribute) and parent.value is node:
-            if parent.attr in _META_ATTRIBUTES:
-                continue
-        elif (
-            isinstance(parent, ast.Call)
-            and isinstance(parent.func, ast.Name)
-            and parent.func.id in _SAFE_CALLS
-        ):
+        elif _reads_metadata(parent, node):
             continue
         escaped |= views[node.id]  # written through the view, or the view escapes
     info.written |= escaped
@@ -594,7 +590,7 @@ def _resolve_globals(
             _add_header(info, node, name, line)
         elif _literal(value):
             _add_header(info, node, name, f"{name} = {value!r}")
-            info.global_types[name] = _literal_type(value)
+            info.global_types[name] = constant_type(value) or "?"
         elif isinstance(value, type) and issubclass(value, np.generic):
             _add_header(info, node, name, f"{name} = np.{value.__name__}")
         elif isinstance(value, DType):
@@ -620,16 +616,6 @@ def _attribute_after(node: ast.Name, body: list[ast.stmt]) -> str:
         if isinstance(candidate, ast.Attribute) and candidate.value is node:
             return candidate.attr
     return "..."
-
-
-def _literal_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "b"
-    if isinstance(value, int):
-        return "i"
-    if isinstance(value, float):
-        return "f64"
-    return "?"
 
 
 def _is_numba_function(value: Any) -> bool:

@@ -49,6 +49,17 @@ def scalar_code(dtype_name: str) -> str:
     return "f64"
 
 
+def constant_type(value: Any) -> str | None:
+    """The type code of a Python number (None for anything else)."""
+    if isinstance(value, bool):
+        return "b"
+    if isinstance(value, int):
+        return "i"
+    if isinstance(value, float):
+        return "f64"
+    return None
+
+
 def join(a: Any, b: Any) -> Any:
     if a is None:
         return b
@@ -88,14 +99,7 @@ class TypeEnv:
         return method(node) if method is not None else None
 
     def _Constant(self, node: ast.Constant) -> Any:
-        value = node.value
-        if isinstance(value, bool):
-            return "b"
-        if isinstance(value, int):
-            return "i"
-        if isinstance(value, float):
-            return "f64"
-        return None
+        return constant_type(node.value)
 
     def _Name(self, node: ast.Name) -> Any:
         if node.id.startswith("_kg_"):

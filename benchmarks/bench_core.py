@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
+from _timing import timeit
 
 import kernelgrad as kg
 
@@ -28,16 +29,6 @@ try:
     import torch
 except ImportError:  # PyTorch is optional: its columns are skipped
     torch = None
-
-
-def timeit(fn, repeat: int) -> tuple[float, float]:
-    fn()  # warm-up: compile or load kernels, fault in memory
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times), statistics.median(times)
 
 
 def report(name: str, results: dict[str, tuple[float, float]]) -> None:
@@ -165,26 +156,19 @@ def bench_mlp(repeat: int) -> None:
 
 THREADS_SCRIPT = textwrap.dedent(
     """
-    import statistics, sys, time
+    import sys
+    sys.path.insert(0, sys.argv[2])
     import kernelgrad as kg
     from kernelgrad.backends import cpu
-
-    def timeit(fn, repeat):
-        fn()
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return min(times) * 1e6, statistics.median(times) * 1e6
+    from _timing import timeit
 
     saved, repeat = cpu.PARALLEL_THRESHOLD, int(sys.argv[1])
     for n in (32_768, 131_072, 262_144, 1_048_576):
         x = kg.randn(n)
         cpu.PARALLEL_THRESHOLD = 1
-        spread = timeit(x.relu, repeat)
+        spread = [seconds * 1e6 for seconds in timeit(x.relu, repeat)]
         cpu.PARALLEL_THRESHOLD = 2**62
-        one = timeit(x.relu, repeat)
+        one = [seconds * 1e6 for seconds in timeit(x.relu, repeat)]
         print(
             f"relu {n:>9,} float32: all threads {spread[0]:7.1f} us (median {spread[1]:7.1f})"
             f" | calling thread {one[0]:7.1f} us (median {one[1]:7.1f})"
@@ -204,7 +188,7 @@ def bench_threads(repeat: int) -> None:
     and waking them is cheap (on an idle 2-core virtual machine ~13 us per region
     instead of ~90 us)."""
     out = subprocess.run(
-        [sys.executable, "-c", THREADS_SCRIPT, str(repeat * 20)],
+        [sys.executable, "-c", THREADS_SCRIPT, str(repeat * 20), str(Path(__file__).parent)],
         capture_output=True,
         text=True,
         check=True,

@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from _timing import timeit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -68,16 +67,6 @@ def chain_torch(x):
     y = y - 0.5
     y = y.tanh()
     return y * 2.0
-
-
-def timeit(fn, repeat: int) -> tuple[float, float]:
-    fn()  # warm-up (compilation, page faults)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times), statistics.median(times)
 
 
 def launches(fn) -> int:

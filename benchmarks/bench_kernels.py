@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _timing import timeit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -78,16 +78,6 @@ def matmul_tiled(c, a, b):
         kg.barrier()
     if i < n and j < m:
         c[i, j] = acc
-
-
-def timeit(fn, repeat: int) -> tuple[float, float]:
-    fn()  # warm-up: compile or load, fault in memory
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times), statistics.median(times)
 
 
 def fmt(seconds: float) -> str:

@@ -33,13 +33,7 @@ def torch_rates(make, steps, lr=1.0, groups=1):
         {"params": [torch.nn.Parameter(torch.zeros(1))], "lr": lr * (k + 1)} for k in range(groups)
     ]
     optim = torch.optim.SGD(params, lr=lr)
-    scheduler = make(torch.optim.lr_scheduler, optim)
-    values = []
-    for _ in range(steps):
-        values.append([group["lr"] for group in optim.param_groups])
-        optim.step()
-        scheduler.step()
-    return values
+    return rates(optim, make(torch.optim.lr_scheduler, optim), steps)
 
 
 CASES = [

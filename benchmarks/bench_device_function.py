@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 os.environ.setdefault("KERNELGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="kg-bench-devfn-"))
 
 from mlp_in_kernel import make_evaluator  # noqa: E402
-from neural_ode import DIM, make_integrator, rk4_step  # noqa: E402
+from neural_ode import DIM, integrate_batched, make_integrator, rk4_step  # noqa: E402
 
 import kernelgrad as kg  # noqa: E402
 
@@ -181,11 +181,7 @@ def bench_ode(args, torch, n_initial: int) -> None:
         reference = best_of(torch_integrate, args.repeats, args.device)
 
     def eager_integrate():
-        y = initial
-        with kg.no_grad():
-            for _ in range(steps):
-                y = rk4_step(model, y, dt)
-        return y
+        return integrate_batched(model, initial, dt, steps)
 
     expected = eager_integrate()
     for mode in ("constants", "arrays"):

@@ -11,8 +11,8 @@ float64, integer sums in int64, max/min propagate NaN.
 
 from __future__ import annotations
 
-import numpy as np
-
+from ..backends.cpu.codegen import init_value
+from ..backends.cuda.codegen import reduce_init, unravel
 from ..dtypes import DType
 
 CHUNK = 16384
@@ -36,17 +36,6 @@ def accumulator(kind: str, x_dtype: DType) -> DType:
     if kind == "sum":
         return float64 if x_dtype.is_floating_point else int64
     return x_dtype
-
-
-def _init(kind: str, dtype: DType) -> str:
-    if kind == "sum":
-        return "0"
-    if dtype.is_floating_point:
-        return "-np.inf" if kind == "max" else "np.inf"
-    if dtype.is_bool:
-        return "False" if kind == "max" else "True"
-    info = np.iinfo(dtype.numpy)
-    return str(info.min if kind == "max" else info.max)
 
 
 def _update(kind: str, value: str, floating: bool) -> list[str]:
@@ -119,7 +108,7 @@ def reduce_source(
     loop += [f"    b{a} += i * pro_kstrides[{a}, d]" for a in range(n_pro)]
     loop += [f"t{a} = pro_rstrides[{a}, nr - 1]" for a in range(n_pro)]
     loop += [
-        f"acc = {_np(acc)}({_init(kind, acc)})",
+        f"acc = {_np(acc)}({init_value(kind, acc)})",
         "k = split * per_split",
         "k_end = min(k + per_split, n_red)",
         "while k < k_end:",
@@ -222,27 +211,6 @@ def cuda_accumulator(kind: str, x_dtype: DType) -> DType:
     return int32 if acc.is_bool else acc
 
 
-def _cuda_init(kind: str, dtype: DType) -> str:
-    if kind == "sum":
-        return f"{_np(dtype)}(0)"
-    if dtype.is_floating_point:
-        return f"{_np(dtype)}(-math.inf)" if kind == "max" else f"{_np(dtype)}(math.inf)"
-    info = np.iinfo(dtype.numpy)
-    return f"{_np(dtype)}({info.min if kind == 'max' else info.max})"
-
-
-def _cuda_unravel(index: str, shape: str, ndim: int, targets: list[tuple[str, str]]) -> list[str]:
-    """Add the offset of row-major ``index`` over ``{shape}0..`` to each position,
-    with strides ``{strides}{d}``."""
-    lines = [f"rem = {index}"]
-    for d in range(ndim - 1, 0, -1):
-        lines.append(f"i = rem % {shape}{d}")
-        lines.append(f"rem = rem // {shape}{d}")
-        lines += [f"{position} += i * {strides}{d}" for position, strides in targets]
-    lines += [f"{position} += rem * {strides}0" for position, strides in targets]
-    return lines
-
-
 def cuda_reduce_source(
     kind: str,
     x_dtype: DType,
@@ -302,10 +270,10 @@ def cuda_reduce_source(
         body += [f"pk{a}_{d} = pro_kstrides[{a * nk + d}]" for d in range(nk)]
         body += [f"pr{a}_{d} = pro_rstrides[{a * nr + d}]" for d in range(nr)]
         body.append(f"b{a} = pro_offsets[{a}]")
-    body += _cuda_unravel("m", "k", nk, [(f"b{a}", f"pk{a}_") for a in range(n_pro)])
-    body += [f"acc = {_cuda_init(kind, acc)}", "j = tid", "while j < n_red:"]
+    body += unravel("m", "k", nk, [(f"b{a}", f"pk{a}_") for a in range(n_pro)])
+    body += [f"acc = {reduce_init(kind, acc)}", "j = tid", "while j < n_red:"]
     loop = [f"q{a} = b{a}" for a in range(n_pro)]
-    loop += _cuda_unravel("j", "r", nr, [(f"q{a}", f"pr{a}_") for a in range(n_pro)])
+    loop += unravel("j", "r", nr, [(f"q{a}", f"pr{a}_") for a in range(n_pro)])
     loads = [
         f"{_np(dtype)}({name}[q{a}])"
         for a, (name, dtype) in enumerate(zip(pro_arrays, prologue_arrays))
@@ -329,7 +297,7 @@ def cuda_reduce_source(
         finish.append(f"op{a} = out_offsets[{a}]")
     targets = [(f"ep{a}", f"es{a}_") for a in range(n_epi)]
     targets += [(f"op{a}", f"os{a}_") for a in range(n_out)]
-    finish += _cuda_unravel("m", "e", ne, targets)
+    finish += unravel("m", "e", ne, targets)
     if epilogue is not None:
         epi_loads = [
             f"{_np(dtype)}({name}[ep{a}])"

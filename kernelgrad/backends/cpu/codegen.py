@@ -195,7 +195,7 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
     of ``block`` accumulators and walks the reduced positions once."""
     is_arg = kind in ("argmax", "argmin")
     base = {"argmax": "max", "argmin": "min"}.get(kind, kind)
-    init = _init_value(base, acc_dtype)
+    init = init_value(base, acc_dtype)
     floating = x_dtype.is_floating_point
 
     def update(
@@ -379,7 +379,8 @@ def _cast_acc(expr: str, acc_dtype: DType, x_dtype: DType) -> str:
     return cast(expr, acc_dtype)
 
 
-def _init_value(base: str, dtype: DType) -> str:
+def init_value(base: str, dtype: DType) -> str:
+    """The neutral start value of a ``sum``/``max``/``min`` reduction, as source text."""
     if base == "sum":
         return "0"
     if dtype.is_floating_point:

@@ -1427,56 +1427,97 @@ def cross_entropy(
             f"{op}: weight must have shape ({classes},), got {format_shape(weight.shape)}"
         )
 
-    with autograd.no_grad():
-        sample_weight, valid = _class_weights(t, weight, ignore_index, classes, op, x.dtype)
-        peak = x.amax(1, keepdim=True)
-        shifted = x - peak
-        log_probs = shifted - shifted.exp().sum(1, keepdim=True).log()
-        target_mask = t.unsqueeze(1) == arange(classes, device=x.device)
-        picked = where(target_mask, log_probs, 0.0).sum(1)
-        loss = picked * sample_weight * (label_smoothing - 1.0)
-        valid_float = valid.to(x.dtype)
-        if label_smoothing > 0:
-            weighted = log_probs * weight if weight is not None else log_probs
-            smooth = weighted.sum(1) * valid_float * (-label_smoothing / classes)
-            loss = loss + smooth
-        if reduction == "mean":
-            denominator = sample_weight.sum()
-            result = loss.sum() / denominator
-        elif reduction == "sum":
-            result = loss.sum()
-        else:
-            result = loss.reshape(out_shape)
+    needs_grad = autograd.needs_grad(x, weight)
+    if needs_grad and weight is not None and weight.requires_grad:
+        raise NotImplementedError(f"{op}: gradients with respect to `weight` are not supported")
+    from . import _loss_kernels as kernels
 
-    if autograd.needs_grad(x, weight):
-        if weight is not None and weight.requires_grad:
-            raise NotImplementedError(f"{op}: gradients with respect to `weight` are not supported")
-        smoothing = label_smoothing
+    rows = x.shape[0]
+    smoothing = float(label_smoothing)
+    has_weight = weight is not None
+    with autograd.no_grad():
+        logits = x.detach().contiguous()
+        targets = t.contiguous()
+        # without class weights the kernels never read `weights`; any flat tensor will do
+        weights = weight.detach().contiguous() if has_weight else logits
+        stats = empty((3, rows), dtype=x.dtype, device=x.device)
+        error = zeros(2, dtype=int64, device=x.device)
+        if rows:
+            kernels.cross_entropy_rows(
+                _flat(stats), error, _flat(logits), _flat(targets), _flat(weights), classes,
+                rows, ignore_index, smoothing, has_weight, ndrange=rows,
+            )  # fmt: skip
+            bad, found = error._host_copy().tolist()
+            if found:
+                raise IndexError(
+                    f"{op}: target class index {bad} is out of range: the input has {classes} "
+                    f"classes (valid targets: 0 to {classes - 1}, or "
+                    f"ignore_index={ignore_index})"
+                )
+        denominator = None
+        if reduction == "mean":
+            totals = stats[:2].sum(1)
+            denominator = totals[1:]
+            result = (totals[0] / totals[1]).reshape(())
+        elif reduction == "sum":
+            result = stats[0].sum()
+        else:
+            result = stats[0].contiguous().reshape(out_shape)
+
+    if needs_grad:
 
         def backward(grad: Tensor) -> tuple[Tensor, None]:
-            # d loss_i / d x_ij = a_i * p_ij - b_ij (see docs/nn.md for the derivation)
-            if autograd.is_grad_enabled():
-                probs = x.softmax(1)  # differentiable again for create_graph
-            else:
-                probs = log_probs.exp()
-            if reduction == "none":
-                scale = grad.reshape(-1)
-            elif reduction == "mean":
-                scale = grad / denominator
-            else:
-                scale = grad
-            per_sample = sample_weight * (1.0 - smoothing)
-            class_total = float(classes) if weight is None else weight.sum()
-            a = per_sample + valid_float * (class_total * (smoothing / classes))
-            b = where(target_mask, per_sample.unsqueeze(1), 0.0)
-            if smoothing > 0:
-                spread = weight if weight is not None else 1.0
-                b = b + valid_float.unsqueeze(1) * spread * (smoothing / classes)
-            grad_x = (probs * a.unsqueeze(1) - b) * scale.unsqueeze(-1)
+            if autograd.is_grad_enabled():  # create_graph: differentiable ops
+                return _cross_entropy_index_grad(
+                    x, t, weight, ignore_index, reduction, smoothing, grad
+                ), None
+            grad_x = empty((rows, classes), dtype=x.dtype, device=x.device)
+            if rows:
+                total = weight.sum().reshape(1) if has_weight else logits
+                upstream = grad.detach().contiguous().reshape(-1)
+                kernels.cross_entropy_grad(
+                    _flat(grad_x), _flat(logits), _flat(targets), _flat(weights),
+                    _flat(stats), upstream, denominator if denominator is not None else upstream,
+                    total, classes, rows, ignore_index, smoothing, has_weight,
+                    reduction == "none", reduction == "mean", ndrange=rows,
+                )  # fmt: skip
             return grad_x, None
 
-        autograd.record(op, (x, weight), result, backward, (log_probs,))
+        autograd.record(op, (x, weight), result, backward, (stats,))
     return result
+
+
+def _cross_entropy_index_grad(
+    x: Tensor,
+    t: Tensor,
+    weight: Tensor | None,
+    ignore_index: int,
+    reduction: str,
+    smoothing: float,
+    grad: Tensor,
+) -> Tensor:
+    """The gradient of cross_entropy with class-index targets, written in differentiable
+    tensor ops (for ``backward(create_graph=True)``):
+    d loss_i / d x_ij = (a_i * p_ij - b_ij) * scale_i (see docs/nn.md for the derivation)."""
+    classes = x.shape[1]
+    sample_weight, valid = _class_weights(t, weight, ignore_index, classes, "cross_entropy", x.dtype)
+    valid_float = valid.to(x.dtype)
+    probs = x.softmax(1)
+    if reduction == "none":
+        scale = grad.reshape(-1)
+    elif reduction == "mean":
+        scale = grad / sample_weight.sum()
+    else:
+        scale = grad
+    per_sample = sample_weight * (1.0 - smoothing)
+    class_total = float(classes) if weight is None else weight.sum()
+    a = per_sample + valid_float * (class_total * (smoothing / classes))
+    target_mask = t.unsqueeze(1) == arange(classes, device=x.device)
+    b = where(target_mask, per_sample.unsqueeze(1), 0.0)
+    if smoothing > 0:
+        spread = weight if weight is not None else 1.0
+        b = b + valid_float.unsqueeze(1) * spread * (smoothing / classes)
+    return (probs * a.unsqueeze(1) - b) * scale.unsqueeze(-1)
 
 
 def _cross_entropy_probabilities(

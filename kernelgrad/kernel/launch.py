@@ -94,9 +94,7 @@ class Kernel:
         workgroup: Any = None,
         device: Any = None,
     ) -> None:
-        from ..compile.trace import active_recorder
-
-        recorder = active_recorder()
+        recorder = _trace().active_recorder()
         if recorder is not None:  # inside kg.compile's trace: run and record the launch
             recorder.kernel_call(self, args, ndrange, workgroup, device)
             return
@@ -138,9 +136,7 @@ class Kernel:
                 "dimension (for example workgroup=(16, 16))"
             )
 
-        from ..compile.trace import LAUNCH_HOOKS
-
-        for counter in LAUNCH_HOOKS:
+        for counter in _trace().LAUNCH_HOOKS:
             counter.count += 1
             counter.names.append(f"kernel {info.name}")
         converted = [self._convert(name, value) for name, value in zip(info.params, args)]
@@ -159,7 +155,7 @@ class Kernel:
     # --- arguments ------------------------------------------------------------------------
     def _convert(self, name: str, value: Any) -> _Argument:
         argument = _Argument(name)
-        if isinstance(value, _tensor_class()):
+        if isinstance(value, _TENSOR[0] if _TENSOR else _tensor_class()):
             argument.tensor = value
             argument.device = value.device
             if name in self.info.written:
@@ -232,9 +228,8 @@ class Kernel:
                 tensor = argument.tensor
                 flatten = argument.name in info.linear and tensor.ndim != 1
                 work = tensor  # only its memory is used (no autograd)
-                negative = any(s < 0 for s in tensor._strides)
                 needs_copy = (flatten and not tensor.is_contiguous()) or (
-                    negative and target.type == "cuda"
+                    target.type == "cuda" and any(s < 0 for s in tensor._strides)
                 )
                 if needs_copy:
                     with autograd.no_grad():
@@ -343,9 +338,11 @@ class Kernel:
             arguments = list(sizes) + list(group) + groups + values
             items = prod(groups) * prod(group)
         # Below the CPU backend's threshold the items run on the calling thread.
-        from ..backends import cpu
+        spread = self.parallel
+        if spread is None:
+            from ..backends import cpu
 
-        spread = items >= cpu.PARALLEL_THRESHOLD if self.parallel is None else self.parallel
+            spread = items >= cpu.PARALLEL_THRESHOLD
         launcher = parallel if spread else serial
         self._run(launcher, lambda: launcher(*arguments), "cpu", sizes)
 
@@ -385,6 +382,16 @@ class Kernel:
 
 
 _TENSOR: list[type] = []
+_TRACE: list[Any] = []
+
+
+def _trace() -> Any:
+    """kernelgrad.compile.trace (imported on first use: it imports this module)."""
+    if not _TRACE:
+        from ..compile import trace
+
+        _TRACE.append(trace)
+    return _TRACE[0]
 
 
 def _tensor_class() -> type:

@@ -54,6 +54,7 @@ __all__ = [
     "conv2d",
     "max_pool1d",
     "max_pool2d",
+    "max_pool2d_relu",
     "avg_pool1d",
     "avg_pool2d",
     "adaptive_avg_pool2d",
@@ -788,29 +789,35 @@ def conv1d(
 _MAX_FUSED_TAPS = 16  # windows with more taps use a reduction instead of one fused kernel
 
 
-def _max_fn(taps: int) -> Any:
+def _max_fn(taps: int, relu: bool = False) -> Any:
     """``max_window_<taps>(x0, ..., x<taps-1>)``: the window's maximum, NaN if any tap is
     NaN (as PyTorch). The NaN test comes last: folding it into every comparison makes
-    the compiled loop several times slower."""
+    the compiled loop several times slower. With ``relu``, then ``0 if m <= 0 else m``
+    (NaN stays NaN, as ``relu`` leaves it)."""
     names = [f"x{k}" for k in range(taps)]
-    lines = [f"def max_window_{taps}({', '.join(names)}):", "    m = x0"]
-    for name in names[1:]:
-        lines.append(f"    if {name} > m:")
-        lines.append(f"        m = {name}")
+    name = f"max_window_relu_{taps}" if relu else f"max_window_{taps}"
+    lines = [f"def {name}({', '.join(names)}):", "    m = x0"]
+    for x in names[1:]:
+        lines.append(f"    if {x} > m:")
+        lines.append(f"        m = {x}")
     lines.append(f"    if {' or '.join(f'{n} != {n}' for n in names)}:")
     lines.append("        return math.nan")
-    lines.append("    return m")
-    return _fused.from_source(f"max_window_{taps}", "\n".join(lines) + "\n", taps, 1)
+    lines.append("    return 0 if m <= 0 else m" if relu else "    return m")
+    return _fused.from_source(name, "\n".join(lines) + "\n", taps, 1)
 
 
-def _max_grad_fn(taps: int) -> Any:
+def _max_grad_fn(taps: int, relu: bool = False) -> Any:
     """Route each window's gradient to its first maximum (as PyTorch), or to its first
     NaN when the maximum is NaN (PyTorch picks the last NaN; finding that one too makes
     this kernel twice as slow, for windows whose values are garbage anyway). Written
     as flags and selects, without early returns: the compiled loop is about twice as
-    fast that way."""
+    fast that way. With ``relu`` (``m`` is then the output after ReLU) a window whose
+    output is not positive passes no gradient, as ``relu``'s gradient does."""
     names = [f"x{k}" for k in range(taps)]
-    lines = [f"def max_window_grad_{taps}({', '.join(names)}, m, g):"]
+    name = f"max_window_relu_grad_{taps}" if relu else f"max_window_grad_{taps}"
+    lines = [f"def {name}({', '.join(names)}, m, g):"]
+    if relu:
+        lines.append("    g = g if m > 0 else 0")
     if taps == 1:
         lines.append("    return (g,)")
     else:
@@ -822,7 +829,7 @@ def _max_grad_fn(taps: int) -> Any:
         lines.append(f"    e{taps - 1} = not found")
         picks = ", ".join(f"g if e{k} else 0.0" for k in range(taps))
         lines.append(f"    return ({picks},)")
-    return _fused.from_source(f"max_window_grad_{taps}", "\n".join(lines) + "\n", taps + 2, taps)
+    return _fused.from_source(name, "\n".join(lines) + "\n", taps + 2, taps)
 
 
 def _sum_fn(taps: int) -> Any:
@@ -970,26 +977,61 @@ def max_pool2d(
     """
     if return_indices:
         raise NotImplementedError("max_pool2d: return_indices=True is not supported")
-    x, unbatched = _batched(input, "max_pool2d", 4)
-    _check_float(x, "max_pool2d")
-    plan = _PoolPlan("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
+    return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, relu=False)
+
+
+def max_pool2d_relu(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+) -> Tensor:
+    """``relu(max_pool2d(input, ...))`` with one kernel forward and one backward (the
+    same values and gradients as the two ops). ``nn.Sequential`` calls it for a
+    ``MaxPool2d`` followed by a ``ReLU``.
+
+    >>> import kernelgrad as kg
+    >>> x = kg.tensor([[[[-3.0, -1.0], [-2.0, -4.0]]]])
+    >>> kg.nn.functional.max_pool2d_relu(x, 2).tolist()
+    [[[[0.0]]]]
+    """
+    return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, relu=True)
+
+
+def _max_pool2d(
+    input: Tensor,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    ceil_mode: bool,
+    relu: bool,
+) -> Tensor:
+    op = "max_pool2d_relu" if relu else "max_pool2d"
+    x, unbatched = _batched(input, op, 4)
+    _check_float(x, op)
+    plan = _PoolPlan(op, x, kernel_size, stride, padding, dilation, ceil_mode)
     if plan.taps > _MAX_FUSED_TAPS:
         xp = _pad_constant(x, plan.pads(), value=-math.inf) if plan.padded else x
         windows = xp.unfold(2, plan.kh, plan.sh, plan.dh).unfold(3, plan.kw, plan.sw, plan.dw)
         result = windows.amax((-2, -1))
+        if relu:
+            result = result.relu()
         return result.squeeze(0) if unbatched else result
     with autograd.no_grad():
         xp = _pad_in_layout(x, plan, -math.inf) if plan.padded else x
-        result = _window_reduce(xp, plan, _max_fn(plan.taps))
+        result = _window_reduce(xp, plan, _max_fn(plan.taps, relu))
     if autograd.needs_grad(x):
         pooled = result.detach()
 
         def backward(grad: Tensor) -> tuple[Tensor]:
-            _no_double_backward("max_pool2d")
+            _no_double_backward(op)
             inputs = plan.views(xp) + [pooled, grad]
-            return (plan.scatter(_max_grad_fn(plan.taps), inputs, grad, xp),)
+            return (plan.scatter(_max_grad_fn(plan.taps, relu), inputs, grad, xp),)
 
-        autograd.record("max_pool2d", (x,), result, backward, (xp, pooled))
+        autograd.record(op, (x,), result, backward, (xp, pooled))
     return result.squeeze(0) if unbatched else result
 
 

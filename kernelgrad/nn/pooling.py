@@ -42,6 +42,12 @@ class MaxPool2d(Module):
             input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
         )
 
+    def forward_relu(self, input: Tensor) -> Tensor:
+        """``relu(self(input))`` in one kernel each way (``Sequential`` uses it)."""
+        return F.max_pool2d_relu(
+            input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
+        )
+
     def extra_repr(self) -> str:
         return (
             f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "

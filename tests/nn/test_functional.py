@@ -253,6 +253,45 @@ def test_convolution_then_pooling_matches_torch(pool, stride, device, conv_algor
     compare_with_torch(mine, theirs, [randn(2, 3, 8, 9), randn(4, 3, 3, 3), randn(4)], device)
 
 
+@pytest.mark.parametrize("case", POOL_CASES)
+@pytest.mark.parametrize("layout", ["contiguous", "conv output"])
+def test_max_pool2d_relu_equals_relu_of_max_pool2d(case, layout, device):
+    kernel, stride, padding, dilation, ceil_mode = case
+    values = randn(2, 3, 7, 8)
+    values[0, 0, 1, 1] = np.nan
+    values[1, 2, :4, :4] = -np.abs(values[1, 2, :4, :4])  # windows with no positive value
+    results = []
+    for fused in (True, False):
+        x = kg.tensor(values, device=device, requires_grad=True)
+        source = x
+        if layout == "conv output":  # stored batch innermost, as conv2d returns it
+            source = F.conv2d(x, kg.ones(3, 1, 1, 1, device=device), groups=3)
+        if fused:
+            out = F.max_pool2d_relu(source, kernel, stride, padding, dilation, ceil_mode)
+        else:
+            out = F.relu(F.max_pool2d(source, kernel, stride, padding, dilation, ceil_mode))
+        upstream = np.arange(out.numel(), dtype=np.float32).reshape(out.shape) + 1.0
+        out.backward(kg.tensor(upstream, device=device))
+        results.append((as_numpy(out), as_numpy(x.grad)))
+    (fused_out, fused_grad), (out, grad) = results
+    np.testing.assert_array_equal(fused_out, out)
+    np.testing.assert_array_equal(fused_grad, grad)
+    assert (fused_out[~np.isnan(fused_out)] >= 0).all()
+
+
+def test_sequential_runs_max_pool_then_relu_as_one_kernel(device):
+    from kernelgrad.compile import count_launches
+
+    x = kg.tensor(randn(2, 3, 8, 8), device=device)
+    pair = kg.nn.Sequential(kg.nn.MaxPool2d(2), kg.nn.ReLU())
+    with count_launches() as fused:
+        out = pair(x)
+    with count_launches() as separate:
+        expected = kg.nn.ReLU()(kg.nn.MaxPool2d(2)(x))
+    assert fused.count == separate.count - 1
+    np.testing.assert_array_equal(as_numpy(out), as_numpy(expected))
+
+
 def test_pooling_matches_numpy_windows(device):
     x = randn(2, 3, 6, 8)
     windows = x.reshape(2, 3, 3, 2, 4, 2)

@@ -22,7 +22,7 @@ from ...debug import debug_level, log
 from ...device import Device
 from ...dtypes import DType, float64, int64
 from ...shapes import coalesce, contiguous_strides
-from ..base import ScalarFunction, View, whole_number_setting
+from ..base import ScalarFunction, View, strided_array, whole_number_setting
 from . import blas, codegen
 from .memory import HostBufferCache
 
@@ -128,13 +128,7 @@ def _interleave(arrays: list[Any], inputs: Any, scalars: list[Any], n_outputs: i
 
 def _numpy_view(view: View) -> np.ndarray:
     """A NumPy array that shares the view's memory."""
-    itemsize = view.dtype.itemsize
-    return np.lib.stride_tricks.as_strided(
-        view.buffer[view.offset :],
-        shape=view.shape,
-        strides=tuple(s * itemsize for s in view.strides),
-        writeable=True,
-    )
+    return strided_array(view.buffer, view.shape, view.strides, view.offset)
 
 
 class CPUBackend:

@@ -2,7 +2,7 @@
 
 Batch 128, Adam (lr 1e-3), random inputs of shape (128, 1, 28, 28) and random labels
 (the data loader is not part of what is measured). PyTorch runs in a fresh process with
-the environment this script started with (kernelgrad sets ``GOMP_SPINCOUNT=0`` for its
+the environment this script started with (kernelgrad sets ``GOMP_SPINCOUNT`` for its
 own OpenMP workers before its first kernel; PyTorch's OpenMP copy would read it too if
 it started later in the same process, which made PyTorch's step 1.5x slower on a 2-core
 virtual machine). PyTorch is limited to ``--threads`` threads (2 by default).

@@ -50,19 +50,27 @@ PARALLEL_THRESHOLD = _parallel_threshold()
 COLUMN_BLOCK = 256
 
 
-def _configure_thread_pools() -> None:
-    """Make Numba's OpenMP workers sleep as soon as a parallel region ends.
+# Rounds libgomp's workers spin after a parallel region before they sleep (see below).
+DEFAULT_SPINCOUNT = 3000
 
-    libgomp's workers otherwise spin after each region, and OpenBLAS's workers busy-wait
-    after each call. Alternating Numba kernels and matrix products (every training step
-    does) then leaves one pool's workers waiting for a core the other pool's spinning
-    workers hold: on 2 cores, small products became 100-400x slower and a LeNet-5 step
-    took 3x longer. ``GOMP_SPINCOUNT=0`` (unless the user set it) must be in the
-    environment before Numba starts its OpenMP pool, hence here, before the first kernel.
-    Waking a sleeping worker costs microseconds to tens of microseconds per region,
-    which the parallel threshold (``PARALLEL_THRESHOLD`` elements) keeps small relative
-    to the work."""
-    os.environ.setdefault("GOMP_SPINCOUNT", "0")
+
+def _configure_thread_pools() -> None:
+    """Make Numba's OpenMP workers spin only briefly after a parallel region ends.
+
+    libgomp's workers otherwise spin for a long time (300,000 rounds) after each region,
+    and OpenBLAS's workers busy-wait after each call. Alternating Numba kernels and
+    matrix products (every training step does) then leaves one pool's workers waiting
+    for a core the other pool's spinning workers hold: on 2 cores, small products became
+    100-400x slower and a LeNet-5 step took 3x longer. Not spinning at all
+    (``GOMP_SPINCOUNT=0``) makes every parallel region wake sleeping workers, 50-90 us
+    each on a 2-core virtual machine, several times per step. A short spin catches the
+    next region of a training step without starving the BLAS: on that machine
+    (benchmarks/bench_lenet.py, 2 runs each) a LeNet-5 step took 6.55-6.68 ms with 0,
+    6.17-6.18 ms with 3,000, 5.6-5.9 ms with 10,000-30,000; a 784-1024-1024-10 MLP step
+    (large products on 2 BLAS threads) 8.6-9.2 ms with 0, 9.6 with 3,000, 15 with
+    30,000. ``GOMP_SPINCOUNT`` must be in the environment before Numba starts its
+    OpenMP pool, hence here, before the first kernel; a value the user set wins."""
+    os.environ.setdefault("GOMP_SPINCOUNT", str(DEFAULT_SPINCOUNT))
 
 
 # Standard math functions that NumPy evaluates with SIMD loops (see ScalarFunction.library).

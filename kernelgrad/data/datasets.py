@@ -460,7 +460,7 @@ class IDXImageDataset(Dataset):
 
     def get_batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         indices = np.asarray(indices, dtype=np.int64)
-        pixels = self._table[self.images[indices]]
+        pixels = np.take(self._table, self.images[indices])  # 2-3x faster than table[...]
         return pixels[:, None, :, :], self.labels[indices]
 
     def __getitem__(self, index: int) -> tuple[Any, int]:

@@ -1542,7 +1542,9 @@ def _cross_entropy_index_grad(
     tensor ops (for ``backward(create_graph=True)``):
     d loss_i / d x_ij = (a_i * p_ij - b_ij) * scale_i (see docs/nn.md for the derivation)."""
     classes = x.shape[1]
-    sample_weight, valid = _class_weights(t, weight, ignore_index, classes, "cross_entropy", x.dtype)
+    sample_weight, valid = _class_weights(
+        t, weight, ignore_index, classes, "cross_entropy", x.dtype
+    )
     valid_float = valid.to(x.dtype)
     probs = x.softmax(1)
     if reduction == "none":

@@ -6,7 +6,9 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from .activation import ReLU
 from .module import Module
+from .pooling import MaxPool2d
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict"]
 
@@ -54,7 +56,7 @@ class Sequential(Module):
         return self
 
     def forward(self, x: Any) -> Any:
-        modules = [module for _, module in self._items()]
+        modules = list(self)
         i = 0
         while i < len(modules):
             module = modules[i]
@@ -182,7 +184,4 @@ def _checked_index(index: int, length: int, what: str) -> int:
 def _pool_then_relu(module: Module, following: Module | None) -> bool:
     """A ``MaxPool2d`` directly followed by a ``ReLU``: ``Sequential`` runs the pair as
     ``F.max_pool2d_relu`` (one kernel forward and one backward instead of two each)."""
-    from .activation import ReLU
-    from .pooling import MaxPool2d
-
     return type(module) is MaxPool2d and type(following) is ReLU

@@ -155,7 +155,7 @@ class Kernel:
     # --- arguments ------------------------------------------------------------------------
     def _convert(self, name: str, value: Any) -> _Argument:
         argument = _Argument(name)
-        if isinstance(value, _TENSOR[0] if _TENSOR else _tensor_class()):
+        if isinstance(value, _tensor_class()):
             argument.tensor = value
             argument.device = value.device
             if name in self.info.written:

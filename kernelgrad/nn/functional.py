@@ -1430,11 +1430,15 @@ def _class_weights(
     try:
         picked = take(table, 0, safe)
     except IndexError:
-        raise IndexError(
-            f"{op}: a target class index is out of range: the input has {classes} classes "
-            f"(valid targets: 0 to {classes - 1}, or ignore_index={ignore_index})"
-        ) from None
+        raise _class_index_error(op, "a target class index", classes, ignore_index) from None
     return where(valid, picked, 0.0), valid
+
+
+def _class_index_error(op: str, which: str, classes: int, ignore_index: int) -> IndexError:
+    return IndexError(
+        f"{op}: {which} is out of range: the input has {classes} classes "
+        f"(valid targets: 0 to {classes - 1}, or ignore_index={ignore_index})"
+    )
 
 
 def cross_entropy(
@@ -1491,16 +1495,12 @@ def cross_entropy(
             )  # fmt: skip
             bad, found = error._host_copy().tolist()
             if found:
-                raise IndexError(
-                    f"{op}: target class index {bad} is out of range: the input has {classes} "
-                    f"classes (valid targets: 0 to {classes - 1}, or "
-                    f"ignore_index={ignore_index})"
-                )
+                raise _class_index_error(op, f"target class index {bad}", classes, ignore_index)
         denominator = None
         if reduction == "mean":
             totals = stats[:2].sum(1)
             denominator = totals[1:]
-            result = (totals[0] / totals[1]).reshape(())
+            result = totals[0] / totals[1]
         elif reduction == "sum":
             result = stats[0].sum()
         else:

@@ -88,6 +88,14 @@ class _Affine:
     weight: np.ndarray  # (out, in)
     bias: np.ndarray | None  # (out,)
 
+    uses = "takes"  # what the layer does with its input features, for error messages
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """(input features, output features)."""
+        out_size, in_size = self.weight.shape
+        return in_size, out_size
+
 
 @dataclass
 class _Scale:
@@ -96,6 +104,12 @@ class _Scale:
     name: str
     scale: np.ndarray
     shift: np.ndarray
+
+    uses = "normalises"
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        return self.scale.shape[0], self.scale.shape[0]
 
 
 @dataclass
@@ -282,26 +296,16 @@ def _analyse(model: Module) -> _Network:
     width: int | None = None
     widths = []
     for stage in stages:
-        if isinstance(stage, _Affine):
-            out_size, in_size = stage.weight.shape
+        if isinstance(stage, (_Affine, _Scale)):
+            in_size, out_size = stage.sizes
             if width is not None and width != in_size:
                 raise ShapeError(
-                    f"device_function: layer {stage.name!r} takes {in_size} features but "
-                    f"the layers before it produce {width}"
+                    f"device_function: layer {stage.name!r} {stage.uses} {in_size} features "
+                    f"but the layers before it produce {width}"
                 )
             if width is None:
                 widths = [in_size] * len(widths)
             width = out_size
-        elif isinstance(stage, _Scale):
-            size = stage.scale.shape[0]
-            if width is not None and width != size:
-                raise ShapeError(
-                    f"device_function: layer {stage.name!r} normalises {size} features but "
-                    f"the layers before it produce {width}"
-                )
-            if width is None:
-                widths = [size] * len(widths)
-            width = size
         widths.append(width)
     if not any(isinstance(s, _Affine) for s in stages):
         raise UnsupportedLayerError(
@@ -309,7 +313,7 @@ def _analyse(model: Module) -> _Network:
             "input and output sizes"
         )
     first = next(s for s in stages if isinstance(s, (_Affine, _Scale)))
-    in_features = first.weight.shape[1] if isinstance(first, _Affine) else first.scale.shape[0]
+    in_features = first.sizes[0]
     description = repr(model).replace("\n", "\n    ")
     return _Network(stages, in_features, widths[-1], dtype, description, widths)
 

@@ -45,6 +45,41 @@ def test_backend_elementwise_with_several_outputs_and_strided_output():
     assert_close(shifted, (x - 1).astype(np.int64))
 
 
+def test_an_input_that_is_the_outputs_own_view_is_read_from_the_output():
+    """In-place updates pass the output's buffer once (so that LLVM can vectorise the
+    loop); an input on the same buffer at another offset stays a separate operand."""
+    from kernelgrad.backends.cpu import _operand_kind
+
+    backend = kg.ones(1)._backend
+    fn = ScalarFunction("axpy", "def axpy(x0, x1, x2):\n    return x0 + x1 * x2\n", 3)
+    source = codegen.elementwise_source(
+        fn.name, fn.source, 1, ("out0", "array", "scalar"), [float32] * 3, [float32]
+    )
+    assert "def flat(n, out0, in1, scalar2):" in source
+    for size in (10, 300_000):  # serial and parallel kernels
+        buffer = np.arange(size + 1, dtype=np.float32)
+        expected = buffer.copy()
+        expected[:size] += expected[1:] * 2
+        whole = View(buffer, (size,), (1,), 0, float32)
+        shifted = View(buffer, (size,), (1,), 1, float32)
+        assert _operand_kind(whole, [whole]) == "out0"
+        assert _operand_kind(shifted, [whole]) == "array"
+        assert _operand_kind(2.0, [whole]) == "scalar"
+        if size > 10:  # parallel chunks may race on overlapping memory: a separate copy
+            shifted = View(buffer[1:].copy(), (size,), (1,), 0, float32)
+        # Serially the shifted input is read ahead of the writes (in order, as LLVM's
+        # overlap check keeps a loop whose operands overlap scalar).
+        backend.elementwise(fn, [whole], [whole, shifted, 2.0], [float32] * 3)
+        assert_close(buffer, expected)
+        # The same through the strided kernel: every other element, in place.
+        strided = View(buffer, (size // 2,), (2,), 0, float32)
+        before = buffer.copy()
+        backend.elementwise(fn, [strided], [strided, strided, 3.0], [float32] * 3)
+        after = before.copy()
+        after[: size // 2 * 2 : 2] *= 4
+        assert_close(buffer, after)
+
+
 def test_kernels_load_from_the_disk_cache_in_a_new_process(tmp_path):
     """A second process finds the compiled machine code and does not recompile."""
     script = textwrap.dedent(

@@ -124,14 +124,30 @@ def _blocking(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[i
     return max(cols, 1), max(1, codegen.CHUNK // max(cols, 1))
 
 
-def _interleave(arrays: list[Any], inputs: Any, scalars: list[Any], n_outputs: int) -> list[Any]:
-    """Kernel arguments in parameter order: outputs, then each input (array or scalar)."""
+def _interleave(arrays: list[Any], kinds: Any, scalars: list[Any], n_outputs: int) -> list[Any]:
+    """Kernel arguments in parameter order: outputs, then each input (array or scalar;
+    an input that is an output's own view is not passed again)."""
     args = list(arrays[:n_outputs])
     array_iter = iter(arrays[n_outputs:])
     scalar_iter = iter(scalars)
-    for x in inputs:
-        args.append(next(array_iter) if type(x) is View else next(scalar_iter))
+    for kind in kinds:
+        if kind == "array":
+            args.append(next(array_iter))
+        elif kind == "scalar":
+            args.append(next(scalar_iter))
     return args
+
+
+def _operand_kind(x: Any, outputs: Any) -> str:
+    """How an elementwise input is passed: ``"scalar"``, ``"array"``, or ``"out<k>"`` when
+    it is exactly the view of output ``k`` (same buffer, offset and strides: an in-place
+    update), which the kernel then reads from that output (see codegen.elementwise_source)."""
+    if type(x) is not View:
+        return "scalar"
+    for k, out in enumerate(outputs):
+        if x.buffer is out.buffer and x.offset == out.offset and x.strides == out.strides:
+            return f"out{k}"
+    return "array"
 
 
 def _numpy_view(view: View) -> np.ndarray:
@@ -188,7 +204,7 @@ class CPUBackend:
             return
         if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
             return
-        kinds = tuple("array" if type(x) is View else "scalar" for x in inputs)
+        kinds = tuple(_operand_kind(x, outputs) for x in inputs)
         key = (fn.key, kinds, *compute_dtypes, None, *(o.dtype for o in outputs))
         module = self._elementwise_modules.get(key)
         if module is None:
@@ -203,17 +219,18 @@ class CPUBackend:
             module = _load_module(source, f"cpu_{fn.name}")
             self._elementwise_modules[key] = module
 
-        views = [*outputs, *(x for x in inputs if type(x) is View)]
+        arrays = [x for x, kind in zip(inputs, kinds) if kind == "array"]
+        views = [*outputs, *arrays]
         small = numel < PARALLEL_THRESHOLD
         contiguous = contiguous_strides(shape)
         if all(v.strides == contiguous for v in views):
             # The common case: plain 1-D slices of the buffers, no index arithmetic.
-            args: list[Any] = [
-                x.buffer[x.offset : x.offset + numel]
-                if type(x) is View
-                else compute_dtypes[i - len(outputs)].numpy.type(x)
-                for i, x in enumerate((*outputs, *inputs))
-            ]
+            args: list[Any] = [o.buffer[o.offset : o.offset + numel] for o in outputs]
+            for x, kind, dtype in zip(inputs, kinds, compute_dtypes):
+                if kind == "array":
+                    args.append(x.buffer[x.offset : x.offset + numel])
+                elif kind == "scalar":
+                    args.append(dtype.numpy.type(x))
             kernel = module.flat_serial if small else module.flat
             if debug_level():
                 _launch(fn.name, kernel, shape, numel, *args)
@@ -239,7 +256,7 @@ class CPUBackend:
             strides,
             col_chunk,
             rows_per_item,
-            *_interleave(buffers, inputs, scalars, len(outputs)),
+            *_interleave(buffers, kinds, scalars, len(outputs)),
         )
 
     def _library_call(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> bool:

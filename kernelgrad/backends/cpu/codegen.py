@@ -63,9 +63,12 @@ def elementwise_source(
 ) -> str:
     """Source of a module with the four elementwise kernels described above.
 
-    ``input_kinds`` holds ``"array"`` or ``"scalar"`` per input. Operands are passed
-    outputs first, then inputs; array operands take one row of ``offsets``/``strides``
-    each (outputs first), scalars none."""
+    ``input_kinds`` holds ``"array"``, ``"scalar"`` or ``"out<k>"`` per input. Operands
+    are passed outputs first, then inputs; array operands take one row of
+    ``offsets``/``strides`` each (outputs first), scalars none. An ``"out<k>"`` input is
+    the very view of output ``k`` (an in-place update such as an optimizer's): it is not
+    passed again but read from that output. Passing one buffer twice would make LLVM's
+    run-time overlap check fail and every such loop run unvectorised (4-5x slower)."""
     arrays = [f"out{k}" for k in range(nout)]
     params = list(arrays)
     flat_inputs, fast_inputs, general_inputs = [], [], []
@@ -77,6 +80,11 @@ def elementwise_source(
             flat_inputs.append(cast(f"in{i}[j]", compute_dtypes[i]))
             fast_inputs.append(cast(f"v{a}[j]", compute_dtypes[i]))
             general_inputs.append(cast(f"in{i}[p{a} + j * t{a}]", compute_dtypes[i]))
+        elif kind.startswith("out"):  # the same memory as output k: read it there
+            k = int(kind[3:])
+            flat_inputs.append(cast(f"out{k}[j]", compute_dtypes[i]))
+            fast_inputs.append(cast(f"v{k}[j]", compute_dtypes[i]))
+            general_inputs.append(cast(f"out{k}[p{k} + j * t{k}]", compute_dtypes[i]))
         else:
             params.append(f"scalar{i}")
             for exprs in (flat_inputs, fast_inputs, general_inputs):

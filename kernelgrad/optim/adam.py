@@ -10,9 +10,11 @@ For every parameter, with gradient ``g`` at step ``t``::
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
 With ``fused=True`` (the default) all of it is one elementwise kernel per parameter
-that reads p, g, m, v and writes p, m, v in place. The step count ``t`` is a 0-d
-tensor; one more one-element kernel per parameter advances it and computes the two
-bias corrections on the device, so that ``kg.compile`` records and replays them.
+that reads p, g, m, v and writes p, m, v in place; it sets ``m`` and ``v`` to zero where
+they fall below the smallest normal float (see ``optimizer.normal_floor``). The step
+count ``t`` is a 0-d tensor; one more one-element kernel per parameter advances it and
+computes the two bias corrections on the device, so that ``kg.compile`` records and
+replays them.
 """
 
 from __future__ import annotations
@@ -26,25 +28,33 @@ from ..dtypes import float64
 from ..nn._fused import launch
 from ..ops.creation import empty, tensor, zeros, zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, normal_floor
 
 __all__ = ["Adam", "AdamW"]
 
 
-def adam_update(p, g, m, v, step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign):
+def adam_update(p, g, m, v, step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign, floor):
     g = g * sign + l2 * p
     m = m + (1 - beta1) * (g - m)
+    if abs(m) < floor:  # subnormal: see optimizer.normal_floor
+        m = 0.0
     v = beta2 * v + (1 - beta2) * g * g
+    if v < floor:
+        v = 0.0
     p = p * keep - step_size * m / (math.sqrt(v) / correction2_sqrt + eps)
     return p, m, v
 
 
 def adam_amsgrad_update(
-    p, g, m, v, v_max, step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign
+    p, g, m, v, v_max, step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign, floor
 ):
     g = g * sign + l2 * p
     m = m + (1 - beta1) * (g - m)
+    if abs(m) < floor:
+        m = 0.0
     v = beta2 * v + (1 - beta2) * g * g
+    if v < floor:
+        v = 0.0
     if v > v_max:
         v_max = v
     p = p * keep - step_size * m / (math.sqrt(v_max) / correction2_sqrt + eps)
@@ -131,6 +141,7 @@ class Adam(Optimizer):
             step_size, correction2_sqrt = _advance(step, lr, beta1, beta2)
             m, v = state["exp_avg"], state["exp_avg_sq"]
             scalars = [step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign]
+            scalars.append(normal_floor(p.dtype))
             if group["fused"]:
                 if amsgrad:
                     v_max = state["max_exp_avg_sq"]

@@ -9,7 +9,7 @@ from ..backends.base import ScalarFunction
 from ..nn._fused import launch
 from ..ops.creation import zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, normal_floor
 
 __all__ = ["SGD"]
 
@@ -18,12 +18,16 @@ def sgd_plain_update(p, g, lr, weight_decay, sign):
     return p - lr * (g * sign + weight_decay * p)
 
 
-def sgd_momentum_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, first, sign):
+def sgd_momentum_update(
+    p, g, buf, lr, momentum, dampening, weight_decay, nesterov, first, sign, floor
+):
     d = g * sign + weight_decay * p
     if first != 0:
         buf = d
     else:
         buf = momentum * buf + (1 - dampening) * d
+        if abs(buf) < floor:  # subnormal: see optimizer.normal_floor
+            buf = 0.0
     if nesterov != 0:
         d = d + momentum * buf
     else:
@@ -41,7 +45,9 @@ class SGD(Optimizer):
     with ``nesterov``). The formulas are PyTorch's.
 
     ``fused=True`` (the default) does each parameter's update in one kernel; ``False``
-    uses separate in-place tensor operations (same results).
+    uses separate in-place tensor operations (same results, except that the kernel sets
+    a momentum buffer that decays below the smallest normal float to zero; see
+    ``optimizer.normal_floor``).
 
     >>> import kernelgrad as kg
     >>> w = kg.nn.Parameter(kg.tensor([1.0, 2.0]))
@@ -98,7 +104,7 @@ class SGD(Optimizer):
                     launch(SGD_PLAIN, [p], [p, p.grad, lr, weight_decay, sign], p.dtype)
                 else:
                     inputs = [p, p.grad, buf, lr, momentum, dampening, weight_decay]
-                    inputs += [float(nesterov), float(first), sign]
+                    inputs += [float(nesterov), float(first), sign, normal_floor(p.dtype)]
                     launch(SGD_MOMENTUM, [p, buf], inputs, p.dtype)
             else:
                 _sgd_reference(

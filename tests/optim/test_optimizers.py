@@ -107,6 +107,34 @@ def test_adam_follows_its_formula(device):
     np.testing.assert_allclose(as_numpy(state["exp_avg_sq"]), v, rtol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "make, names",
+    [
+        (lambda p: kg.optim.Adam(p, lr=0.01), ["exp_avg", "exp_avg_sq"]),
+        (lambda p: kg.optim.Adam(p, lr=0.01, amsgrad=True), ["exp_avg", "exp_avg_sq"]),
+        (lambda p: kg.optim.SGD(p, lr=0.01, momentum=0.9), ["momentum_buffer"]),
+    ],
+    ids=["adam", "amsgrad", "sgd-momentum"],
+)
+def test_fused_updates_set_subnormal_running_averages_to_zero(make, names, device):
+    """A unit whose gradient stays zero has its averages decay geometrically; once they
+    are subnormal (slow on x86 CPUs) the fused update sets them to zero, and only them."""
+    tiny = float(np.finfo(np.float32).tiny)
+    p = nn.Parameter(kg.ones(4, device=device))
+    optimizer = make([p])
+    p.grad = kg.zeros(4, device=device)
+    optimizer.step()  # creates the state
+    state = optimizer.state[p]
+    start = np.array([tiny * 0.5, -tiny * 0.01, tiny * 4, 1e-3], dtype=np.float32)
+    for name in names:
+        state[name] = kg.tensor(np.abs(start) if name == "exp_avg_sq" else start, device=device)
+    optimizer.step()
+    for name in names:
+        values = as_numpy(state[name])
+        assert values[0] == 0.0 and values[1] == 0.0, (name, values)
+        assert abs(values[2]) >= tiny and values[3] > 0.0, (name, values)  # normal ones decay
+
+
 def test_adamw_decays_the_weights_directly(device):
     p = nn.Parameter(kg.ones(2, device=device))
     optimizer = kg.optim.AdamW([p], lr=0.1, weight_decay=0.5)

@@ -294,9 +294,13 @@ def test_interrupted_cosine_run_resumes_exactly(models, tmp_path, tiny_data, cap
     _assert_same_run(straight, split)
 
 
-def test_compiled_training_equals_eager_training(models, tmp_path, tiny_data, capsys, monkeypatch):
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_compiled_training_equals_eager_training(
+    models, tmp_path, tiny_data, capsys, monkeypatch, schedule
+):
     """--compile runs the same steps as fused replays: 2 epochs of 4 batches (the first
-    call eager, the second traced, the rest replayed) end where eager training ends."""
+    call eager, the second traced, the rest replayed) end where eager training ends; a
+    cosine schedule's new rate every step is fed to the replays, not traced again."""
     import kernelgrad.compile as compile_package
 
     real_compile, python_runs = compile_package.compile, []
@@ -310,6 +314,7 @@ def test_compiled_training_equals_eager_training(models, tmp_path, tiny_data, ca
 
     monkeypatch.setattr(compile_package, "compile", counting_compile)
     common = ["--dataset", "mnist", "--data", str(tiny_data), "--model", "lenet", *SMALL]
+    common += ["--schedule", schedule]
     eager, compiled = tmp_path / "eager", tmp_path / "compiled"
     assert run_cli(capsys, "train", *common, "--epochs", "2", "--out", str(eager))[0] == 0
     assert python_runs == []  # eager training does not compile
@@ -319,15 +324,6 @@ def test_compiled_training_equals_eager_training(models, tmp_path, tiny_data, ca
     assert code == 0, err
     assert len(python_runs) == 2  # 8 steps: one eager, one traced, six replays
     _assert_same_run(eager, compiled, rtol=1e-4, atol=1e-5)  # fused kernels round differently
-
-
-def test_compile_refuses_a_per_step_schedule(models, tmp_path, tiny_data, capsys):
-    code, _, err = run_cli(
-        capsys, "train", "--dataset", "mnist", "--data", str(tiny_data), *SMALL,
-        "--out", str(tmp_path / "run"), "--compile", "--schedule", "cosine",
-    )  # fmt: skip
-    assert code == 2
-    assert "--compile" in err and "--schedule cosine" in err
 
 
 def test_resume_refuses_another_model_or_changed_options(models, tmp_path, tiny_data, capsys):

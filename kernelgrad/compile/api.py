@@ -96,11 +96,13 @@ class _Entry:
         recipe: list[Any],
         watches: list[tuple[str, Any, Any]],
         traces: int,
+        feeds: list[Any] = (),
     ) -> None:
         self.plan = plan
         self.structure = structure
         self.recipe = recipe
         self.watches = watches
+        self.feeds = list(feeds)
         self.traces = traces  # how many times this signature was traced
 
     def stale(self) -> str | None:
@@ -113,6 +115,8 @@ class _Entry:
     def replay(self, tensors: list[Any]) -> Any:
         from ..tensor import Storage, Tensor
 
+        for feed in self.feeds:
+            feed()
         table = self.plan.run(tensors)
         storages: dict[int, Any] = {}
         results = []
@@ -203,9 +207,9 @@ class CompiledFunction:
                 f"kg.compile({self._name()}) has been traced {_RETRACE_WARNING} times for one "
                 f"argument signature because {changed} keeps changing between calls (each "
                 "change traces the function again, which is slower than running it eagerly). "
-                "For a learning-rate schedule, pass the rate as an argument and set "
-                "group['lr'] from it inside the function (each value is traced once), or "
-                "step the schedule less often",
+                "A value that takes few distinct values can be passed as an argument "
+                "(each value is traced once); kg.optim's fused optimizers need no new "
+                "trace for a new learning rate",
                 RuntimeWarning,
                 stacklevel=3,
             )
@@ -298,7 +302,7 @@ class CompiledFunction:
             written_args,
             len(recorder.ops),
         )
-        entry = _Entry(plan, structure, recipe, recorder.watches, traces)
+        entry = _Entry(plan, structure, recipe, recorder.watches, traces, recorder.feeds)
         self._entries[key] = entry
         self.last_plan = plan
         if debug_level() >= 1:
@@ -334,10 +338,11 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
       order. Set ``p.grad = None`` (``optimizer.zero_grad()``, not ``zero_()`` of a
       gradient from an earlier call) inside the step, so that each replay starts from
       fresh gradients.
-    * A ``kg.optim`` optimizer stepped inside ``fn`` records its settings (``lr``, ...)
-      and which tensors hold its state; a call after either changed (a scheduler's
-      ``step()``, ``load_state_dict``) traces ``fn`` again rather than replaying the old
-      values.
+    * A ``kg.optim`` optimizer stepped inside ``fn`` records its settings and which
+      tensors hold its state; a call after either changed (``load_state_dict``, a new
+      momentum) traces ``fn`` again rather than replaying the old values. The learning
+      rate of the fused updates is the exception: replays read it from a tensor that is
+      refreshed before each call, so a scheduler's ``step()`` needs no new trace.
     * Other Python numbers computed inside ``fn`` (a step counter of your own) are frozen
       at trace time; pass changing numbers as arguments (each new value is a new
       signature) or keep them in tensors.

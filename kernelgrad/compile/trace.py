@@ -116,6 +116,7 @@ class Recorder:
         self.slots: list[Slot] = []
         self.ops: list[Op] = []
         self.watches: list[tuple[str, Any, Any]] = []
+        self.feeds: list[Any] = []
         self._slot_of: dict[int, int] = {}
         self._saved: list[tuple[Any, str, Any]] = []
         self._patched: set[int] = set()
@@ -142,6 +143,13 @@ class Recorder:
         before every replay, and a replay whose value differs is traced again instead of
         replaying kernels recorded with the old value. ``what`` names it in the log."""
         self.watches.append((what, read, read()))
+
+    def before_replay(self, feed: Any) -> None:
+        """Call ``feed()`` before every replay of this trace: it writes Python-side values
+        that change between calls (an optimizer's learning rate under a schedule) into
+        tensors that the recorded kernels read, so that such a change needs no new trace."""
+        if feed not in self.feeds:
+            self.feeds.append(feed)
 
     # --- slots ------------------------------------------------------------------------------
     def _new_slot(self, slot: Slot, buffer: Any) -> int:

@@ -61,14 +61,14 @@ def adam_amsgrad_update(
     return p, m, v, v_max
 
 
-def adam_step(step, lr, beta1, beta2):
+def adam_step(step, lr, beta1, beta2, decay):
     step = step + 1
     step_size = lr / (1 - beta1**step)
     correction2_sqrt = math.sqrt(1 - beta2**step)
-    return step, step_size, correction2_sqrt
+    return step, step_size, correction2_sqrt, 1 - lr * decay
 
 
-ADAM_STEP = ScalarFunction.from_python(adam_step, nout=3)
+ADAM_STEP = ScalarFunction.from_python(adam_step, nout=4)
 ADAM_UPDATE = ScalarFunction.from_python(adam_update, nout=3)
 ADAM_AMSGRAD_UPDATE = ScalarFunction.from_python(adam_amsgrad_update, nout=4)
 
@@ -89,6 +89,7 @@ class Adam(Optimizer):
     """
 
     _decoupled = False
+    _feeds_lr = True
 
     def __init__(
         self,
@@ -120,11 +121,11 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _update_group(self, group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        (beta1, beta2), eps = group["betas"], group["eps"]
         weight_decay, amsgrad = group["weight_decay"], group["amsgrad"]
         sign = -1.0 if group["maximize"] else 1.0
         l2 = 0.0 if self._decoupled else weight_decay
-        keep = 1.0 - lr * weight_decay if self._decoupled else 1.0
+        decay = weight_decay if self._decoupled else 0.0
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -138,7 +139,8 @@ class Adam(Optimizer):
             step = state["step"]
             if not isinstance(step, Tensor):  # a number, from an older checkpoint
                 step = state["step"] = tensor(float(step), dtype=p.dtype, device=p.device)
-            step_size, correction2_sqrt = _advance(step, lr, beta1, beta2)
+            rate = self._lr_operand(group, p.device)
+            step_size, correction2_sqrt, keep = _advance(step, rate, beta1, beta2, decay)
             m, v = state["exp_avg"], state["exp_avg_sq"]
             scalars = [step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign]
             scalars.append(normal_floor(p.dtype))
@@ -170,11 +172,13 @@ class Adam(Optimizer):
 
 
 def _advance(
-    step: Tensor, lr: float, beta1: float, beta2: float
-) -> tuple[Tensor | float, Tensor | float]:
-    """``step += 1`` and the bias corrections ``lr / (1 - beta1**step)`` and
-    ``sqrt(1 - beta2**step)``, in one kernel of one thread on the parameter's device
-    (eager steps on the CPU do the same arithmetic on the host).
+    step: Tensor, lr: float | Tensor, beta1: float, beta2: float, decay: float
+) -> tuple[Tensor | float, Tensor | float, Tensor | float]:
+    """``step += 1``, the bias corrections ``lr / (1 - beta1**step)`` and
+    ``sqrt(1 - beta2**step)``, and AdamW's factor ``1 - lr * decay``, in one kernel of one
+    thread on the parameter's device (eager steps on the CPU do the same arithmetic on
+    the host). ``lr`` is a 0-d tensor when kg.compile traces (see
+    ``Optimizer._lr_operand``).
 
     The step count is a 0-d tensor (as in PyTorch) and the corrections are computed from
     it on the device, in float64, rather than on the host from a Python number: no
@@ -191,11 +195,11 @@ def _advance(
         count += 1
         n = float(count)
         rounded = count.dtype.type
-        return float(rounded(lr / (1 - beta1**n))), float(rounded(math.sqrt(1 - beta2**n)))
-    step_size = empty((), dtype=step.dtype, device=step.device)
-    correction2_sqrt = empty((), dtype=step.dtype, device=step.device)
-    launch(ADAM_STEP, [step, step_size, correction2_sqrt], [step, lr, beta1, beta2], float64)
-    return step_size, correction2_sqrt
+        step_size = float(rounded(lr / (1 - beta1**n)))
+        return step_size, float(rounded(math.sqrt(1 - beta2**n))), 1.0 - lr * decay
+    outputs = [step] + [empty((), dtype=step.dtype, device=step.device) for _ in range(3)]
+    launch(ADAM_STEP, outputs, [step, lr, beta1, beta2, decay], float64)
+    return outputs[1], outputs[2], outputs[3]
 
 
 def _adam_reference(
@@ -205,7 +209,7 @@ def _adam_reference(
     beta2: float,
     eps: float,
     l2: float,
-    keep: float,
+    keep: Tensor | float,
     sign: float,
     step_size: Tensor | float,
     correction2_sqrt: Tensor | float,
@@ -222,7 +226,7 @@ def _adam_reference(
         v_max = state["max_exp_avg_sq"]
         v_max.copy_(v_max.maximum(v))
         v = v_max
-    if keep != 1.0:
+    if not (isinstance(keep, float) and keep == 1.0):  # a tensor while kg.compile traces
         p.mul_(keep)
     p.sub_(m / (v.sqrt() / correction2_sqrt + eps) * step_size)
 

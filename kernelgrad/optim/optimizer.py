@@ -41,6 +41,27 @@ class _Required:
 required = _Required()
 
 
+class _LearningRateFeed:
+    """A 0-d float64 tensor holding a parameter group's learning rate; calling it writes
+    the group's current rate into the tensor if it changed (see
+    :meth:`Optimizer._lr_operand`)."""
+
+    def __init__(self, group: dict[str, Any], device: Any) -> None:
+        from ..dtypes import float64
+        from ..ops.creation import tensor
+
+        self.group = group
+        self.written = float(group["lr"])
+        self.tensor = tensor(self.written, dtype=float64, device=device)
+
+    def __call__(self) -> None:
+        lr = float(self.group["lr"])
+        if lr != self.written:
+            with autograd.no_grad():
+                self.tensor.fill_(lr)
+            self.written = lr
+
+
 class Optimizer:
     """Base class. ``params`` is an iterable of tensors, or of dicts (parameter groups)
     each holding ``"params"`` and optional per-group settings overriding ``defaults``.
@@ -50,9 +71,15 @@ class Optimizer:
     numbered in the order the groups list them.
     """
 
+    # Subclasses whose fused kernels take the learning rate from :meth:`_lr_operand` set
+    # this: under kg.compile a new rate (a scheduler's) is then written into a tensor
+    # before each replay instead of tracing the step again.
+    _feeds_lr = False
+
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.state: dict[Tensor, dict[str, Any]] = {}
+        self._lr_feeds: dict[tuple[int, str], _LearningRateFeed] = {}
         self.param_groups: list[dict[str, Any]] = []
         groups = list(params)
         if not groups:
@@ -125,10 +152,15 @@ class Optimizer:
 
     def _trace_snapshot(self) -> tuple[Any, ...]:
         """What the kernels of a step depend on besides tensor values: every group's
-        settings and parameters, and which tensors (and numbers) hold the state."""
+        settings (but a learning rate that is fed, see :meth:`_lr_operand`) and
+        parameters, and which tensors (and numbers) hold the state."""
         groups = tuple(
             (
-                tuple((k, v) for k, v in group.items() if k != "params"),
+                tuple(
+                    (k, v)
+                    for k, v in group.items()
+                    if k != "params" and not (k == "lr" and self._lr_is_fed(group))
+                ),
                 tuple(map(id, group["params"])),
             )
             for group in self.param_groups
@@ -141,6 +173,30 @@ class Optimizer:
 
     def _update_group(self, group: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    def _lr_is_fed(self, group: dict[str, Any]) -> bool:
+        return self._feeds_lr and bool(group.get("fused", False))
+
+    def _lr_operand(self, group: dict[str, Any], device: Any) -> float | Tensor:
+        """The group's learning rate as a kernel operand: the number itself, or, while
+        kg.compile traces a step of a fused optimizer, a 0-d float64 tensor on ``device``
+        that holds it. The trace registers a feed that writes the group's current rate
+        into that tensor before every replay, so a scheduler changing ``lr`` between
+        calls needs no new trace (as PyTorch's ``capturable`` optimizers read a tensor
+        rate inside CUDA graphs)."""
+        from ..compile.trace import active_recorder
+
+        recorder = active_recorder()
+        if recorder is None or not self._lr_is_fed(group):
+            return group["lr"]
+        key = (id(group), str(device))
+        feed = self._lr_feeds.get(key)
+        if feed is None or feed.written != float(group["lr"]):
+            # A new tensor (recorded as a constant of this trace) rather than writing the
+            # old one, which the trace would record and every replay would then repeat.
+            feed = self._lr_feeds[key] = _LearningRateFeed(group, device)
+        recorder.before_replay(feed)
+        return feed.tensor
 
     # --- state -------------------------------------------------------------------------------
     def _indexed_params(self) -> list[Tensor]:

@@ -58,6 +58,8 @@ class SGD(Optimizer):
     [0.8, 1.6]
     """
 
+    _feeds_lr = True
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -88,12 +90,13 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _update_group(self, group: dict[str, Any]) -> None:
-        lr, momentum = group["lr"], group["momentum"]
+        momentum = group["momentum"]
         dampening, weight_decay = group["dampening"], group["weight_decay"]
         nesterov, sign = group["nesterov"], -1.0 if group["maximize"] else 1.0
         for p in group["params"]:
             if p.grad is None:
                 continue
+            lr = self._lr_operand(group, p.device)
             state = self.state.setdefault(p, {})
             first = "momentum_buffer" not in state
             if momentum != 0 and first:

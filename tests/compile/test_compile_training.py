@@ -102,11 +102,14 @@ def test_the_first_call_runs_eagerly_and_the_second_is_traced(device):
     assert len(step.plans) == 1
 
 
-def test_a_new_learning_rate_traces_again_instead_of_replaying_the_old_one(device):
-    eager = Trainer(device, OPTIMIZERS["adam"])
-    fused = Trainer(device, OPTIMIZERS["adam"])
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_a_scheduled_learning_rate_is_fed_to_replays_without_tracing_again(device, name):
+    """A cosine schedule changes the rate every call; replays read it from a tensor
+    that is refreshed before each of them, and agree with eager steps."""
+    eager = Trainer(device, OPTIMIZERS[name])
+    fused = Trainer(device, OPTIMIZERS[name])
     schedules = [
-        kg.optim.lr_scheduler.StepLR(t.optimizer, step_size=3, gamma=0.1) for t in (eager, fused)
+        kg.optim.lr_scheduler.CosineAnnealingLR(t.optimizer, T_max=8) for t in (eager, fused)
     ]
     step = kg.compile(fused.step)
     x, y = _batch(device)
@@ -115,8 +118,28 @@ def test_a_new_learning_rate_traces_again_instead_of_replaying_the_old_one(devic
         _assert_same(fused, eager)
         for schedule in schedules:
             schedule.step()
-    # calls 1-2: eager and traced, 3: replayed, 4: the new rate traces, 5-6: replayed
-    assert fused.python_runs == 3
+    assert fused.python_runs == 2  # eager, traced, then four replays at four new rates
+    assert len(step.plans) == 1
+
+
+def test_other_new_settings_and_unfused_updates_trace_again(device):
+    """Settings other than a fused optimizer's rate are frozen into the trace: changing
+    one traces again; so does a new rate for the unfused (tensor-op) update."""
+    for make, change in (
+        (lambda p: kg.optim.SGD(p, lr=0.1, momentum=0.9), ("momentum", 0.5)),
+        (lambda p: kg.optim.Adam(p, lr=0.05, fused=False), ("lr", 0.01)),
+    ):
+        eager, fused = Trainer(device, make), Trainer(device, make)
+        step = kg.compile(fused.step)
+        x, y = _batch(device)
+        for call in range(5):
+            assert step(x, y).item() == pytest.approx(eager.step(x, y).item(), rel=1e-6)
+            _assert_same(fused, eager)
+            if call == 2:
+                for trainer in (eager, fused):
+                    trainer.optimizer.param_groups[0][change[0]] = change[1]
+        # calls 1-2: eager and traced, 3: replayed, 4: the new setting traces, 5: replayed
+        assert fused.python_runs == 3, change
 
 
 def test_loading_optimizer_state_between_calls_traces_again(device):

@@ -339,7 +339,7 @@ def test_resume_refuses_another_model_or_changed_options(models, tmp_path, tiny_
     assert code == 2
     assert "was trained with --model mlp, but --model lenet was given" in err
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--epochs", "2", "--lr", "0.5")
-    assert code == 2 and "cannot change --lr 0.5 (the run used 0.001)" in err
+    assert code == 2 and "cannot change --lr 0.5 (the run used 0.002)" in err
     code, _, err = run_cli(capsys, "train", "--resume", str(run))
     assert code == 2 and "already trained 1 of 1 epochs" in err
     code, _, err = run_cli(capsys, "train", "--resume", str(tmp_path / "nothing"))

@@ -19,6 +19,12 @@ Every backend implements the same primitives:
 ``random``         fill a contiguous view with uniform, normal or integer samples
 ``synchronize``    wait for queued work (a no-op on the CPU)
 =================  =====================================================================
+
+One primitive is optional: ``elementwise_foreach(fn, items, compute_dtypes)`` runs
+``elementwise`` for a list of ``(outputs, inputs)`` items of different shapes, in fewer
+kernels if the backend can (the CPU backend's one kernel for many small tensors: an
+optimizer's update of every parameter). Callers fall back to one ``elementwise`` per item
+where a backend lacks it (``nn._fused.launch_each``), and while ``kg.compile`` traces.
 """
 
 from __future__ import annotations

@@ -372,7 +372,15 @@ class LaunchCounter:
         self.names: list[str] = []
 
 
-_COUNTED = ("elementwise", "reduce", "matmul", "take", "index_add", "random")
+_COUNTED = (
+    "elementwise",
+    "elementwise_foreach",
+    "reduce",
+    "matmul",
+    "take",
+    "index_add",
+    "random",
+)
 
 
 @contextlib.contextmanager
@@ -397,7 +405,11 @@ def count_launches() -> Iterator[LaunchCounter]:
                 if counter.depth:  # a primitive calling another one internally
                     return _original(*args)
                 counter.count += 1
-                label = args[0].name if _name == "elementwise" else _name
+                label = _name
+                if _name == "elementwise":
+                    label = args[0].name
+                elif _name == "elementwise_foreach":
+                    label = f"{args[0].name}[{len(args[1])} tensors]"
                 counter.names.append(label)
                 counter.depth += 1
                 try:

@@ -106,6 +106,9 @@ _FORBIDDEN = {
     "numpy_view": "converts a tensor to NumPy (.numpy())",
     "manual_seed": "reseeds the random generator",
     "copy_from": "moves a tensor between devices",
+    # nn._fused.launch_each launches item by item while tracing; a direct call would run
+    # kernels that the trace does not see.
+    "elementwise_foreach": "runs one kernel over several tensors (launch them one by one)",
 }
 
 

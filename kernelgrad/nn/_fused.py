@@ -37,6 +37,47 @@ def launch(
     passed as scalars. All values are converted to ``compute_dtype`` before ``fn`` sees
     them. No autograd is recorded: callers attach their own VJP, or run under no_grad.
     """
+    outs, views = _views(fn, outputs, inputs)
+    outputs[0]._backend.elementwise(fn, outs, views, [compute_dtype] * len(inputs))
+    for out in outputs:
+        out._storage.version += 1
+
+
+def launch_each(
+    fn: ScalarFunction,
+    items: Sequence[tuple[Sequence[Tensor], Sequence[Any]]],
+    compute_dtype: DType,
+) -> None:
+    """:func:`launch` for each ``(outputs, inputs)`` of ``items``, in as few kernels as the
+    backend can: a backend with ``elementwise_foreach`` (the CPU's) runs the items of one
+    device in one kernel. An optimizer updates every parameter this way: one launch
+    instead of one per parameter, whose fixed cost (~25 us on the CPU) was most of an
+    Adam step for a small network. While kg.compile traces, the items are launched one by
+    one, as the trace records (and fuses) per-tensor kernels."""
+    from ..compile.trace import active_recorder
+
+    by_device: dict[Any, list[tuple[Sequence[Tensor], Sequence[Any]]]] = {}
+    for item in items:
+        by_device.setdefault(item[0][0].device, []).append(item)
+    for same_device in by_device.values():
+        backend = same_device[0][0][0]._backend
+        foreach = getattr(backend, "elementwise_foreach", None)
+        if foreach is None or len(same_device) == 1 or active_recorder() is not None:
+            for outputs, inputs in same_device:
+                launch(fn, outputs, inputs, compute_dtype)
+            continue
+        foreach(
+            fn,
+            [_views(fn, outputs, inputs) for outputs, inputs in same_device],
+            [compute_dtype] * fn.nin,
+        )
+        for outputs, _ in same_device:
+            for out in outputs:
+                out._storage.version += 1
+
+
+def _views(fn: ScalarFunction, outputs: Sequence[Tensor], inputs: Sequence[Any]) -> tuple:
+    """The backend views of one launch, after checking counts, devices and shapes."""
     if len(outputs) != fn.nout:
         raise ValueError(f"{fn.name}: expected {fn.nout} outputs, got {len(outputs)}")
     if len(inputs) != fn.nin:
@@ -55,11 +96,7 @@ def launch(
                 f"{format_shape(out.shape)}"
             )
     views = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in inputs]
-    outputs[0]._backend.elementwise(
-        fn, [o._view() for o in outputs], views, [compute_dtype] * len(inputs)
-    )
-    for out in outputs:
-        out._storage.version += 1
+    return [o._view() for o in outputs], views
 
 
 def _add(x, y):

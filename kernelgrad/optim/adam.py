@@ -10,7 +10,8 @@ For every parameter, with gradient ``g`` at step ``t``::
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
 With ``fused=True`` (the default) all of it is one elementwise kernel per parameter
-that reads p, g, m, v and writes p, m, v in place; it sets ``m`` and ``v`` to zero where
+that reads p, g, m, v and writes p, m, v in place (on the CPU one kernel for all the
+small parameters of a group; see ``nn._fused.launch_each``); it sets ``m`` and ``v`` to zero where
 they fall below the smallest normal float (see ``optimizer.normal_floor``). The step
 count ``t`` is a 0-d tensor; one more one-element kernel per parameter advances it and
 computes the two bias corrections on the device, so that ``kg.compile`` records and
@@ -25,7 +26,7 @@ from typing import Any
 
 from ..backends.base import ScalarFunction
 from ..dtypes import float64
-from ..nn._fused import launch
+from ..nn._fused import launch, launch_each
 from ..ops.creation import empty, tensor, zeros, zeros_like
 from ..tensor import Tensor
 from .optimizer import Optimizer, normal_floor
@@ -126,6 +127,7 @@ class Adam(Optimizer):
         sign = -1.0 if group["maximize"] else 1.0
         l2 = 0.0 if self._decoupled else weight_decay
         decay = weight_decay if self._decoupled else 0.0
+        updates: dict[Any, list[tuple[list[Tensor], list[Any]]]] = {}  # per dtype
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -147,14 +149,10 @@ class Adam(Optimizer):
             if group["fused"]:
                 if amsgrad:
                     v_max = state["max_exp_avg_sq"]
-                    launch(
-                        ADAM_AMSGRAD_UPDATE,
-                        [p, m, v, v_max],
-                        [p, p.grad, m, v, v_max, *scalars],
-                        p.dtype,
-                    )
+                    item = ([p, m, v, v_max], [p, p.grad, m, v, v_max, *scalars])
                 else:
-                    launch(ADAM_UPDATE, [p, m, v], [p, p.grad, m, v, *scalars], p.dtype)
+                    item = ([p, m, v], [p, p.grad, m, v, *scalars])
+                updates.setdefault(p.dtype, []).append(item)
             else:
                 _adam_reference(
                     p,
@@ -169,6 +167,9 @@ class Adam(Optimizer):
                     correction2_sqrt,
                     amsgrad,
                 )
+        fn = ADAM_AMSGRAD_UPDATE if amsgrad else ADAM_UPDATE
+        for dtype, items in updates.items():
+            launch_each(fn, items, dtype)
 
 
 def _advance(

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..backends.base import ScalarFunction
-from ..nn._fused import launch
+from ..nn._fused import launch_each
 from ..ops.creation import zeros_like
 from ..tensor import Tensor
 from .optimizer import Optimizer, normal_floor
@@ -44,7 +44,8 @@ class SGD(Optimizer):
     buffer ``b = momentum * b + (1 - dampening) * d`` (``d = b``, or ``d + momentum * b``
     with ``nesterov``). The formulas are PyTorch's.
 
-    ``fused=True`` (the default) does each parameter's update in one kernel; ``False``
+    ``fused=True`` (the default) does each parameter's update in one kernel (on the CPU
+    one kernel for all the small parameters of a group); ``False``
     uses separate in-place tensor operations (same results, except that the kernel sets
     a momentum buffer that decays below the smallest normal float to zero; see
     ``optimizer.normal_floor``).
@@ -93,6 +94,7 @@ class SGD(Optimizer):
         momentum = group["momentum"]
         dampening, weight_decay = group["dampening"], group["weight_decay"]
         nesterov, sign = group["nesterov"], -1.0 if group["maximize"] else 1.0
+        updates: dict[Any, list[tuple[list[Tensor], list[Any]]]] = {}  # per (kernel, dtype)
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -104,15 +106,18 @@ class SGD(Optimizer):
             buf = state.get("momentum_buffer")
             if group["fused"]:
                 if buf is None:
-                    launch(SGD_PLAIN, [p], [p, p.grad, lr, weight_decay, sign], p.dtype)
+                    item = ([p], [p, p.grad, lr, weight_decay, sign])
+                    updates.setdefault((SGD_PLAIN, p.dtype), []).append(item)
                 else:
                     inputs = [p, p.grad, buf, lr, momentum, dampening, weight_decay]
                     inputs += [float(nesterov), float(first), sign, normal_floor(p.dtype)]
-                    launch(SGD_MOMENTUM, [p, buf], inputs, p.dtype)
+                    updates.setdefault((SGD_MOMENTUM, p.dtype), []).append(([p, buf], inputs))
             else:
                 _sgd_reference(
                     p, state, lr, momentum, dampening, weight_decay, nesterov, sign, first
                 )
+        for (fn, dtype), items in updates.items():
+            launch_each(fn, items, dtype)
 
 
 def _sgd_reference(

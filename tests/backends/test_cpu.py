@@ -80,6 +80,42 @@ def test_an_input_that_is_the_outputs_own_view_is_read_from_the_output():
         assert_close(buffer, after)
 
 
+def test_elementwise_foreach_runs_small_contiguous_items_in_one_kernel():
+    """Items of different sizes, in place, with a scalar that differs per item (passed as
+    an array) and one that does not; a strided item and an item above the parallel
+    threshold run on their own. Every result equals NumPy's."""
+    from kernelgrad.backends.cpu import PARALLEL_THRESHOLD
+
+    backend = kg.ones(1)._backend
+    fn = ScalarFunction("axpy", "def axpy(x0, x1, x2, x3):\n    return x0 * x3 + x1 * x2\n", 4)
+    rng = np.random.default_rng(5)
+    sizes = [3, 100, 1, 17, PARALLEL_THRESHOLD + 5]
+    targets = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    sources = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    expected = [t * 0.5 + s * (k + 1) for k, (t, s) in enumerate(zip(targets, sources))]
+    items = []
+    for k, (t, src) in enumerate(zip(targets, sources)):
+        out = View(t, (t.size,), (1,), 0, float32)
+        items.append(([out], [out, View(src, (src.size,), (1,), 0, float32), k + 1.0, 0.5]))
+    strided = np.zeros(8, dtype=np.float32)  # every other element of it
+    items.append(([View(strided, (4,), (2,), 0, float32)], [2.0, 3.0, 4.0, 0.0]))
+    alone = []  # the items launched on their own
+
+    def elementwise(fn, outputs, inputs, compute):
+        alone.append(outputs[0].shape)
+        type(backend).elementwise(backend, fn, outputs, inputs, compute)
+
+    backend.elementwise = elementwise
+    try:
+        backend.elementwise_foreach(fn, items, [float32] * 4)
+    finally:
+        del backend.elementwise
+    for got, want in zip(targets, expected):
+        assert_close(got, want)
+    assert_close(strided, [12, 0] * 4)
+    assert alone == [(PARALLEL_THRESHOLD + 5,), (4,)]  # the other four: one kernel
+
+
 def test_kernels_load_from_the_disk_cache_in_a_new_process(tmp_path):
     """A second process finds the compiled machine code and does not recompile."""
     script = textwrap.dedent(

@@ -135,6 +135,47 @@ def test_fused_updates_set_subnormal_running_averages_to_zero(make, names, devic
         assert abs(values[2]) >= tiny and values[3] > 0.0, (name, values)  # normal ones decay
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p, fused: kg.optim.Adam(p, lr=0.01, weight_decay=0.1, fused=fused),
+        lambda p, fused: kg.optim.AdamW(p, lr=0.01, amsgrad=True, fused=fused),
+        lambda p, fused: kg.optim.SGD(p, lr=0.05, momentum=0.9, nesterov=True, fused=fused),
+        lambda p, fused: kg.optim.SGD(p, lr=0.05, fused=fused),
+    ],
+    ids=["adam", "adamw-amsgrad", "sgd-nesterov", "sgd"],
+)
+def test_one_fused_launch_for_many_parameters_equals_the_unfused_updates(make, device):
+    """The fused update of a group of parameters of several sizes and dtypes (on the CPU
+    one kernel per dtype for all of them, but a transposed gradient's, which runs on its
+    own) equals the step-by-step tensor version."""
+    shapes = [(7,), (3, 5), (1,), (40, 30), (2, 2), (6,)]
+    dtypes = [kg.float32, kg.float32, kg.float64, kg.float32, kg.float64, kg.float32]
+    runs = []
+    for fused in (True, False):
+        values = np.random.default_rng(3)
+        params = [
+            nn.Parameter(kg.tensor(values.standard_normal(shape), dtype=dtype, device=device))
+            for shape, dtype in zip(shapes, dtypes)
+        ]
+        optimizer = make(params, fused)
+        grads = np.random.default_rng(4)
+        for _ in range(3):
+            for p in params:
+                g = grads.standard_normal(p.shape).astype(np.float32)
+                p.grad = kg.tensor(g, dtype=p.dtype, device=device)
+            transposed = grads.standard_normal((30, 40)).astype(np.float32)
+            params[3].grad = kg.tensor(transposed, device=device).T
+            with kg.compile.count_launches() as launches:
+                optimizer.step()
+        runs.append([as_numpy(p) for p in params])
+        if fused and device == "cpu":
+            # float32: one kernel for (7,), (3, 5), (6,); (40, 30) alone; float64: one
+            assert sum("tensors]" in name for name in launches.names) == 2, launches.names
+    for got, expected in zip(*runs):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_adamw_decays_the_weights_directly(device):
     p = nn.Parameter(kg.ones(2, device=device))
     optimizer = kg.optim.AdamW([p], lr=0.1, weight_decay=0.5)

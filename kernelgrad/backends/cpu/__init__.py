@@ -259,6 +259,73 @@ class CPUBackend:
             *_interleave(buffers, kinds, scalars, len(outputs)),
         )
 
+    def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
+        """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each item with
+        its own shape). Items below the parallel threshold whose views are all contiguous
+        and whose operands have the same kinds and dtypes run together in one serial
+        kernel (see ``codegen.foreach_source``); the others run one by one. An optimizer's
+        update of every parameter of a small network is then one launch, not one per
+        parameter (Adam on LeNet-5's 10 parameters: 290 -> ~60 us)."""
+        groups: dict[tuple, list[tuple[Any, Any, int]]] = {}
+        for outputs, inputs in items:
+            shape = outputs[0].shape
+            numel = prod(shape)
+            if numel == 0:
+                continue
+            kinds = tuple(_operand_kind(x, outputs) for x in inputs)
+            contiguous = contiguous_strides(shape)
+            arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
+            if (
+                numel >= PARALLEL_THRESHOLD
+                or fn.library is not None
+                or any(v.strides != contiguous for v in arrays)
+            ):
+                self.elementwise(fn, outputs, inputs, compute_dtypes)
+                continue
+            dtypes = tuple(v.dtype for v in arrays)
+            groups.setdefault((kinds, dtypes), []).append((outputs, inputs, numel))
+        for (kinds, _), members in groups.items():
+            if len(members) == 1:
+                self.elementwise(fn, members[0][0], members[0][1], compute_dtypes)
+                continue
+            self._foreach(fn, kinds, members, compute_dtypes)
+
+    def _foreach(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes) -> None:
+        args: list[Any] = [
+            tuple(outputs[k].buffer[outputs[k].offset : outputs[k].offset + numel]
+                  for outputs, _, numel in members)
+            for k in range(fn.nout)
+        ]  # fmt: skip
+        final_kinds = list(kinds)
+        for i, (kind, dtype) in enumerate(zip(kinds, compute_dtypes)):
+            if kind == "array":
+                args.append(
+                    tuple(inputs[i].buffer[inputs[i].offset : inputs[i].offset + numel]
+                          for _, inputs, numel in members)
+                )  # fmt: skip
+            elif kind == "scalar":
+                values = [inputs[i] for _, inputs, _ in members]
+                if all(v == values[0] for v in values):
+                    args.append(dtype.numpy.type(values[0]))
+                else:
+                    final_kinds[i] = "scalars"
+                    args.append(np.array(values, dtype=dtype.numpy))
+        key = ("foreach", fn.key, tuple(final_kinds), *compute_dtypes)
+        key += tuple(o.dtype for o in members[0][0])
+        module = self._elementwise_modules.get(key)
+        if module is None:
+            source = codegen.foreach_source(
+                fn.name,
+                fn.source,
+                fn.nout,
+                final_kinds,
+                compute_dtypes,
+                [o.dtype for o in members[0][0]],
+            )
+            module = _load_module(source, f"cpu_foreach_{fn.name}")
+            self._elementwise_modules[key] = module
+        _launch(f"{fn.name}[{len(members)} tensors]", module.foreach, (len(members),), *args)
+
     def _library_call(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> bool:
         """Run a standard math function (exp, log, tanh, ...) with NumPy's SIMD loops on
         contiguous floating-point arrays, split across the cores. Returns False when the

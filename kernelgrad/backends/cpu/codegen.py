@@ -90,11 +90,7 @@ def elementwise_source(
             for exprs in (flat_inputs, fast_inputs, general_inputs):
                 exprs.append(f"scalar{i}")
 
-    # math.exp, math.log, ... become vmath calls, which LLVM vectorises (see vmath.py).
-    fn_source = narrow_literals(fn_source, compute_dtypes)
-    fn_source, vmath_header = vmath.vectorise_math_calls(fn_source)
-    lines = [_HEADER + vmath_header, "", fn_source.rstrip(), "", ""]
-    lines.append(f"_scalar_fn = njit(inline='always', {_NUMBA_OPTIONS})({fn_name})")
+    lines = _scalar_function_lines(fn_name, fn_source, compute_dtypes)
     for parallel in (True, False):
         loop = "prange" if parallel else "range"
         suffix = "" if parallel else "_serial"
@@ -111,6 +107,60 @@ def elementwise_source(
             "    " + s
             for s in _strided_body(arrays, nout, fast_inputs, general_inputs, out_dtypes, loop)
         ]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _scalar_function_lines(
+    fn_name: str, fn_source: str, compute_dtypes: Sequence[DType]
+) -> list[str]:
+    """The module header and the scalar function, compiled inline as ``_scalar_fn``."""
+    # math.exp, math.log, ... become vmath calls, which LLVM vectorises (see vmath.py).
+    fn_source = narrow_literals(fn_source, compute_dtypes)
+    fn_source, vmath_header = vmath.vectorise_math_calls(fn_source)
+    lines = [_HEADER + vmath_header, "", fn_source.rstrip(), "", ""]
+    lines.append(f"_scalar_fn = njit(inline='always', {_NUMBA_OPTIONS})({fn_name})")
+    return lines
+
+
+def foreach_source(
+    fn_name: str,
+    fn_source: str,
+    nout: int,
+    input_kinds: Sequence[str],
+    compute_dtypes: Sequence[DType],
+    out_dtypes: Sequence[DType],
+) -> str:
+    """Source of ``foreach(*operands)``: the flat loop of :func:`elementwise_source` over
+    several contiguous items (tensors of different sizes) in one serial kernel.
+
+    Array operands (outputs, and inputs of kind ``"array"``) are tuples with one 1-D array
+    per item; an input of kind ``"scalars"`` is a 1-D array with one value per item, one
+    of kind ``"scalar"`` a single value for all; ``"out<k>"`` reads output ``k``."""
+    params = [f"out{k}" for k in range(nout)]
+    body = ["for k in range(len(out0)):"]
+    body += [f"    o{k} = out{k}[k]" for k in range(nout)]
+    exprs = []
+    for i, kind in enumerate(input_kinds):
+        if kind == "array":
+            params.append(f"in{i}")
+            body.append(f"    a{i} = in{i}[k]")
+            exprs.append(cast(f"a{i}[j]", compute_dtypes[i]))
+        elif kind.startswith("out"):
+            exprs.append(cast(f"o{int(kind[3:])}[j]", compute_dtypes[i]))
+        elif kind == "scalars":
+            params.append(f"scalar{i}")
+            body.append(f"    s{i} = scalar{i}[k]")
+            exprs.append(f"s{i}")
+        else:
+            params.append(f"scalar{i}")
+            exprs.append(f"scalar{i}")
+    body.append("    for j in range(o0.shape[0]):")
+    targets = [f"o{k}[j]" for k in range(nout)]
+    body += ["        " + line for line in _store(nout, exprs, targets, out_dtypes)]
+    lines = _scalar_function_lines(fn_name, fn_source, compute_dtypes)
+    lines += ["", "", _decorator(False), f"def foreach({', '.join(params)}):"]
+    lines += ["    " + line for line in body]
     lines.append("")
     return "\n".join(lines)
 

@@ -462,9 +462,9 @@ class History:
 
 def make_train_step(model: Any, optimizer: Any, compiled: bool = False) -> Any:
     """One training step on a batch: forward, cross-entropy, backward and the optimizer's
-    update. Returns the (detached) loss and the number of correct predictions. With
-    ``compiled`` the step runs under ``kg.compile``: traced on its second call for a batch
-    shape, then replayed as fused kernels."""
+    update. Returns the loss and the logits (both detached). With ``compiled`` the step
+    runs under ``kg.compile``: traced on its second call for a batch shape, then replayed
+    as fused kernels."""
     from .nn import functional
 
     def train_step(images: Any, labels: Any) -> tuple[Any, Any]:
@@ -473,13 +473,47 @@ def make_train_step(model: Any, optimizer: Any, compiled: bool = False) -> Any:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        return loss.detach(), (logits.detach().argmax(1) == labels).sum()
+        return loss.detach(), logits.detach()
 
     if not compiled:
         return train_step
     from .compile import compile as compile_function
 
     return compile_function(train_step)
+
+
+class _Tally:
+    """Losses and correct predictions of the steps since the last :meth:`flush`, kept as
+    device tensors and read back together: per step nothing is launched or read (counting
+    correct predictions per step took 7 small kernels, ~2% of a LeNet-5 step); per flush
+    one concatenation, argmax, comparison and sum, and one read of the losses."""
+
+    def __init__(self) -> None:
+        self.losses: list[Any] = []
+        self.logits: list[Any] = []
+        self.labels: list[Any] = []
+        self.loss_total = 0.0  # sum over samples, on the host
+        self.correct = 0
+
+    def add(self, loss: Any, logits: Any, labels: Any) -> None:
+        self.losses.append(loss)
+        self.logits.append(logits)
+        self.labels.append(labels)
+
+    def flush(self) -> float | None:
+        """Fold the pending steps into the totals; returns their mean loss (None if none)."""
+        import kernelgrad as kg
+
+        if not self.losses:
+            return None
+        losses = kg.stack(self.losses).tolist()
+        logits, labels = kg.cat(self.logits), kg.cat(self.labels)
+        self.correct += int((logits.argmax(1) == labels).sum().item())
+        self.loss_total += sum(
+            loss * int(batch.shape[0]) for loss, batch in zip(losses, self.labels)
+        )
+        self.losses, self.logits, self.labels = [], [], []
+        return sum(losses) / len(losses)
 
 
 def train_one_epoch(
@@ -496,38 +530,31 @@ def train_one_epoch(
     step_fn = step_fn if step_fn is not None else make_train_step(model, optimizer)
     model.train()
     start = time.perf_counter()
-    loss_sum = None  # device tensors: the loss is read back only now and then
-    correct = None
+    tally = _Tally()
     samples = 0
-    window_loss = None
-    window_count = 0
     last_mean: float | None = None
     steps = len(loader)
     record_every = max(1, steps // 50)  # about 50 points per epoch for the plot
     for step, (images, labels) in enumerate(loader):
-        detached, hits = step_fn(images, labels)
+        loss, logits = step_fn(images, labels)
         if scheduler is not None:
             scheduler.step()
         if on_first_step is not None and step == 0:
-            detached.item()  # wait for the device to finish the step
+            loss.item()  # wait for the device to finish the step
             on_first_step()
-        batch = int(labels.shape[0])
-        samples += batch
-        loss_sum = detached * batch if loss_sum is None else loss_sum + detached * batch
-        correct = hits if correct is None else correct + hits
-        window_loss = detached if window_loss is None else window_loss + detached
-        window_count += 1
+        samples += int(labels.shape[0])
+        tally.add(loss, logits, labels)
         if (step + 1) % record_every == 0 or step == steps - 1:
-            last_mean = window_loss.item() / window_count
+            last_mean = tally.flush()
             history.step_epoch.append(epoch - 1 + (step + 1) / steps)
             history.step_loss.append(last_mean)
-            window_loss, window_count = None, 0
         progress.update(samples, last_mean)
     progress.close()
     seconds = time.perf_counter() - start
     if samples == 0:
         return EpochResult(float("nan"), float("nan"), 0, seconds)
-    return EpochResult(loss_sum.item() / samples, correct.item() / samples, samples, seconds)
+    tally.flush()
+    return EpochResult(tally.loss_total / samples, tally.correct / samples, samples, seconds)
 
 
 def evaluate_model(model: Any, loader: Any, classes: int) -> dict[str, Any]:

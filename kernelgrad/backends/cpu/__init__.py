@@ -205,19 +205,7 @@ class CPUBackend:
         if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
             return
         kinds = tuple(_operand_kind(x, outputs) for x in inputs)
-        key = (fn.key, kinds, *compute_dtypes, None, *(o.dtype for o in outputs))
-        module = self._elementwise_modules.get(key)
-        if module is None:
-            source = codegen.elementwise_source(
-                fn.name,
-                fn.source,
-                fn.nout,
-                kinds,
-                compute_dtypes,
-                [o.dtype for o in outputs],
-            )
-            module = _load_module(source, f"cpu_{fn.name}")
-            self._elementwise_modules[key] = module
+        module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
 
         arrays = [x for x, kind in zip(inputs, kinds) if kind == "array"]
         views = [*outputs, *arrays]
@@ -310,21 +298,23 @@ class CPUBackend:
                 else:
                     final_kinds[i] = "scalars"
                     args.append(np.array(values, dtype=dtype.numpy))
-        key = ("foreach", fn.key, tuple(final_kinds), *compute_dtypes)
-        key += tuple(o.dtype for o in members[0][0])
+        module = self._generated(
+            codegen.foreach_source, fn, tuple(final_kinds), compute_dtypes, members[0][0]
+        )
+        _launch(f"{fn.name}[{len(members)} tensors]", module.foreach, (len(members),), *args)
+
+    def _generated(self, make_source: Any, fn: ScalarFunction, kinds, compute_dtypes, outputs):
+        """The module ``make_source`` (``codegen.elementwise_source`` or ``foreach_source``)
+        generates for ``fn`` and this operand pattern, generated and loaded once."""
+        out_dtypes = [o.dtype for o in outputs]
+        key = (make_source.__name__, fn.key, kinds, *compute_dtypes, None, *out_dtypes)
         module = self._elementwise_modules.get(key)
         if module is None:
-            source = codegen.foreach_source(
-                fn.name,
-                fn.source,
-                fn.nout,
-                final_kinds,
-                compute_dtypes,
-                [o.dtype for o in members[0][0]],
-            )
-            module = _load_module(source, f"cpu_foreach_{fn.name}")
+            source = make_source(fn.name, fn.source, fn.nout, kinds, compute_dtypes, out_dtypes)
+            prefix = "cpu_" if make_source is codegen.elementwise_source else "cpu_foreach_"
+            module = _load_module(source, prefix + fn.name)
             self._elementwise_modules[key] = module
-        _launch(f"{fn.name}[{len(members)} tensors]", module.foreach, (len(members),), *args)
+        return module
 
     def _library_call(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> bool:
         """Run a standard math function (exp, log, tanh, ...) with NumPy's SIMD loops on

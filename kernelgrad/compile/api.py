@@ -399,7 +399,9 @@ def count_launches() -> Iterator[LaunchCounter]:
     saved: list[tuple[Any, str, Any]] = []
     for backend in loaded_backends().values():
         for name in _COUNTED:
-            original = getattr(backend, name)
+            original = getattr(backend, name, None)
+            if original is None:  # an optional primitive this backend does not have
+                continue
 
             def counted(*args: Any, _original: Any = original, _name: str = name) -> Any:
                 if counter.depth:  # a primitive calling another one internally

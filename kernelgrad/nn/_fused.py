@@ -51,8 +51,8 @@ def launch_each(
     """:func:`launch` for each ``(outputs, inputs)`` of ``items``, in as few kernels as the
     backend can: a backend with ``elementwise_foreach`` (the CPU's) runs the items of one
     device in one kernel. An optimizer updates every parameter this way: one launch
-    instead of one per parameter, whose fixed cost (~25 us on the CPU) was most of an
-    Adam step for a small network. While kg.compile traces, the items are launched one by
+    instead of one per parameter (an Adam step of LeNet-5 on the CPU: 290 -> 245 us).
+    While kg.compile traces, the items are launched one by
     one, as the trace records (and fuses) per-tensor kernels."""
     from ..compile.trace import active_recorder
 

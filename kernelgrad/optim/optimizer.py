@@ -25,8 +25,8 @@ def normal_floor(dtype: Any) -> float:
     A parameter whose gradient stays zero (a unit that ReLU switched off) has its momentum
     multiplied by ``beta`` every step; after a few hundred steps it is subnormal, and
     arithmetic on subnormal numbers is handled by slow microcode on x86 CPUs: in LeNet-5
-    training about a fifth of the first layer's Adam state got there in the second epoch
-    and made each step 20% slower. Flushing changes an update by less than
+    training a fifth of the first fully connected layer's Adam moments got there in the
+    second epoch and made each step 20% slower. Flushing changes an update by less than
     ``lr * 1.2e-38 / eps`` (float32), far below the parameter's own rounding."""
     import numpy as np
 

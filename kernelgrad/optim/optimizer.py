@@ -9,8 +9,11 @@ optimizers) stay valid.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
+
+import numpy as np
 
 from .. import autograd
 from ..tensor import Tensor
@@ -18,6 +21,7 @@ from ..tensor import Tensor
 __all__ = ["Optimizer"]
 
 
+@functools.cache
 def normal_floor(dtype: Any) -> float:
     """The smallest normal (not subnormal) value of a floating dtype: the fused updates
     set a running average whose magnitude falls below it to zero.
@@ -27,9 +31,8 @@ def normal_floor(dtype: Any) -> float:
     arithmetic on subnormal numbers is handled by slow microcode on x86 CPUs: in LeNet-5
     training a fifth of the first fully connected layer's Adam moments got there in the
     second epoch and made each step 20% slower. Flushing changes an update by less than
-    ``lr * 1.2e-38 / eps`` (float32), far below the parameter's own rounding."""
-    import numpy as np
-
+    ``lr * 1.2e-38 / eps`` (float32), far below the parameter's own rounding. Cached:
+    the updates ask for it per parameter and step."""
     return float(np.finfo(dtype.numpy).tiny) if dtype.is_floating_point else 0.0
 
 

@@ -11,11 +11,11 @@ For every parameter, with gradient ``g`` at step ``t``::
 
 With ``fused=True`` (the default) all of it is one elementwise kernel per parameter
 that reads p, g, m, v and writes p, m, v in place (on the CPU one kernel for all the
-small parameters of a group; see ``nn._fused.launch_each``); it sets ``m`` and ``v`` to zero where
-they fall below the smallest normal float (see ``optimizer.normal_floor``). The step
-count ``t`` is a 0-d tensor; one more one-element kernel per parameter advances it and
-computes the two bias corrections on the device, so that ``kg.compile`` records and
-replays them.
+small parameters of a group; see ``nn._fused.launch_each``); it sets ``m`` and ``v``
+to zero where they fall below the smallest normal float (see
+``optimizer.normal_floor``). The step count ``t`` is a 0-d tensor; one more one-element
+kernel per parameter advances it and computes the two bias corrections on the device,
+so that ``kg.compile`` records and replays them.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ class Adam(Optimizer):
                     beta2,
                     eps,
                     l2,
-                    keep,
+                    keep if decay else None,
                     sign,
                     step_size,
                     correction2_sqrt,
@@ -210,13 +210,14 @@ def _adam_reference(
     beta2: float,
     eps: float,
     l2: float,
-    keep: Tensor | float,
+    keep: Tensor | float | None,
     sign: float,
     step_size: Tensor | float,
     correction2_sqrt: Tensor | float,
     amsgrad: bool,
 ) -> None:
-    """The same update with separate in-place tensor operations."""
+    """The same update with separate in-place tensor operations (``keep`` is None
+    without decoupled decay)."""
     g = p.grad * sign
     if l2:
         g = g + p * l2
@@ -227,7 +228,7 @@ def _adam_reference(
         v_max = state["max_exp_avg_sq"]
         v_max.copy_(v_max.maximum(v))
         v = v_max
-    if not (isinstance(keep, float) and keep == 1.0):  # a tensor while kg.compile traces
+    if keep is not None:  # AdamW's decay (a 0-d tensor while kg.compile traces)
         p.mul_(keep)
     p.sub_(m / (v.sqrt() / correction2_sqrt + eps) * step_size)
 

@@ -7,7 +7,11 @@ permute it back, so that most generated tensors are not contiguous.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +21,28 @@ from hypothesis.extra import numpy as hnp
 import kernelgrad as kg
 
 LAYOUTS = ("contiguous", "permuted", "strided", "offset")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cache_hits_in_two_processes(command: Sequence[str], cache_dir: Path) -> list[int]:
+    """Run ``python *command`` twice, each in a fresh process on the CPU backend (no CUDA
+    simulator) with ``KERNELGRAD_CACHE_DIR=cache_dir``, and return the number each run
+    printed last after the word ``hits`` (its kernel disk-cache hits)."""
+    env = dict(os.environ, KERNELGRAD_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    hits = []
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, *command],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        hits.append(int(done.stdout.split("hits")[-1].split()[0]))
+    return hits
 
 
 def as_numpy(t: Any) -> np.ndarray:

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import kernelgrad as kg
 from kernelgrad.errors import DeviceMismatchError, InplaceError, KernelError, ShapeError
-from tests.helpers import as_numpy, assert_close
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import as_numpy, assert_close, cache_hits_in_two_processes
 
 
 @kg.kernel
@@ -279,20 +273,7 @@ CACHE_SCRIPT = textwrap.dedent(
 
 
 def test_compiled_kernels_are_cached_on_disk_across_processes(tmp_path):
-    env = dict(os.environ, KERNELGRAD_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    runs = []
-    for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, "-c", CACHE_SCRIPT],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr
-        runs.append(int(done.stdout.split("hits")[-1].split()[0]))
+    runs = cache_hits_in_two_processes(["-c", CACHE_SCRIPT], tmp_path)
     assert runs[0] == 0
     assert runs[1] >= 1
     assert list((tmp_path / "kernels").glob("kg_kernel_cpu_clamp__*.py"))

@@ -6,11 +6,8 @@ weight modes, on the device of the run (CPU, or CUDA under the simulator with ti
 
 from __future__ import annotations
 
-import os
 import re
 import runpy
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,7 +17,7 @@ import pytest
 import kernelgrad as kg
 from kernelgrad.errors import ShapeError
 from kernelgrad.nn import UnsupportedLayerError, device_function
-from tests.helpers import as_numpy, assert_close
+from tests.helpers import as_numpy, assert_close, cache_hits_in_two_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 nn = kg.nn
@@ -324,19 +321,6 @@ CACHE_SCRIPT = textwrap.dedent(
 def test_kernels_calling_a_network_are_cached_on_disk(tmp_path):
     script = tmp_path / "uses_network.py"  # kernels need their source in a file
     script.write_text(CACHE_SCRIPT)
-    env = dict(os.environ, KERNELGRAD_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    hits = []
-    for _ in range(2):
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert done.returncode == 0, done.stderr
-        hits.append(int(done.stdout.split("hits")[-1].split()[0]))
+    hits = cache_hits_in_two_processes([str(script)], tmp_path / "cache")
     assert hits == [0, hits[1]] and hits[1] >= 1
     assert list((tmp_path / "cache" / "kernels").glob("kg_devfn_network_*.py"))

@@ -381,7 +381,7 @@ def _atomic_copy(source: Path, destination: Path) -> None:
 def read_run_checkpoint(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
     """The path of a `kernelgrad train` checkpoint (``path`` may be a run folder) and
     its stored values (configuration, epoch, ...), checked; nothing is loaded yet."""
-    from .serialization import FORMAT, CheckpointError, read_metadata
+    from .serialization import CheckpointError, CheckpointMismatchError, load_checkpoint
 
     path = Path(path).expanduser()
     if path.is_dir():
@@ -392,19 +392,15 @@ def read_run_checkpoint(path: str | os.PathLike[str]) -> tuple[Path, dict[str, A
     if not path.is_file():
         raise UserError(f"{path}: no such checkpoint file")
     try:
-        metadata = read_metadata(path)
-    except (CheckpointError, OSError) as error:
-        raise UserError(f"cannot read the checkpoint: {error}") from None
-    if metadata.get("format") != FORMAT:
+        extra = load_checkpoint(path)  # checks the whole file, changes nothing
+    except CheckpointMismatchError:
         raise UserError(
             f"{path} is not a kernelgrad checkpoint (a plain tensor file, perhaps); load it "
             "in Python with kg.serialization.load_file"
-        )
-    try:
-        extra = json.loads(metadata.get("extra", "{}"))
-    except json.JSONDecodeError as error:
-        raise UserError(f"{path}: its stored values are not valid JSON ({error})") from None
-    if not isinstance(extra, dict) or extra.get("kind") != CHECKPOINT_KIND:
+        ) from None
+    except (CheckpointError, OSError) as error:
+        raise UserError(f"cannot read the checkpoint: {error}") from None
+    if extra.get("kind") != CHECKPOINT_KIND:
         raise UserError(
             f"{path} is not a `kernelgrad train` checkpoint (it has no run configuration); "
             "load it in Python with kg.serialization.load_checkpoint(path, model)"

@@ -3,9 +3,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import stat
 import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -279,3 +285,268 @@ def test_nothing_is_changed_when_loading_fails(tmp_path):
 def test_extra_values_must_be_json(tmp_path):
     with pytest.raises(TypeError, match="extra values"):
         save_checkpoint(tmp_path / "c", nn.Linear(1, 1), note=object())
+
+
+# --- integrity: everything is checked before anything changes --------------------------------
+
+
+def split_file(path) -> tuple[dict, dict, bytes]:
+    """(tensor entries, metadata, data bytes) of a safetensors file, read independently."""
+    content = path.read_bytes()
+    (length,) = struct.unpack("<Q", content[:8])
+    header = json.loads(content[8 : 8 + length])
+    return header, header.pop("__metadata__"), content[8 + length :]
+
+
+def write_signed(path, header: dict, metadata: dict, data: bytes) -> None:
+    """Write a checkpoint with a valid whole-file digest, following the documented format:
+    ``file_sha256`` is the SHA-256 of the file with the digest's 64 characters as zeros."""
+    placeholder = b'"file_sha256":"' + b"0" * 64 + b'"'
+    metadata = dict(metadata, file_sha256="0" * 64)
+    text = json.dumps({"__metadata__": metadata, **header}, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    content = struct.pack("<Q", len(text)) + text + data
+    digest = hashlib.sha256(content).hexdigest().encode()
+    assert content.count(placeholder) == 1
+    path.write_bytes(content.replace(placeholder, b'"file_sha256":"' + digest + b'"'))
+
+
+def write_format_1(path, header: dict, metadata: dict, data: bytes) -> None:
+    """Write a checkpoint as kernelgrad wrote them before format 2: the SHA-256 covers the
+    tensor bytes only."""
+    metadata = {key: value for key, value in metadata.items() if key != "file_sha256"}
+    metadata.update(format="kernelgrad.checkpoint/1", sha256=hashlib.sha256(data).hexdigest())
+    text = json.dumps({"__metadata__": metadata, **header}, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+def snapshot(model, optimizer, scheduler) -> tuple:
+    """Everything load_checkpoint may write, as plain values."""
+    weights = {name: as_numpy(value).copy() for name, value in model.state_dict().items()}
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+    state = [
+        {key: as_numpy(value).copy() if isinstance(value, kg.Tensor) else value}
+        for values in optimizer.state.values()
+        for key, value in values.items()
+    ]
+    return weights, groups, state, dict(scheduler.state_dict())
+
+
+def assert_same_snapshot(before: tuple, after: tuple) -> None:
+    for name in before[0]:
+        np.testing.assert_array_equal(after[0][name], before[0][name], err_msg=name)
+    assert after[1] == before[1] and after[3] == before[3]
+    assert len(after[2]) == len(before[2])
+    for one, two in zip(before[2], after[2]):
+        for key in one:
+            np.testing.assert_array_equal(np.asarray(two[key]), np.asarray(one[key]))
+
+
+def _set_group(key, value):
+    def change(optimizer_meta):
+        optimizer_meta["param_groups"][0][key] = value
+
+    return change
+
+
+def _set_scheduler(key, value):
+    def change(scheduler_meta):
+        scheduler_meta["state"][key] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    "key, change, message",
+    [
+        ("extra", "{not json", "'extra' entry is not valid JSON"),
+        ("extra", "[1, 2]", "'extra' entry is not a JSON object"),
+        ("optimizer", "garbage", "'optimizer' entry is not valid JSON"),
+        ("optimizer", _set_group("lr", -0.5), r"lr = -0.5.*must be a number >= 0"),
+        ("optimizer", _set_group("lr", float("nan")), r"lr = nan.*must be a number >= 0"),
+        ("optimizer", _set_group("lr", "fast"), r"lr = 'fast'.*must be a number"),
+        ("optimizer", _set_group("betas", [1.5, 0.9]), r"betas = \[1.5, 0.9\].*\[0, 1\)"),
+        ("optimizer", _set_group("amsgrad", 3), r"amsgrad = 3.*true or false"),
+        ("optimizer", _set_group("params", ["a"]), "parameter indices"),
+        ("optimizer", lambda meta: meta.pop("param_groups"), "param_groups"),
+        ("scheduler", "{", "'scheduler' entry is not valid JSON"),
+        ("scheduler", _set_scheduler("last_epoch", "x"), "last_epoch"),
+        ("scheduler", _set_scheduler("gamma", [1]), "gamma"),
+        ("scheduler", _set_scheduler("unknown", 1), "unknown"),
+    ],
+)
+def test_invalid_stored_values_are_refused_before_anything_changes(tmp_path, key, change, message):
+    """Even in a file whose digest is intact (written by other software, or edited and
+    signed again), a stored value that does not fit raises CheckpointError naming the
+    file, and neither the model nor the optimizer nor the scheduler is touched."""
+    path = tmp_path / "checkpoint.safetensors"
+    save_checkpoint(path, *trained_setup("cpu")[:3], epoch=2)
+    header, metadata, data = split_file(path)
+    if callable(change):
+        value = json.loads(metadata[key])
+        change(value)
+        metadata[key] = json.dumps(value)
+    else:
+        metadata[key] = change
+    write_signed(path, header, metadata, data)
+
+    model, optimizer, scheduler = fresh_setup("cpu")
+    optimizer.step()  # no gradients: nothing changes, but the state is there
+    before = snapshot(model, optimizer, scheduler)
+    with pytest.raises(CheckpointError, match=message) as error:
+        load_checkpoint(path, model, optimizer, scheduler)
+    assert "checkpoint.safetensors" in str(error.value)
+    assert_same_snapshot(before, snapshot(model, optimizer, scheduler))
+
+
+def test_a_changed_learning_rate_is_detected(tmp_path):
+    """The digest covers the whole file, metadata included: a corrupted hyperparameter
+    is not loaded as if it were the saved one."""
+    path = tmp_path / "checkpoint.safetensors"
+    save_checkpoint(path, *trained_setup("cpu")[:2])
+    content = path.read_bytes()
+    assert content.count(b'\\"lr\\": 0.0025') == 1
+    path.write_bytes(content.replace(b'\\"lr\\": 0.0025', b'\\"lr\\": 0.0035'))
+    model, optimizer, _ = fresh_setup("cpu")
+    with pytest.raises(CheckpointError, match="does not match the SHA-256") as error:
+        load_checkpoint(path, model, optimizer)
+    assert "checkpoint.safetensors" in str(error.value)
+    assert optimizer.param_groups[0]["lr"] == 0.01
+
+
+def test_format_1_checkpoints_still_load_and_are_validated(tmp_path):
+    """Checkpoints of format 1 (digest over the tensor bytes only) load; their metadata,
+    which no digest covers, is validated field by field."""
+    model, optimizer, scheduler, _ = trained_setup("cpu")
+    path = tmp_path / "old.safetensors"
+    save_checkpoint(path, model, optimizer, scheduler, epoch=2)
+    header, metadata, data = split_file(path)
+    write_format_1(path, header, metadata, data)
+    restored, restored_optimizer, restored_scheduler = fresh_setup("cpu")
+    assert load_checkpoint(path, restored, restored_optimizer, restored_scheduler) == {"epoch": 2}
+    np.testing.assert_array_equal(as_numpy(restored[0].weight), as_numpy(model[0].weight))
+    assert restored_optimizer.param_groups[0]["lr"] == 0.0025
+
+    metadata["optimizer"] = metadata["optimizer"].replace('"lr": 0.0025', '"lr": -0.0025')
+    write_format_1(path, header, metadata, data)
+    target, target_optimizer, _ = fresh_setup("cpu")
+    weights = as_numpy(target[0].weight).copy()
+    with pytest.raises(CheckpointError, match=r"lr = -0.0025"):
+        load_checkpoint(path, target, target_optimizer)
+    np.testing.assert_array_equal(as_numpy(target[0].weight), weights)
+    assert target_optimizer.param_groups[0]["lr"] == 0.01
+
+
+def test_checkpoint_formats_other_than_known_ones_are_named(tmp_path):
+    path = tmp_path / "checkpoint.safetensors"
+    save_checkpoint(path, nn.Linear(2, 2))
+    header, metadata, data = split_file(path)
+    write_signed(path, header, dict(metadata, format="kernelgrad.checkpoint/9"), data)
+    with pytest.raises(CheckpointError, match=r"format 9.*newer version of kernelgrad"):
+        load_checkpoint(path, nn.Linear(2, 2))
+    del metadata["file_sha256"]  # format 2 without its digest
+    text = json.dumps({"__metadata__": metadata, **header}).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+    with pytest.raises(CheckpointError, match="no whole-file SHA-256"):
+        load_checkpoint(path, nn.Linear(2, 2))
+
+
+def test_tensor_names_are_checked(tmp_path):
+    model, optimizer, _, _ = trained_setup("cpu")
+    path = tmp_path / "checkpoint.safetensors"
+    save_checkpoint(path, model, optimizer)
+    header, metadata, data = split_file(path)
+    header["optimizer.state.x.exp_avg"] = header.pop("optimizer.state.0.exp_avg")
+    write_signed(path, header, metadata, data)
+    fresh_model, fresh_optimizer, _ = fresh_setup("cpu")
+    with pytest.raises(CheckpointError, match=r"optimizer\.state\.x\.exp_avg"):
+        load_checkpoint(path, fresh_model, fresh_optimizer)
+
+
+def test_checkpoints_get_the_usual_file_mode(tmp_path):
+    """Like a file made by open(): 0o666 less the umask (mkstemp would give 0o600); an
+    existing checkpoint keeps its mode."""
+    path = tmp_path / "checkpoint.safetensors"
+    previous = os.umask(0o022)
+    try:
+        save_checkpoint(path, nn.Linear(2, 2))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
+        os.umask(0o077)
+        save_file({"x": kg.ones(1)}, tmp_path / "other.safetensors")
+        assert stat.S_IMODE((tmp_path / "other.safetensors").stat().st_mode) == 0o600
+        path.chmod(0o640)
+        save_checkpoint(path, nn.Linear(2, 2))
+        assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    finally:
+        os.umask(previous)
+
+
+_HANG_IN_SAVE = """
+import os, sys, time
+import numpy as np
+from kernelgrad.serialization import save_file
+
+def hang(descriptor):  # every byte is written, the rename has not happened
+    print("writing", flush=True)
+    time.sleep(600)
+
+os.fsync = hang
+save_file({"x": np.zeros(1 << 16, dtype=np.float32)}, sys.argv[1])
+"""
+
+
+def temporaries(folder) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if name.endswith(".tmp"))
+
+
+def test_a_save_killed_mid_write_leaves_a_temporary_that_the_next_save_removes(tmp_path):
+    """kill -9 during a save leaves the previous file and a temporary file; the next save
+    into that folder deletes temporaries whose writer is gone, never a live writer's."""
+    path = tmp_path / "checkpoint.safetensors"
+    save_checkpoint(path, nn.Linear(2, 2), epoch=1)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _HANG_IN_SAVE, str(path)], stdout=subprocess.PIPE, env=env
+    )
+    try:
+        assert writer.stdout.readline() == b"writing\n"
+    finally:
+        writer.kill()  # SIGKILL: no cleanup code runs
+        writer.wait()
+        writer.stdout.close()
+    (stale,) = temporaries(tmp_path)
+    assert (tmp_path / stale).stat().st_size > 1 << 18
+    assert load_checkpoint(path, nn.Linear(2, 2)) == {"epoch": 1}  # the previous file
+
+    host = stale.split(".kg-")[1].split("-")[1]
+    live = f".other.safetensors.kg-{os.getpid()}-{host}-0123abcd.tmp"  # this process: alive
+    recent = ".other.safetensors.kg-1-ffffffff-0123abcd.tmp"  # another machine's, recent
+    old = ".other.safetensors.kg-1-ffffffff-4567cdef.tmp"  # another machine's, 2 days old
+    for name in (live, recent, old):
+        (tmp_path / name).write_bytes(b"partial")
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(tmp_path / old, (two_days_ago, two_days_ago))
+    save_checkpoint(path, nn.Linear(2, 2), epoch=2)
+    assert temporaries(tmp_path) == sorted([live, recent])
+    assert load_checkpoint(path, nn.Linear(2, 2)) == {"epoch": 2}
+
+
+def test_a_failure_while_restoring_puts_everything_back(tmp_path, monkeypatch):
+    """The last line of defence: if restoring fails after every check passed, the
+    optimizer and scheduler are put back and the model is not touched."""
+    path = tmp_path / "checkpoint.safetensors"
+    save_checkpoint(path, *trained_setup("cpu")[:3])
+    model, optimizer, scheduler = fresh_setup("cpu")
+    optimizer.step()
+    before = snapshot(model, optimizer, scheduler)
+
+    def failing_load(state):
+        scheduler.last_epoch = 99
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setattr(scheduler, "load_state_dict", failing_load)
+    with pytest.raises(CheckpointError, match="simulated failure.*nothing was changed"):
+        load_checkpoint(path, model, optimizer, scheduler)
+    assert_same_snapshot(before, snapshot(model, optimizer, scheduler))
+    assert scheduler.last_epoch == before[3]["last_epoch"]

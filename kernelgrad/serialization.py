@@ -627,12 +627,18 @@ def _check_format(path: str, metadata: dict[str, str]) -> None:
     )
 
 
+def _key_problems(what: str, entry: dict[str, Any], keys: set[str]) -> list[str]:
+    return [f"{what}: unknown entry {key!r}" for key in entry if key not in keys] + [
+        f"{what}: no {key!r} entry" for key in sorted(keys) if key not in entry
+    ]
+
+
 def _optimizer_problems(meta: dict[str, Any]) -> list[str]:
     """Problems of a stored optimizer entry on its own (structure, indices, ranges)."""
-    problems = []
-    if not isinstance(meta.get("class"), str):
-        problems.append("optimizer: no class name")
-    groups = meta.get("param_groups")
+    problems = _key_problems("optimizer", meta, {"class", "param_groups", "state"})
+    if not isinstance(meta.get("class", ""), str):
+        problems.append("optimizer: its class is not a name")
+    groups = meta.get("param_groups", [])
     if not (isinstance(groups, list) and all(isinstance(g, dict) for g in groups)):
         return problems + ["optimizer: param_groups is not a list of objects"]
     indices: list[Any] = []
@@ -701,12 +707,13 @@ def _parse_checkpoint(path: str, header: dict[str, Any], metadata: dict[str, str
             if index not in indices
         ]
     if stored.scheduler is not None:
-        if not isinstance(stored.scheduler.get("class"), str):
-            problems.append("scheduler: no class name")
-        if not isinstance(stored.scheduler.get("state"), dict):
+        problems += _key_problems("scheduler", stored.scheduler, {"class", "state"})
+        if not isinstance(stored.scheduler.get("class", ""), str):
+            problems.append("scheduler: its class is not a name")
+        if not isinstance(stored.scheduler.get("state", {}), dict):
             problems.append("scheduler: state is not an object")
         else:
-            last_epoch = stored.scheduler["state"].get("last_epoch", 0)
+            last_epoch = stored.scheduler.get("state", {}).get("last_epoch", 0)
             if not (type(last_epoch) is int and last_epoch >= -1):
                 problems.append(
                     f"scheduler: last_epoch = {_describe_value(last_epoch)}: must be an "

@@ -496,10 +496,11 @@ def _read_pair(images_path: Path, labels_path: Path, spec: DatasetSpec) -> tuple
             f"{labels_path} has {labels.shape[0]} labels but {images_path} has "
             f"{images.shape[0]} images; the two files do not belong together"
         )
-    if labels.size and int(labels.max()) >= len(spec.classes):
+    if labels.size and not 0 <= int(labels.min()) <= int(labels.max()) < len(spec.classes):
+        wrong = int(labels.min()) if labels.min() < 0 else int(labels.max())
         raise IDXError(
-            f"{labels_path}: label {int(labels.max())} is out of range for {spec.title} "
-            f"({len(spec.classes)} classes)"
+            f"{labels_path}: label {wrong} is out of range for {spec.title} "
+            f"({len(spec.classes)} classes, labels 0 to {len(spec.classes) - 1})"
         )
     return images, labels
 

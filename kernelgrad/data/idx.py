@@ -24,6 +24,7 @@ as one rather than failing later inside a reshape.
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import struct
 import zlib
@@ -104,9 +105,15 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
         )
     shape = struct.unpack(f">{ndim}I", data[4:header_size])
     dtype = IDX_TYPES[code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    available = len(data) - header_size
     dims = "x".join(str(d) for d in shape)
+    # Python integers: 64-bit arithmetic wraps (65536**4 values would count as 0).
+    expected = math.prod(shape) * dtype.itemsize
+    if math.prod(d for d in shape if d) * dtype.itemsize > np.iinfo(np.intp).max:
+        raise IDXError(
+            f"{path}: the header declares {dims} values of {dtype.name}, more than an "
+            "array can hold; the header is damaged"
+        )
+    available = len(data) - header_size
     if available < expected:
         raise IDXError(
             f"{path}: truncated data: the header declares {dims} values of {dtype.name} "

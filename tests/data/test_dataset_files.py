@@ -143,6 +143,16 @@ def test_load_checks_contents(tmp_path, fake_spec):
         load_dataset("toy-mnist", data_dir=folder)
 
 
+def test_negative_labels_are_an_idx_error(tmp_path, fake_spec):
+    """int8 labels below zero are out of range like labels above the class count."""
+    folder = make_idx_dataset(tmp_path / "data", train=12)
+    labels = np.arange(12, dtype=np.int8) % 10
+    labels[5] = -3
+    write_idx(folder / "train-labels-idx1-ubyte.gz", labels)
+    with pytest.raises(IDXError, match=r"label -3 is out of range for Toy-MNIST \(10 classes"):
+        load_dataset("toy-mnist", data_dir=folder)
+
+
 def test_unknown_dataset_name():
     with pytest.raises(ValueError, match=r"unknown dataset 'cifar'.*fashion-mnist"):
         find_dataset("cifar")

@@ -109,3 +109,19 @@ def test_write_refuses_unsupported_dtypes(tmp_path):
     with pytest.raises(TypeError, match="IDX cannot store dtype int64"):
         write_idx(tmp_path / "x", np.zeros(3, dtype=np.int64))
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (65536, 65536, 65536, 65536),  # 2**64 values: 0 in 64-bit arithmetic
+        (0, 2**32 - 1, 2**32 - 1),  # no values, but an impossible array shape
+        (2**32 - 1,) * 3,
+    ],
+)
+def test_dimensions_that_overflow_are_an_idx_error(tmp_path, shape):
+    path = tmp_path / "huge-idx"
+    path.write_bytes(_header(0x08, shape))
+    with pytest.raises(IDXError, match="huge-idx") as info:
+        read_idx(path)
+    assert "x".join(map(str, shape)) in str(info.value)

@@ -13,6 +13,7 @@ True
 from __future__ import annotations
 
 import math
+import warnings
 
 from .. import autograd
 from ..ops.creation import normal_ as _normal
@@ -115,10 +116,22 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
+def _zero_elements(tensor: Tensor) -> bool:
+    """PyTorch's Kaiming initialisers do nothing (with a warning) on a tensor without
+    elements, whose fan may be 0: ``Linear(0, n)`` is a valid, empty layer."""
+    if 0 not in tensor.shape:
+        return False
+    warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+    return True
+
+
 def kaiming_uniform_(
     tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
 ) -> Tensor:
-    """U(-b, b) with b = gain * sqrt(3 / fan) (He et al.); ``a`` is the leaky ReLU slope."""
+    """U(-b, b) with b = gain * sqrt(3 / fan) (He et al.); ``a`` is the leaky ReLU slope.
+    A tensor without elements is left alone, with a warning (as in PyTorch)."""
+    if _zero_elements(tensor):
+        return tensor
     gain = calculate_gain(nonlinearity, a)
     bound = gain * math.sqrt(3.0 / _fan(tensor, mode))
     return uniform_(tensor, -bound, bound)
@@ -127,7 +140,10 @@ def kaiming_uniform_(
 def kaiming_normal_(
     tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
 ) -> Tensor:
-    """N(0, std**2) with std = gain / sqrt(fan) (He et al.)."""
+    """N(0, std**2) with std = gain / sqrt(fan) (He et al.). A tensor without elements
+    is left alone, with a warning (as in PyTorch)."""
+    if _zero_elements(tensor):
+        return tensor
     gain = calculate_gain(nonlinearity, a)
     return normal_(tensor, 0.0, gain / math.sqrt(_fan(tensor, mode)))
 

@@ -26,7 +26,9 @@ class Identity(Module):
 class Linear(Module):
     """``y = x @ weight.T + bias`` with ``weight`` (out_features, in_features).
 
-    Initialised as in PyTorch: weight and bias uniform in +-1/sqrt(in_features).
+    Initialised as in PyTorch: weight and bias uniform in +-1/sqrt(in_features). Zero
+    features are allowed, as in PyTorch: ``Linear(0, n)`` warns that initialising its
+    empty weight does nothing and returns its bias, zero.
 
     >>> import kernelgrad as kg
     >>> layer = kg.nn.Linear(3, 2)

@@ -200,6 +200,39 @@ def test_default_initialisation_matches_pytorch_bounds():
     assert float(np.abs(as_numpy(conv.weight)).max()) <= 1 / math.sqrt(75)
 
 
+@pytest.mark.parametrize("in_features, out_features", [(0, 3), (3, 0), (0, 0)])
+def test_zero_size_linear_layers_behave_as_in_pytorch(in_features, out_features):
+    """PyTorch allows Linear(0, n): initialising a zero-element weight warns and does
+    nothing, the bias bound 1/sqrt(0) becomes 0, and the output is the bias."""
+    with pytest.warns(UserWarning, match="Initializing zero-element tensors is a no-op"):
+        layer = nn.Linear(in_features, out_features)
+    assert layer.weight.shape == (out_features, in_features)
+    if in_features == 0:
+        assert (as_numpy(layer.bias) == 0).all()
+    x = kg.ones(5, in_features, requires_grad=True)
+    out = layer(x)
+    assert out.shape == (5, out_features) and (as_numpy(out) == 0).all()
+    out.sum().backward()
+    assert layer.weight.grad.shape == (out_features, in_features)
+    assert as_numpy(layer.bias.grad).tolist() == [5.0] * out_features
+    with pytest.warns(UserWarning, match="zero-element"):
+        nn.Conv2d(0, 2, 3)
+    with pytest.warns(UserWarning, match="zero-element"):
+        assert nn.init.kaiming_normal_(kg.empty(3, 0)).shape == (3, 0)
+
+
+@pytest.mark.torch
+def test_zero_size_linear_layers_match_torch():
+    torch = pytest.importorskip("torch")
+    for in_features, out_features in ((0, 3), (3, 0)):
+        with pytest.warns(UserWarning):
+            mine = nn.Linear(in_features, out_features)
+        with pytest.warns(UserWarning):
+            theirs = torch.nn.Linear(in_features, out_features)
+        copy_parameters(theirs, mine)
+        run_both(mine, theirs, RNG.standard_normal((4, in_features)).astype(np.float32), "cpu")
+
+
 def test_loss_modules(device):
     logits = kg.tensor(RNG.standard_normal((4, 3)), dtype=kg.float32, device=device)
     target = kg.tensor([0, 2, 1, 2], device=device)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import autograd
-from ..debug import debug_level, log
+from ..debug import compile_action, compile_counts, debug_level, log
 from ..device import Device, as_device
 from ..errors import DeviceMismatchError, InplaceError, KernelError, ShapeError
 from . import arrays, transform
@@ -302,7 +302,7 @@ class Kernel:
     def _run(self, launcher: Any, call: Callable[[], None], label: str, sizes: tuple) -> None:
         level = debug_level()
         start = time.perf_counter() if level >= 1 else 0.0
-        before = _compiled_count(launcher) if level >= 1 else 0
+        before = compile_counts(launcher) if level >= 1 else (0, 0)
         try:
             call()
         except Exception as error:
@@ -316,8 +316,9 @@ class Kernel:
             raise
         if level >= 1:
             elapsed = time.perf_counter() - start
-            if _compiled_count(launcher) != before:
-                log(f"compiled kernel {self.info.name} ({label}) in {elapsed:.2f} s")
+            action = compile_action(launcher, before)
+            if action is not None:
+                log(f"kernel {self.info.name} ({label}) {action} in {elapsed:.2f} s")
             elif level >= 2:
                 log(
                     f"{label:<4} kernel {self.info.name:<20} ndrange={sizes!s:<16} "
@@ -401,13 +402,6 @@ def _tensor_class() -> type:
 
         _TENSOR.append(Tensor)
     return _TENSOR[0]
-
-
-def _compiled_count(launcher: Any) -> int:
-    try:
-        return len(launcher.overloads)
-    except Exception:
-        return 0
 
 
 def _check_writable(kernel_name: str, name: str, shape: tuple, strides: tuple) -> None:

@@ -244,8 +244,9 @@ def load_data(
     except ValueError as error:
         raise UserError(str(error)) from None
     if data_dir is not None and not Path(data_dir).expanduser().is_dir():
+        what = "not a folder" if Path(data_dir).expanduser().exists() else "no such folder"
         raise UserError(
-            f"--data {data_dir}: no such folder. Give the folder that holds the "
+            f"--data {data_dir}: {what}. Give the folder that holds the "
             f"{spec.title} files ({', '.join(n + '.gz' for n in spec.file_names())})."
         )
     try:
@@ -291,17 +292,43 @@ def load_data(
     return LoadedData(spec.name, train, test, f"{location.folder} ({location.source})")
 
 
+def refuse_empty(data: LoadedData, need_train: bool) -> None:
+    """A split without samples would train or evaluate on nothing (a loss of nan)."""
+    splits = [("training", data.train)] if need_train else []
+    for split, dataset in [*splits, ("test", data.test)]:
+        if len(dataset) == 0:
+            raise UserError(
+                f"the {split} split of {data.name} in {data.source} holds no samples, so there "
+                "is nothing to train or evaluate on; check the dataset's files (an IDX file "
+                "whose header declares 0 items?)"
+            )
+
+
+def check_out_folder(out: Path) -> None:
+    """The run folder can be created (or is a folder already): checked before training,
+    so that a bad --out does not fail after the first epoch."""
+    if out.exists():
+        if not out.is_dir():
+            raise UserError(f"--out {out}: this is a file, not a folder; give a folder")
+        return
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"--out {out}: {parent} is a file, so the run folder cannot be made")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"--out {out}: cannot create a folder in {parent} (permission denied)")
+
+
 # --- models, optimizers and checkpoints -----------------------------------------------------
 
 
 def build(model_name: str, device: Any) -> Any:
     from .models import build_model
 
-    try:
-        model = build_model(model_name)
-    except (KeyError, ValueError) as error:
-        raise UserError(f"--model {model_name}: {error}") from None
-    return model.to(device)
+    if model_name not in MODELS:
+        raise UserError(f"--model {model_name}: unknown; choose {', '.join(MODELS)}")
+    return build_model(model_name).to(device)
 
 
 def make_optimizer(name: str, parameters: Any, lr: float, momentum: float) -> Any:
@@ -405,6 +432,7 @@ def read_run_checkpoint(path: str | os.PathLike[str]) -> tuple[Path, dict[str, A
             f"{path} is not a `kernelgrad train` checkpoint (it has no run configuration); "
             "load it in Python with kg.serialization.load_checkpoint(path, model)"
         )
+    _check_stored_run(path, extra)
     return path, extra
 
 
@@ -700,6 +728,7 @@ def command_train(args: argparse.Namespace) -> int:
     done_epochs = run.done_epochs
     device = resolve_device(args.device)
     set_threads(args.threads)
+    check_out_folder(out)
     data = load_data(
         config["dataset"],
         _data_dir(args.data, config),
@@ -708,6 +737,7 @@ def command_train(args: argparse.Namespace) -> int:
         limit_train=config["limit_train"],
         limit_test=config["limit_test"],
     )
+    refuse_empty(data, need_train=True)
     config["dataset"] = data.name  # after a fallback to the embedded digits
     if data.name == "digits" and args.epochs is None and not args.resume:
         config["epochs"] = DIGITS_EPOCHS  # 12 steps an epoch: give it enough of them
@@ -728,7 +758,14 @@ def command_train(args: argparse.Namespace) -> int:
     if checkpoint_payload is not None:
         restore_run_checkpoint(checkpoint_path, model, optimizer, config["model"])
         train_loader.load_state_dict(checkpoint_payload["loader"])
-        set_rng_state(checkpoint_payload.get("rng", {}))
+        try:
+            set_rng_state(checkpoint_payload.get("rng", {}))
+        except (ValueError, TypeError, KeyError) as error:
+            raise UserError(
+                f"{checkpoint_path}: its stored random-number state cannot be restored "
+                f"({type(error).__name__}: {error}); the file was damaged or written by "
+                "other software"
+            ) from None
         history = History.from_dict(checkpoint_payload.get("history", {}))
     scheduler = make_scheduler(
         config["schedule"],
@@ -737,7 +774,10 @@ def command_train(args: argparse.Namespace) -> int:
         config["epochs"] * len(train_loader),
         done_epochs * len(train_loader),
     )
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"--out {out}: cannot create the run folder ({error})") from None
     classes = list(data.test.classes)
     print(
         f"kernelgrad train: {config['model']} on {data.name} ({len(data.train)} train / "
@@ -869,6 +909,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         limit_test=args.limit_test,
         need_train=False,
     )
+    refuse_empty(data, need_train=False)
     model = build(config["model"], device)
     restore_run_checkpoint(checkpoint_path, model, None, config["model"])
     loader = DataLoader(data.test, batch_size=args.batch_size, device=device)
@@ -935,24 +976,138 @@ def _no_download_reason(spec: Any) -> str:
 # --- argument parsing -----------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+# Every check of an option's value is here. argparse applies them to the command line (a
+# bad value exits with status 2 naming the option, without a traceback), and the stored
+# configuration of a run to resume goes through the same checks (_check_stored_run).
+# Checks that need the machine or the files (a device, a folder, --threads against the
+# cores) run in the commands, before anything is written.
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0 or not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
+def _integer(value: Any, expected: str = "an integer") -> int:
+    """An integer from the command line (text) or from stored JSON (not a bool)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return int(value)
+    raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}")
+
+
+def _number(value: Any, expected: str = "a number") -> float:
+    """A number from the command line (text) or from stored JSON (not a bool)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return float(value)
+    raise argparse.ArgumentTypeError(f"expected {expected}, got {value!r}")
+
+
+def _positive_int(value: Any) -> int:
+    number = _integer(value, "a positive integer")
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {number}")
+    return number
+
+
+def _positive_float(value: Any) -> float:
+    number = _number(value)
+    if not (number > 0 and math.isfinite(number)):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return number
+
+
+def _momentum(value: Any) -> float:
+    number = _number(value)
+    if not 0 <= number < 1:  # also false for nan
+        raise argparse.ArgumentTypeError(
+            f"expected a number in [0, 1), got {value} (the fraction of the previous update "
+            "kept; 1 or more never forgets it, and the update grows without bound)"
+        )
+    return number
+
+
+def _seed(value: Any) -> int:
+    number = _integer(value)
+    if not 0 <= number < 2**64:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**64 - 1, got {value}")
+    return number
+
+
+def _one_of(*names: str) -> Any:
+    def check(value: Any) -> str:
+        if value not in names:
+            raise argparse.ArgumentTypeError(f"expected one of {', '.join(names)}, got {value!r}")
+        return value
+
+    return check
+
+
+OPTIMIZERS = ("adam", "adamw", "sgd")
+SCHEDULES = ("cosine", "constant")
+# The values of `kernelgrad train`'s options that a run stores in its checkpoint.
+_TRAIN_OPTION_CHECKS: dict[str, Any] = {
+    "model": _one_of(*MODELS),
+    "epochs": _positive_int,
+    "batch_size": _positive_int,
+    "lr": _positive_float,
+    "optimizer": _one_of(*OPTIMIZERS),
+    "momentum": _momentum,
+    "seed": _seed,
+    "schedule": _one_of(*SCHEDULES),
+    "limit_train": _positive_int,
+    "limit_test": _positive_int,
+}
+_NULLABLE = ("limit_train", "limit_test")  # stored as null when not given
+
+
+def _check_stored_run(path: Path, stored: dict[str, Any]) -> None:
+    """The values a `kernelgrad train` checkpoint stores, checked as the command line's
+    are; a problem is a UserError naming the file."""
+    problems = []
+    config = stored.get("config")
+    if not isinstance(config, dict):
+        problems.append("config is not an object")
+        config = {}
+    for name, check in _TRAIN_OPTION_CHECKS.items():
+        if name == "schedule" and name not in config:
+            continue  # a run saved before --schedule existed: constant
+        value = config.get(name)
+        if value is None and name in _NULLABLE and name in config:
+            continue
+        try:
+            check(value)
+        except argparse.ArgumentTypeError as error:
+            problems.append(f"--{name.replace('_', '-')}: {error}")
+    if not isinstance(config.get("dataset"), str):
+        problems.append("the dataset name is missing")
+    if not isinstance(config.get("data_dir"), (str, type(None))):
+        problems.append("the data folder is not a path")
+    epoch = stored.get("epoch")
+    if not (type(epoch) is int and epoch >= 1):
+        problems.append(f"the finished epoch count {epoch!r} is not an integer >= 1")
+    loader = stored.get("loader")
+    if not (
+        isinstance(loader, dict)
+        and type(loader.get("seed")) is int
+        and type(loader.get("epoch")) is int
+        and loader["seed"] >= 0
+        and loader["epoch"] >= 0
+    ):
+        problems.append("the data loader's state is not {seed, epoch} as integers >= 0")
+    if not isinstance(stored.get("rng", {}), dict):
+        problems.append("the random-number state is not an object")
+    history = stored.get("history", {})
+    if not (isinstance(history, dict) and all(isinstance(v, list) for v in history.values())):
+        problems.append("the history is not an object of lists")
+    classes = stored.get("classes", [])
+    if not (isinstance(classes, list) and all(isinstance(name, str) for name in classes)):
+        problems.append("the class names are not a list of strings")
+    if problems:
+        raise UserError(
+            f"{path}: its stored run values are invalid (the file was damaged or written by "
+            "other software): " + "; ".join(problems)
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -983,17 +1138,19 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--epochs", type=_positive_int, help="number of epochs (default: 5)")
     train.add_argument("--batch-size", type=_positive_int, help="samples per step (default: 128)")
     train.add_argument("--lr", type=_positive_float, help="learning rate (default: 0.002)")
-    train.add_argument(
-        "--optimizer", choices=("adam", "adamw", "sgd"), help="optimizer (default: adam)"
-    )
-    train.add_argument("--momentum", type=float, help="SGD momentum (default: 0.9)")
+    train.add_argument("--optimizer", choices=OPTIMIZERS, help="optimizer (default: adam)")
+    train.add_argument("--momentum", type=_momentum, help="SGD momentum, in [0, 1) (default: 0.9)")
     train.add_argument(
         "--schedule",
-        choices=("cosine", "constant"),
+        choices=SCHEDULES,
         help="learning rate over the run: constant, or cosine decay from --lr to 0 across "
         "all steps (default: cosine)",
     )
-    train.add_argument("--seed", type=int, help="seed of initialisation and shuffling (default: 0)")
+    train.add_argument(
+        "--seed",
+        type=_seed,
+        help="seed of initialisation and shuffling, 0 to 2**64 - 1 (default: 0)",
+    )
     train.add_argument(
         "--out", metavar="DIR", help="run folder (default: runs/<time>-<model>-<dataset>)"
     )
@@ -1068,7 +1225,14 @@ class _ExitError(Exception):
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernelgrad`` command; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # reported by the command's parser, so the message names the command
+            commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+            command_parser = commands.choices.get(args.command, parser)
+            command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    except SystemExit as exit_:  # a bad option value (2, with argparse's message), --help (0)
+        return 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 2
     if args.command is None:
         parser.print_help()
         return 2

@@ -546,7 +546,7 @@ def test_a_failure_while_restoring_puts_everything_back(tmp_path, monkeypatch):
         raise RuntimeError("simulated failure")
 
     monkeypatch.setattr(scheduler, "load_state_dict", failing_load)
-    with pytest.raises(CheckpointError, match="simulated failure.*nothing was changed"):
+    with pytest.raises(CheckpointError, match=r"simulated failure.*nothing was changed"):
         load_checkpoint(path, model, optimizer, scheduler)
     assert_same_snapshot(before, snapshot(model, optimizer, scheduler))
     assert scheduler.last_epoch == before[3]["last_epoch"]

@@ -5,6 +5,8 @@ subprocess test that the real command exits the same way."""
 
 from __future__ import annotations
 
+import gzip
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -132,6 +134,26 @@ def test_an_empty_dataset_is_refused_and_nothing_is_written(capsys, tmp_path, ti
     )  # fmt: skip
     assert_refused(code, err, "train", f"the {split} split of mnist in {tiny}")
     assert "holds no samples" in err
+    assert not run_folder.exists()
+
+
+@pytest.mark.parametrize("defect", ["negative int8 labels", "overflowing dimensions"])
+def test_a_damaged_idx_file_is_refused(capsys, tmp_path, tiny, defect):
+    if defect == "negative int8 labels":
+        damaged = tiny / "train-labels-idx1-ubyte.gz"
+        write_idx(damaged, -np.ones(16, dtype=np.int8))
+        message = "label -1 is out of range for MNIST"
+    else:
+        damaged = tiny / "train-images-idx3-ubyte.gz"
+        header = struct.pack(">HBB4I", 0, 0x08, 4, 65536, 65536, 65536, 65536)
+        damaged.write_bytes(gzip.compress(header))
+        message = "the header declares 65536x65536x65536x65536 values of uint8, more than"
+    run_folder = tmp_path / "run"
+    code, err = run(
+        capsys, "train", "--dataset", "mnist", "--data", str(tiny), "--device", "cpu",
+        "--out", str(run_folder),
+    )  # fmt: skip
+    assert_refused(code, err, "train", f"{damaged}: {message}")
     assert not run_folder.exists()
 
 

@@ -767,15 +767,21 @@ def _model_mismatches(stored: _Stored, model: Any, strict: bool) -> list[str]:
     return problems
 
 
+def _other_class(what: str, meta: dict[str, Any] | None, target: Any) -> list[str]:
+    """The mismatch when the file holds no state for ``target`` or another class's."""
+    if meta is None:
+        return [f"the file holds no {what} state"]
+    if meta["class"] != type(target).__name__:
+        return [f"{what}: saved from {meta['class']}, loading into {type(target).__name__}"]
+    return []
+
+
 def _optimizer_mismatches(stored: _Stored, optimizer: Any) -> tuple[list[str], list[str]]:
     """(mismatches, invalid values) of the stored optimizer against ``optimizer``."""
     meta = stored.optimizer
-    if meta is None:
-        return ["the file holds no optimizer state"], []
-    if meta["class"] != type(optimizer).__name__:
-        return [
-            f"optimizer: saved from {meta['class']}, loading into {type(optimizer).__name__}"
-        ], []
+    other = _other_class("optimizer", meta, optimizer)
+    if other:
+        return other, []
     saved_counts = [len(g["params"]) for g in meta["param_groups"]]
     own_counts = [len(g["params"]) for g in optimizer.param_groups]
     if saved_counts != own_counts:
@@ -812,12 +818,9 @@ def _optimizer_mismatches(stored: _Stored, optimizer: Any) -> tuple[list[str], l
 def _scheduler_mismatches(stored: _Stored, scheduler: Any) -> tuple[list[str], list[str]]:
     """(mismatches, invalid values) of the stored scheduler against ``scheduler``."""
     meta = stored.scheduler
-    if meta is None:
-        return ["the file holds no scheduler state"], []
-    if meta["class"] != type(scheduler).__name__:
-        return [
-            f"scheduler: saved from {meta['class']}, loading into {type(scheduler).__name__}"
-        ], []
+    other = _other_class("scheduler", meta, scheduler)
+    if other:
+        return other, []
     own = scheduler.state_dict()
     invalid = []
     for key, value in meta["state"].items():

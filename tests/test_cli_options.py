@@ -73,6 +73,11 @@ def run(capsys, *argv: str) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def train_on(capsys, data: Path, run_folder: Path) -> tuple[int, str]:
+    arguments = ["--dataset", "mnist", "--data", str(data), "--device", "cpu"]
+    return run(capsys, "train", *arguments, "--out", str(run_folder))
+
+
 def assert_refused(code: int, err: str, command: str, message: str) -> None:
     assert code == 2, err
     assert f"kernelgrad {command}: error: " in err and message in err, err
@@ -128,10 +133,7 @@ def test_an_empty_dataset_is_refused_and_nothing_is_written(capsys, tmp_path, ti
     """Training on no samples printed a loss of nan, wrote a checkpoint and exited 0."""
     empty_split(tiny, prefix)
     run_folder = tmp_path / "run"
-    code, err = run(
-        capsys, "train", "--dataset", "mnist", "--data", str(tiny), "--device", "cpu",
-        "--out", str(run_folder),
-    )  # fmt: skip
+    code, err = train_on(capsys, tiny, run_folder)
     assert_refused(code, err, "train", f"the {split} split of mnist in {tiny}")
     assert "holds no samples" in err
     assert not run_folder.exists()
@@ -149,10 +151,7 @@ def test_a_damaged_idx_file_is_refused(capsys, tmp_path, tiny, defect):
         damaged.write_bytes(gzip.compress(header))
         message = "the header declares 65536x65536x65536x65536 values of uint8, more than"
     run_folder = tmp_path / "run"
-    code, err = run(
-        capsys, "train", "--dataset", "mnist", "--data", str(tiny), "--device", "cpu",
-        "--out", str(run_folder),
-    )  # fmt: skip
+    code, err = train_on(capsys, tiny, run_folder)
     assert_refused(code, err, "train", f"{damaged}: {message}")
     assert not run_folder.exists()
 

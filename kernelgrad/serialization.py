@@ -16,8 +16,8 @@ may hold a ``"__metadata__"`` dict of strings. kernelgrad reads and writes it it
 and renames it over the target, so an interrupted save leaves the previous file intact.
 A process killed during a save (``kill -9``, a power cut) leaves its temporary file
 behind; the next save into that folder deletes such files when their writer is gone
-(same machine, process no longer running) or when they are older than a day, and never
-a live writer's.
+(a process of this machine and process namespace that no longer runs) or when they are
+older than a day, and never a live writer's.
 
 **Integrity.** Loading validates the whole header against the file size. A checkpoint
 records the SHA-256 of the entire file (``file_sha256``, computed with its own 64
@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import hashlib
 import json
 import math
@@ -123,8 +124,16 @@ _TEMPORARY_NAME = re.compile(r"\..*\.kg-([0-9]+)-([0-9a-f]{8})-[0-9a-f]{8}\.tmp"
 _EARLIER_TEMPORARY_NAME = re.compile(r"\..+\.safetensors\.[a-z0-9_]{8}\.tmp")
 
 
+@functools.cache
 def _host_tag() -> str:
-    return hashlib.sha256(platform.node().encode()).hexdigest()[:8]
+    """Names this machine and its process-id namespace: only a writer with the same tag
+    can be looked up by its process id (containers that share a folder and a host name
+    have their own process ids)."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")  # Linux
+    except OSError:
+        namespace = ""
+    return hashlib.sha256(f"{platform.node()} {namespace}".encode()).hexdigest()[:8]
 
 
 def _open_temporary(directory: str, basename: str) -> tuple[int, str]:
@@ -144,7 +153,7 @@ def _open_temporary(directory: str, basename: str) -> tuple[int, str]:
 def _writer_is_gone(pid: int, host: str) -> bool:
     """Whether the process that named a temporary file has certainly exited."""
     if host != _host_tag() or os.name != "posix":
-        return False  # another machine's file (a shared folder): only its age tells
+        return False  # another machine's or container's file: only its age tells
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

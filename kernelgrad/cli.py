@@ -1202,6 +1202,7 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("dataset", help="fashion-mnist or mnist")
     download.add_argument("--root", metavar="DIR", help="download into DIR instead")
     download.set_defaults(handler=command_download)
+    parser.command_parsers = dict(commands.choices)  # type: ignore[attr-defined]
     return parser
 
 
@@ -1228,8 +1229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, unknown = parser.parse_known_args(argv)
         if unknown:  # reported by the command's parser, so the message names the command
-            commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-            command_parser = commands.choices.get(args.command, parser)
+            command_parser = parser.command_parsers.get(args.command, parser)
             command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exit_:  # a bad option value (2, with argparse's message), --help (0)
         return 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 2

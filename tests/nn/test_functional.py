@@ -699,47 +699,41 @@ def test_regression_losses_match_references(loss, reduction, device, reference):
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_binary_losses_match_references(reduction, device, reference):
-    target = RNG.random((3, 4)).astype(np.float32)
-    weight = RNG.random((3, 4)).astype(np.float32)
-    pos_weight = RNG.random(4).astype(np.float32) + 0.5
+@pytest.mark.parametrize(
+    "loss, options",
+    [
+        ("binary_cross_entropy", ("target", "weight")),
+        ("binary_cross_entropy_with_logits", ("target", "pos_weight")),
+    ],
+)
+def test_binary_losses_match_references(loss, options, reduction, device, reference):
+    """The same function name in F, the reference and PyTorch; probabilities in (0, 1)
+    for the first, logits up to +-100 for the second."""
+    values = {
+        "target": RNG.random((3, 4)).astype(np.float32),
+        "weight": RNG.random((3, 4)).astype(np.float32),
+        "pos_weight": RNG.random(4).astype(np.float32) + 0.5,
+    }
+    if loss == "binary_cross_entropy":
+        inputs = RNG.uniform(0.05, 0.95, (3, 4)).astype(np.float32)
+    else:
+        inputs = randn(3, 4) * 30
 
-    def options(make_tensor, *names):
-        values = {"target": target, "weight": weight, "pos_weight": pos_weight}
-        return {name: make_tensor(values[name]) for name in names}
-
-    def as_kg(values):
-        return kg.tensor(values, device=device)
-
-    def as_double(values):
-        return values.astype(np.float64)
+    def keywords(make_tensor):
+        return {name: make_tensor(values[name]) for name in options}
 
     compare(
         reference,
-        lambda p: F.binary_cross_entropy(
-            p, reduction=reduction, **options(as_kg, "target", "weight")
+        lambda x: getattr(F, loss)(
+            x, reduction=reduction, **keywords(lambda v: kg.tensor(v, device=device))
         ),
-        lambda p: ref.binary_cross_entropy(
-            p, reduction=reduction, **options(as_double, "target", "weight")
+        lambda x: getattr(ref, loss)(
+            x, reduction=reduction, **keywords(lambda v: v.astype(np.float64))
         ),
-        lambda torch, p: torch.nn.functional.binary_cross_entropy(
-            p, reduction=reduction, **options(torch.tensor, "target", "weight")
+        lambda torch, x: getattr(torch.nn.functional, loss)(
+            x, reduction=reduction, **keywords(torch.tensor)
         ),
-        [RNG.uniform(0.05, 0.95, (3, 4)).astype(np.float32)],
-        device,
-    )
-    compare(
-        reference,
-        lambda x: F.binary_cross_entropy_with_logits(
-            x, reduction=reduction, **options(as_kg, "target", "pos_weight")
-        ),
-        lambda x: ref.binary_cross_entropy_with_logits(
-            x, reduction=reduction, **options(as_double, "target", "pos_weight")
-        ),
-        lambda torch, x: torch.nn.functional.binary_cross_entropy_with_logits(
-            x, reduction=reduction, **options(torch.tensor, "target", "pos_weight")
-        ),
-        [randn(3, 4) * 30],
+        [inputs],
         device,
     )
 

@@ -176,8 +176,10 @@ def _first_derivatives(fn, values, cotangent) -> list[np.ndarray]:
     """The input gradients of ``fn`` for ``cotangent``, by one first-order backward."""
     leaves = [kg.tensor(v, requires_grad=True) for v in values]
     fn(*leaves).backward(kg.tensor(cotangent))
-    return [np.zeros_like(v) if leaf.grad is None else leaf.grad.numpy() for v, leaf in
-            zip(values, leaves, strict=True)]  # fmt: skip
+    grads = []
+    for value, leaf in zip(values, leaves, strict=True):
+        grads.append(np.zeros_like(value) if leaf.grad is None else leaf.grad.numpy())
+    return grads
 
 
 def check_second_derivatives(case: Case, seed: int = 0) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 import kernelgrad as kg
-from tests.helpers import as_numpy, assert_close, numerical_grad
+from tests.helpers import assert_close, numerical_grad
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -410,7 +410,3 @@ def compare(
     for k, (mine, want) in enumerate(zip(inputs, expected_grads, strict=True)):
         assert mine.grad is not None, f"input {k} got no gradient"
         assert_close(mine.grad, want, rtol=rtol, atol=atol)
-
-
-def module_parameters(module: kg.nn.Module) -> dict[str, np.ndarray]:
-    return {name: as_numpy(p).astype(np.float64) for name, p in module.named_parameters()}

@@ -1,9 +1,10 @@
 """Convolution micro-benchmark: the layers of the reference models (LeNet-5, CNN), forward
 and forward+backward, with kernelgrad's two algorithms (direct kernels, and im2col +
-matrix product: ``kg.nn.functional.DIRECT_MAX_TAPS`` picks between them) and PyTorch,
-all in this process.
+matrix product: ``kg.nn.functional.DIRECT_MAX_TAPS`` picks between them) and PyTorch (in
+a process of its own, on the same seeded inputs: see ``_timing.py``), each with
+``--threads`` threads.
 
-    python benchmarks/bench_conv.py [--repeats 5] [--threads 2]
+    python benchmarks/bench_conv.py [--repeats 5] [--threads 2] [--batch 128]
 
 Each figure is the best (and the median) of ``--repeats`` timings of 5 calls, in ms.
 Layers after the first get their input the way they get it inside the network: stored
@@ -15,9 +16,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
+from _timing import import_torch, report_to_parent, run_peer, thread_counts, use_threads
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import kernelgrad as kg
 import kernelgrad.nn.functional as F  # noqa: N812
@@ -70,12 +76,20 @@ def measure_kernelgrad(arrays, padding: int, first: bool, repeats: int) -> dict:
     return results
 
 
-def measure_torch(arrays, padding: int, first: bool, repeats: int) -> tuple:
-    try:
-        import torch
-    except ImportError:
-        nan = (float("nan"), float("nan"))
-        return nan, nan
+def layer_inputs(batch: int):
+    """(layer name, arrays, padding, first layer) of every layer, from one seeded
+    generator: both processes draw the same values."""
+    rng = np.random.default_rng(0)
+    for name, (x_shape, w_shape, padding, first) in LAYERS.items():
+        arrays = [
+            rng.standard_normal((batch, *x_shape[1:])).astype(np.float32),
+            rng.standard_normal(w_shape).astype(np.float32),
+            rng.standard_normal(w_shape[0]).astype(np.float32),
+        ]
+        yield name, arrays, padding, first
+
+
+def measure_torch(torch, arrays, padding: int, first: bool, repeats: int) -> tuple:
     x = torch.tensor(arrays[0], requires_grad=not first)
     w, b = (torch.tensor(a, requires_grad=True) for a in arrays[1:])
 
@@ -92,27 +106,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=128, help="images per call")
+    parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    try:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    except ImportError:
-        pass
-    rng = np.random.default_rng(0)
+    use_threads(args.threads)
+    if args.peer:
+        torch = import_torch(args.threads)
+        for name, arrays, padding, first in layer_inputs(args.batch) if torch else ():
+            passes = measure_torch(torch, arrays, padding, first, args.repeats)
+            report_to_parent(layer=name, passes=passes)
+        return
+    print(thread_counts())
+    mine = {
+        name: measure_kernelgrad(arrays, padding, first, args.repeats)
+        for name, arrays, padding, first in layer_inputs(args.batch)
+    }
+    nan = (float("nan"), float("nan"))
+    theirs = {name: (nan, nan) for name in LAYERS}
+    arguments = ["--repeats", str(args.repeats), "--threads", str(args.threads)]
+    for record in run_peer(__file__, [*arguments, "--batch", str(args.batch)]):
+        theirs[record["layer"]] = record["passes"]
     print(f"default: direct for stride 1 and at most {F.DIRECT_MAX_TAPS} taps per filter")
     print(f"{'layer':36s} {'pass':8s} {'direct':>15s} {'patch matrix':>15s} {'PyTorch':>15s}")
     print(f"{'':36s} {'':8s} {'best / median ms':>15s}")
-    for name, (x_shape, w_shape, padding, first) in LAYERS.items():
-        arrays = [
-            rng.standard_normal(x_shape).astype(np.float32),
-            rng.standard_normal(w_shape).astype(np.float32),
-            rng.standard_normal(w_shape[0]).astype(np.float32),
-        ]
-        mine = measure_kernelgrad(arrays, padding, first, args.repeats)
-        theirs = measure_torch(arrays, padding, first, args.repeats)
+    for name in LAYERS:
         for index, label in enumerate(("forward", "fwd+bwd")):
-            cells = [mine["direct"][index], mine["patch matrix"][index], theirs[index]]
+            cells = [mine[name]["direct"][index], mine[name]["patch matrix"][index]]
+            cells.append(theirs[name][index])
             text = " ".join(f"{best * 1e3:7.2f}/{median * 1e3:<7.2f}" for best, median in cells)
             print(f"{name:36s} {label:8s} {text}")
 

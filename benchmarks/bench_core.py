@@ -1,12 +1,18 @@
-"""Core CPU benchmarks: kernelgrad vs NumPy (and PyTorch CPU where installed), in one run.
+"""Core CPU benchmarks: kernelgrad vs NumPy (same process) and PyTorch CPU (its own
+process, where installed).
 
     python benchmarks/bench_core.py            # everything
     python benchmarks/bench_core.py --quick    # fewer repetitions
+    python benchmarks/bench_core.py --only elementwise,startup [--threads 2]
 
-Prints one line per case: the best and median time of several repetitions for each
-library, and the ratio peer_time / kernelgrad_time (> 1 means kernelgrad is faster).
-Compile time is excluded from the steady-state cases (one warm-up call each) and
-measured separately in fresh processes with an empty and a warm kernel cache.
+Prints one line per case: the best and median time of ``--repeat`` repetitions (after
+one warm-up call) for each library, and the ratio peer_time / kernelgrad_time (> 1
+means kernelgrad is faster). Every library gets ``--threads`` threads (Numba, OpenBLAS,
+PyTorch). PyTorch runs the same cases on the same data (the same seeded NumPy arrays)
+with the same repetitions in a fresh process of its own: in kernelgrad's process it
+would share kernelgrad's OpenMP runtime (see ``_timing.py``). Compile time is excluded
+from the steady-state cases and measured separately (``startup``: fresh processes with
+an empty and a warm kernel cache, and the time of ``import kernelgrad`` itself).
 """
 
 from __future__ import annotations
@@ -21,14 +27,134 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _timing import timeit
+from _timing import import_torch, report_to_parent, run_peer, thread_counts, timeit, use_threads
 
-import kernelgrad as kg
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-try:
-    import torch
-except ImportError:  # PyTorch is optional: its columns are skipped
-    torch = None
+import kernelgrad as kg  # noqa: E402
+
+SIZE = 16_000_000  # elements of the elementwise cases (--size)
+
+
+# --- the cases: a callable to time, per library -----------------------------------------------
+def _tensors(library: str, *arrays: np.ndarray) -> list:
+    if library == "kernelgrad":
+        return [kg.tensor(a) for a in arrays]
+    if library == "torch":
+        import torch
+
+        return [torch.from_numpy(a) for a in arrays]
+    return list(arrays)
+
+
+def _vectors() -> tuple[np.ndarray, np.ndarray]:  # (SIZE,) float32 each
+    rng = np.random.default_rng(0)
+    return (
+        rng.standard_normal(SIZE).astype(np.float32),
+        rng.standard_normal(SIZE).astype(np.float32),
+    )
+
+
+def add(library: str):
+    a, b = _tensors(library, *_vectors())
+    return lambda: a + b
+
+
+def exp(library: str):
+    a, _ = _tensors(library, *_vectors())
+    return (lambda: np.exp(a)) if library == "numpy" else a.exp
+
+
+def chain(library: str):
+    a, b = _tensors(library, *_vectors())
+    if library == "numpy":
+        return lambda: (np.tanh(a * b + np.float32(1.0)) - a) * np.float32(0.5) + np.abs(b)
+    return lambda: ((a * b + 1.0).tanh() - a) * 0.5 + b.abs()
+
+
+def _square() -> np.ndarray:
+    return np.random.default_rng(1).standard_normal((4096, 4096)).astype(np.float32)
+
+
+def total(library: str):
+    (m,) = _tensors(library, _square())
+    return m.sum
+
+
+def column_sums(library: str):
+    (m,) = _tensors(library, _square())
+    return lambda: m.sum(0)
+
+
+def matmul(library: str):
+    rng = np.random.default_rng(2)
+    a, b = _tensors(library, *(rng.standard_normal((1024, 1024)).astype(np.float32)
+                               for _ in range(2)))  # fmt: skip
+    return lambda: a @ b
+
+
+def _mlp_arrays() -> list[np.ndarray]:
+    """A 2-layer MLP (784 -> 256 -> 10, batch 128): inputs, labels, weights."""
+    rng = np.random.default_rng(3)
+    return [
+        rng.standard_normal((128, 784)).astype(np.float32),
+        rng.integers(0, 10, 128),
+        (rng.standard_normal((784, 256)) * 0.05).astype(np.float32),
+        np.zeros(256, np.float32),
+        (rng.standard_normal((256, 10)) * 0.05).astype(np.float32),
+        np.zeros(10, np.float32),
+    ]
+
+
+def mlp(library: str):
+    """Forward and backward of the MLP with a softmax cross-entropy loss."""
+    x, labels, *weights = _mlp_arrays()
+    if library == "kernelgrad":
+        tx, tlabels, rows = kg.tensor(x), kg.tensor(labels), kg.arange(128)
+        params = [kg.tensor(p, requires_grad=True) for p in weights]
+
+        def loss_of(logits):
+            return -logits.log_softmax(1)[rows, tlabels].mean()
+    else:
+        import torch
+
+        tx, tlabels = torch.from_numpy(x), torch.from_numpy(labels)
+        params = [torch.tensor(p, requires_grad=True) for p in weights]
+
+        def loss_of(logits):
+            return torch.nn.functional.cross_entropy(logits, tlabels)
+
+    def step():
+        w1, b1, w2, b2 = params
+        loss = loss_of((tx @ w1 + b1).relu() @ w2 + b2)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        return loss
+
+    return step
+
+
+# group -> [(label, case, libraries besides kernelgrad and PyTorch, repeat factor)]
+GROUPS = {
+    "elementwise": [
+        ("add, {size} float32", add, ["numpy"], 1),
+        ("exp, {size} float32", exp, ["numpy"], 1),
+        ("chain of 6 ops, {size} float32", chain, ["numpy"], 1),
+    ],
+    "sum": [
+        ("sum of 4096x4096 float32", total, ["numpy"], 1),
+        ("sum over dim 0, 4096x4096", column_sums, ["numpy"], 1),
+    ],
+    "matmul": [("matmul 1024x1024 float32", matmul, ["numpy"], 1)],
+    "mlp": [("MLP 784-256-10 fwd+bwd, batch 128", mlp, [], 4)],
+}
+
+
+def _label(label: str) -> str:
+    size = f"{SIZE // 1_000_000}M" if SIZE % 1_000_000 == 0 else f"{SIZE:,}"
+    return label.format(size=size)
 
 
 def report(name: str, results: dict[str, tuple[float, float]]) -> None:
@@ -42,118 +168,44 @@ def report(name: str, results: dict[str, tuple[float, float]]) -> None:
     print(f"{name:<34} " + " | ".join(parts), flush=True)
 
 
-def bench_elementwise(repeat: int) -> None:
-    n = 16_000_000
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal(n).astype(np.float32)
-    b = rng.standard_normal(n).astype(np.float32)
-    ka, kb = kg.tensor(a), kg.tensor(b)
-    results = {
-        "kernelgrad": timeit(lambda: ka + kb, repeat),
-        "numpy": timeit(lambda: a + b, repeat),
-    }
-    if torch is not None:
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        results["torch"] = timeit(lambda: ta + tb, repeat)
-    report("add, 16M float32", results)
-
-    results = {
-        "kernelgrad": timeit(lambda: ka.exp(), repeat),
-        "numpy": timeit(lambda: np.exp(a), repeat),
-    }
-    if torch is not None:
-        results["torch"] = timeit(lambda: ta.exp(), repeat)
-    report("exp, 16M float32", results)
-
-    def chain_kg():
-        return ((ka * kb + 1.0).tanh() - ka) * 0.5 + kb.abs()
-
-    def chain_np():
-        return (np.tanh(a * b + np.float32(1.0)) - a) * np.float32(0.5) + np.abs(b)
-
-    results = {"kernelgrad": timeit(chain_kg, repeat), "numpy": timeit(chain_np, repeat)}
-    if torch is not None:
-        results["torch"] = timeit(lambda: ((ta * tb + 1.0).tanh() - ta) * 0.5 + tb.abs(), repeat)
-    report("chain of 6 ops, 16M float32", results)
+def compare(groups: list[str], repeat: int, threads: int) -> None:
+    results: dict[str, dict[str, tuple[float, float]]] = {}
+    losses = {}
+    for group in groups:
+        for label, case, others, factor in GROUPS[group]:
+            label = _label(label)
+            results[label] = {}
+            for library in ["kernelgrad", *others]:
+                fn = case(library)
+                results[label][library] = timeit(fn, repeat * factor)
+                if case is mlp:
+                    losses[label] = fn().item()
+    arguments = ["--only", ",".join(groups), "--repeat", str(repeat), "--threads", str(threads),
+                 "--size", str(SIZE)]  # fmt: skip
+    for record in run_peer(__file__, arguments):
+        results[record["case"]]["torch"] = (record["best"], record["median"])
+        if "loss" in record:
+            difference = abs(record["loss"] - losses[record["case"]])
+            assert difference < 1e-4, f"the two MLPs disagree: loss difference {difference}"
+    for label, timings in results.items():
+        report(label, timings)
 
 
-def bench_sum(repeat: int) -> None:
-    m = np.random.default_rng(1).standard_normal((4096, 4096)).astype(np.float32)
-    km = kg.tensor(m)
-    results = {
-        "kernelgrad": timeit(lambda: km.sum(), repeat),
-        "numpy": timeit(lambda: m.sum(), repeat),
-    }
-    if torch is not None:
-        tm = torch.from_numpy(m)
-        results["torch"] = timeit(lambda: tm.sum(), repeat)
-    report("sum of 4096x4096 float32", results)
-    results = {
-        "kernelgrad": timeit(lambda: km.sum(0), repeat),
-        "numpy": timeit(lambda: m.sum(0), repeat),
-    }
-    if torch is not None:
-        results["torch"] = timeit(lambda: tm.sum(0), repeat)
-    report("sum over dim 0, 4096x4096", results)
+def peer(groups: list[str], repeat: int, threads: int) -> None:
+    """The --peer process: PyTorch's side of every case of ``groups``."""
+    torch = import_torch(threads)
+    if torch is None:
+        return
+    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} threads, own process")
+    for group in groups:
+        for label, case, _, factor in GROUPS[group]:
+            fn = case("torch")
+            best, median = timeit(fn, repeat * factor)
+            extra = {"loss": fn().item()} if case is mlp else {}
+            report_to_parent(case=_label(label), best=best, median=median, **extra)
 
 
-def bench_matmul(repeat: int) -> None:
-    rng = np.random.default_rng(2)
-    a = rng.standard_normal((1024, 1024)).astype(np.float32)
-    b = rng.standard_normal((1024, 1024)).astype(np.float32)
-    ka, kb = kg.tensor(a), kg.tensor(b)
-    results = {
-        "kernelgrad": timeit(lambda: ka @ kb, repeat),
-        "numpy": timeit(lambda: a @ b, repeat),
-    }
-    if torch is not None:
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        results["torch"] = timeit(lambda: ta @ tb, repeat)
-    report("matmul 1024x1024 float32", results)
-
-
-def bench_mlp(repeat: int) -> None:
-    """A 2-layer MLP forward + backward (784 -> 256 -> 10, batch 128, softmax loss)."""
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((128, 784)).astype(np.float32)
-    labels = rng.integers(0, 10, 128)
-    w1 = (rng.standard_normal((784, 256)) * 0.05).astype(np.float32)
-    w2 = (rng.standard_normal((256, 10)) * 0.05).astype(np.float32)
-    b1 = np.zeros(256, np.float32)
-    b2 = np.zeros(10, np.float32)
-
-    kx, klabels = kg.tensor(x), kg.tensor(labels)
-    kparams = [kg.tensor(p, requires_grad=True) for p in (w1, b1, w2, b2)]
-    rows = kg.arange(128)
-
-    def step_kg():
-        kw1, kb1, kw2, kb2 = kparams
-        logits = (kx @ kw1 + kb1).relu() @ kw2 + kb2
-        loss = -logits.log_softmax(1)[rows, klabels].mean()
-        for p in kparams:
-            p.grad = None
-        loss.backward()
-        return loss
-
-    results = {"kernelgrad": timeit(step_kg, repeat)}
-    if torch is not None:
-        tx, tlabels = torch.from_numpy(x), torch.from_numpy(labels)
-        tparams = [torch.tensor(p, requires_grad=True) for p in (w1, b1, w2, b2)]
-
-        def step_torch():
-            tw1, tb1, tw2, tb2 = tparams
-            logits = (tx @ tw1 + tb1).relu() @ tw2 + tb2
-            loss = torch.nn.functional.cross_entropy(logits, tlabels)
-            for p in tparams:
-                p.grad = None
-            loss.backward()
-            return loss
-
-        results["torch"] = timeit(step_torch, repeat)
-        assert abs(step_kg().item() - step_torch().item()) < 1e-4
-    report("MLP 784-256-10 fwd+bwd, batch 128", results)
-
-
+# --- kernelgrad alone: threads and start-up -----------------------------------------------------
 THREADS_SCRIPT = textwrap.dedent(
     """
     import sys
@@ -181,12 +233,7 @@ THREADS_SCRIPT = textwrap.dedent(
 def bench_threads(repeat: int) -> None:
     """ReLU over n float32 elements spread over the cores vs on the calling thread: where
     a parallel region starts to pay for waking the workers (KG_PARALLEL_THRESHOLD).
-
-    Measured in a fresh process without PyTorch. PyTorch ships its own libgomp.so.1;
-    loaded first, it apparently also serves Numba's OpenMP layer (one soname), having
-    read GOMP_SPINCOUNT before kernelgrad set it, so its workers spin between regions
-    and waking them is cheap (on an idle 2-core virtual machine ~13 us per region
-    instead of ~90 us)."""
+    Measured in a fresh process (without PyTorch, whose libgomp would serve Numba too)."""
     out = subprocess.run(
         [sys.executable, "-c", THREADS_SCRIPT, str(repeat * 20), str(Path(__file__).parent)],
         capture_output=True,
@@ -195,6 +242,17 @@ def bench_threads(repeat: int) -> None:
     )
     print(out.stdout, end="", flush=True)
 
+
+IMPORT_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    start = time.perf_counter()
+    import kernelgrad
+    seconds = time.perf_counter() - start
+    heavy = [m for m in ("numba", "numba.cuda", "cupy", "torch") if m in sys.modules]
+    print(f"{seconds:.4f} {','.join(heavy) or '-'}")
+    """
+)
 
 STARTUP_SCRIPT = textwrap.dedent(
     """
@@ -214,22 +272,33 @@ STARTUP_SCRIPT = textwrap.dedent(
 )
 
 
-def bench_startup() -> None:
+def _python(script: str, env: dict[str, str]) -> str:
+    env = dict(env, PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def bench_startup(repeat: int) -> None:
+    """``import kernelgrad`` alone (best and median of ``repeat`` fresh processes, and
+    which heavy modules it loaded), then a process running 20 operations with an empty
+    kernel cache and with a warm one."""
+    imports = [_python(IMPORT_SCRIPT, dict(os.environ)).split() for _ in range(repeat)]
+    seconds = sorted(float(s) for s, _ in imports)
+    loaded = {modules for _, modules in imports}
+    print(
+        f"import kernelgrad: best {seconds[0]:.3f} s, median {seconds[len(seconds) // 2]:.3f} s"
+        f" ({repeat} fresh processes); heavy modules imported: {', '.join(loaded)}",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, KERNELGRAD_CACHE_DIR=cache)
         timings = []
         for _ in range(3):
             start = time.perf_counter()
-            out = subprocess.run(
-                [sys.executable, "-c", STARTUP_SCRIPT],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            total = time.perf_counter() - start
-            count, inside = out.stdout.split()
-            timings.append((total, float(inside)))
+            count, inside = _python(STARTUP_SCRIPT, env).split()
+            timings.append((time.perf_counter() - start, float(inside)))
     (cold_total, cold_inside), *warm = timings
     warm_total = min(t for t, _ in warm)
     warm_inside = min(i for _, i in warm)
@@ -242,36 +311,41 @@ def bench_startup() -> None:
 
 
 def main() -> None:
+    global SIZE
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions (5)")
+    parser.add_argument("--repeat", type=int, default=None, help="repetitions (default 15)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--size", type=int, default=SIZE, help="elements of the elementwise cases")
     parser.add_argument(
         "--only",
         default="",
-        help="comma-separated subset: elementwise,sum,matmul,mlp,threads,startup",
+        help=f"comma-separated subset: {','.join(GROUPS)},threads,startup",
     )
+    parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    repeat = 5 if args.quick else 15
+    use_threads(args.threads)
+    SIZE = args.size
+    repeat = args.repeat or (5 if args.quick else 15)
+    selected = [c for c in args.only.split(",") if c] or [*GROUPS, "threads", "startup"]
+    groups = [name for name in selected if name in GROUPS]
+    if args.peer:
+        peer(groups, repeat, args.threads)
+        return
     import numba
 
     print(
         f"kernelgrad {kg.__version__} | numpy {np.__version__} | numba {numba.__version__} | "
-        f"torch {torch.__version__ if torch else 'not installed'} | threads: numba "
-        f"{numba.get_num_threads()}, torch {torch.get_num_threads() if torch else '-'} | "
-        f"cores {os.cpu_count()}"
+        f"{thread_counts()} | cores {os.cpu_count()} | best of {repeat}"
     )
-    cases = {
-        "elementwise": lambda: bench_elementwise(repeat),
-        "sum": lambda: bench_sum(repeat),
-        "matmul": lambda: bench_matmul(repeat),
-        "mlp": lambda: bench_mlp(repeat * 4),
-        "threads": lambda: bench_threads(repeat),
-        "startup": bench_startup,
-    }
-    selected = [c for c in args.only.split(",") if c] or list(cases)
-    for name in selected:
-        cases[name]()
+    if groups:
+        compare(groups, repeat, args.threads)
+    if "threads" in selected:
+        bench_threads(repeat)
+    if "startup" in selected:
+        bench_startup(repeat)
 
 
 if __name__ == "__main__":

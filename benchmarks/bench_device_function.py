@@ -11,10 +11,11 @@ Two workloads, each measured in one run on the same machine:
    PyTorch).
 
 Also the compile time of each kernel (first call, empty cache). Times are the best of
-``--repeats`` runs after a warm-up; ratios are against PyTorch's batched forward in the
-same run (> 1: faster than PyTorch). The machine is shared: on a loaded machine use
-``--cpu-time`` (process CPU time) with ``--threads 1``, which also sets Numba's and
-PyTorch's thread counts (set ``OPENBLAS_NUM_THREADS=1`` in the environment too)::
+``--repeats`` runs after a warm-up; ratios are against PyTorch's batched forward (> 1:
+faster than PyTorch), which runs the same networks (the same weights, saved to a file)
+on the same inputs in a process of its own (see ``_timing.py``), with the same
+``--threads``, repeats and clock. On a loaded machine use ``--cpu-time`` (process CPU
+time) with ``--threads 1``::
 
     python benchmarks/bench_device_function.py [--n 1000000] [--initial 1000,10000,100000]
         [--steps 100] [--repeats 3] [--threads 2] [--cpu-time] [--device cpu|cuda]
@@ -34,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _timing import import_torch, report_to_parent, run_peer, use_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -51,19 +53,21 @@ CLOCK = time.perf_counter
 NETWORKS = ("4-4-4", "2-32-2", "8-32-32-8")
 
 
-def synchronize(device: str) -> None:
+def synchronize(device: str, torch=None) -> None:
     if device == "cuda":
-        kg.cuda.synchronize()
+        torch.cuda.synchronize() if torch is not None else kg.cuda.synchronize()
 
 
-def best_of(fn, repeats: int, device: str) -> float:
+def best_of(fn, repeats: int, device: str, torch=None) -> float:
+    """Best seconds of ``repeats`` calls after a warm-up; ``torch`` when ``fn`` runs
+    PyTorch (whose device queue is the one to wait for)."""
     fn()  # warm-up
-    synchronize(device)
+    synchronize(device, torch)
     best = float("inf")
     for _ in range(repeats):
         start = CLOCK()
         fn()
-        synchronize(device)
+        synchronize(device, torch)
         best = min(best, CLOCK() - start)
     return best
 
@@ -86,48 +90,53 @@ def build(spec: str, seed: int = 0) -> kg.nn.Module:
     return kg.nn.Sequential(*layers)
 
 
-def torch_copy(model: kg.nn.Module, torch, device: str):
-    """The same network in PyTorch, with the same weights."""
+def weights_of(model: kg.nn.Module) -> list[np.ndarray]:
+    """Each Linear layer's weight and bias, in order (tanh between them)."""
+    return [p.detach().cpu().numpy() for p in model.parameters()]
+
+
+def torch_network(torch, weights: list[np.ndarray], device: str):
+    """The same network in PyTorch: Linear layers with these weights, tanh between."""
     layers = []
-    for layer in model:
-        if isinstance(layer, kg.nn.Linear):
-            linear = torch.nn.Linear(layer.in_features, layer.out_features)
-            with torch.no_grad():
-                linear.weight.copy_(torch.from_numpy(layer.weight.detach().cpu().numpy()))
-                linear.bias.copy_(torch.from_numpy(layer.bias.detach().cpu().numpy()))
-            layers.append(linear)
-        else:
-            layers.append(torch.nn.Tanh())
-    return torch.nn.Sequential(*layers).to(device)
+    for weight, bias in zip(weights[::2], weights[1::2], strict=True):
+        linear = torch.nn.Linear(weight.shape[1], weight.shape[0])
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(weight))
+            linear.bias.copy_(torch.from_numpy(bias))
+        layers += [linear, torch.nn.Tanh()]
+    return torch.nn.Sequential(*layers[:-1]).to(device)
 
 
 def row(label: str, seconds: float, reference: float | None, extra: str = "") -> None:
     ratio = f"{reference / seconds:6.2f}x" if reference else "       "
-    print(f"  {label:<38} {seconds * 1e3:10.1f} ms  {ratio}  {extra}")
+    print(f"  {label:<42} {seconds * 1e3:10.1f} ms  {ratio}  {extra}")
 
 
 # --- 1. independent inputs ----------------------------------------------------------------
-def bench_independent(args, torch) -> None:
+def network_inputs(spec: str, n: int) -> np.ndarray:
+    inputs = int(spec.split("-")[0])
+    return np.random.default_rng(0).standard_normal((n, inputs)).astype(np.float32)
+
+
+def ode_initial(n_initial: int) -> np.ndarray:
+    return np.random.default_rng(0).uniform(-1.5, 1.5, size=(n_initial, DIM)).astype(np.float32)
+
+
+def ode_model() -> kg.nn.Module:
+    return build("2-32-2", seed=1)
+
+
+def bench_independent(args, references: dict) -> None:
     print(f"\n1. A network on {args.n:,} independent inputs ({args.device})")
-    print(f"  {'':<38} {'time':>13}  vs PyTorch")
+    print(f"  {'':<42} {'time':>13}  vs PyTorch")
     for spec in NETWORKS:
-        bench_network(spec, args, torch)
+        bench_network(spec, args, references.get(("network", spec)))
 
 
-def bench_network(spec: str, args, torch) -> None:
+def bench_network(spec: str, args, reference: float | None) -> None:
     model = build(spec).to(args.device)
-    inputs = kg.randn(args.n, model[0].in_features, device=args.device)
+    inputs = kg.tensor(network_inputs(spec, args.n), device=args.device)
     print(f" {spec} (tanh):")
-    reference = None
-    if torch is not None:
-        torch_model = torch_copy(model, torch, args.device)
-        torch_inputs = torch.from_numpy(inputs.cpu().numpy()).to(args.device)
-
-        def torch_forward():
-            with torch.no_grad():
-                return torch_model(torch_inputs)
-
-        reference = best_of(torch_forward, args.repeats, args.device)
     with kg.no_grad():
         expected = model(inputs)
     for mode in ("constants", "arrays"):
@@ -150,35 +159,19 @@ def bench_network(spec: str, args, torch) -> None:
     compiled = kg.compile(eager)
     row("kernelgrad batched, kg.compile", best_of(compiled, args.repeats, args.device), reference)
     if reference is not None:
-        row(f"PyTorch batched ({args.threads} threads)", reference, reference)
+        row(f"PyTorch batched ({args.threads} threads, own process)", reference, reference)
 
 
 # --- 2. a network inside a per-item loop (RK4) -----------------------------------------------
-def bench_ode(args, torch, n_initial: int) -> None:
-    steps, dt = args.steps, 0.05
+def bench_ode(args, reference: float | None, n_initial: int) -> None:
+    steps, dt = args.steps, DT
     print(
         f"\n2. RK4 of dy/dt = f(y), f = 2-32-2 (tanh): {n_initial:,} initial conditions, "
         f"{steps} steps, {4 * steps} network calls each ({args.device})"
     )
-    print(f"  {'':<38} {'time':>13}  vs PyTorch")
-    model = build("2-32-2", seed=1).to(args.device)
-    rng = np.random.default_rng(0)
-    initial_values = rng.uniform(-1.5, 1.5, size=(n_initial, DIM)).astype(np.float32)
-    initial = kg.tensor(initial_values, device=args.device)
-
-    reference = None
-    if torch is not None:
-        torch_model = torch_copy(model, torch, args.device)
-        torch_initial = torch.from_numpy(initial_values).to(args.device)
-
-        def torch_integrate():
-            y = torch_initial
-            with torch.no_grad():
-                for _ in range(steps):
-                    y = rk4_step(torch_model, y, dt)
-            return y
-
-        reference = best_of(torch_integrate, args.repeats, args.device)
+    print(f"  {'':<42} {'time':>13}  vs PyTorch")
+    model = ode_model().to(args.device)
+    initial = kg.tensor(ode_initial(n_initial), device=args.device)
 
     def eager_integrate():
         return integrate_batched(model, initial, dt, steps)
@@ -230,7 +223,71 @@ def bench_ode(args, torch, n_initial: int) -> None:
         f"({launches.count} kernels per step)",
     )
     if reference is not None:
-        row(f"PyTorch batched ({args.threads} threads)", reference, reference)
+        row(f"PyTorch batched ({args.threads} threads, own process)", reference, reference)
+
+
+DT = 0.05  # the RK4 time step
+
+
+def peer(args, weights_file: str) -> None:
+    """The --peer process: PyTorch's batched forwards and RK4 integrations, with the
+    weights the parent saved."""
+    torch = import_torch(args.threads)
+    if torch is None:
+        return
+    saved = np.load(weights_file)
+
+    def network(name: str):
+        count = sum(key.startswith(f"{name}/") for key in saved.files)
+        return torch_network(torch, [saved[f"{name}/{k}"] for k in range(count)], args.device)
+
+    if not args.skip_independent:
+        for spec in NETWORKS:
+            model = network(spec)
+            inputs = torch.from_numpy(network_inputs(spec, args.n)).to(args.device)
+
+            def forward(model=model, inputs=inputs):
+                with torch.no_grad():
+                    return model(inputs)
+
+            seconds = best_of(forward, args.repeats, args.device, torch)
+            report_to_parent(kind="network", case=spec, seconds=seconds)
+    model = network("ode")
+    for n_initial in [int(n) for n in args.initial.split(",")]:
+        initial = torch.from_numpy(ode_initial(n_initial)).to(args.device)
+
+        def integrate(initial=initial):
+            y = initial
+            with torch.no_grad():
+                for _ in range(args.steps):
+                    y = rk4_step(model, y, DT)
+            return y
+
+        seconds = best_of(integrate, args.repeats, args.device, torch)
+        report_to_parent(kind="ode", case=n_initial, seconds=seconds)
+
+
+def torch_references(args) -> dict:
+    """PyTorch's times, measured in a process of its own: {(kind, case): seconds}."""
+    if args.no_torch:
+        return {}
+    models = {spec: build(spec) for spec in NETWORKS}
+    models["ode"] = ode_model()
+    arrays = {
+        f"{name}/{k}": weight
+        for name, model in models.items()
+        for k, weight in enumerate(weights_of(model))
+    }
+    with tempfile.TemporaryDirectory(prefix="kg-bench-devfn-weights-") as folder:
+        path = os.path.join(folder, "weights.npz")
+        np.savez(path, **arrays)
+        options = ["--n", str(args.n), "--initial", args.initial, "--steps", str(args.steps),
+                   "--repeats", str(args.repeats), "--threads", str(args.threads),
+                   "--device", args.device, "--weights", path]  # fmt: skip
+        options += ["--cpu-time"] if args.cpu_time else []
+        options += ["--skip-independent"] if args.skip_independent else []
+        records = run_peer(__file__, options)
+    return {(record["kind"], record["case"]): record["seconds"] for record in records}
 
 
 def main() -> None:
@@ -252,35 +309,31 @@ def main() -> None:
     )
     parser.add_argument("--no-torch", action="store_true", help="skip PyTorch")
     parser.add_argument("--skip-independent", action="store_true", help="only the ODE part")
+    parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--weights", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    use_threads(args.threads)
+    if args.cpu_time:
+        global CLOCK
+        CLOCK = time.process_time
+    if args.peer:  # PyTorch's side: no kernelgrad kernel runs in this process
+        peer(args, args.weights)
+        return
     if args.device == "cuda" and (not kg.cuda.is_available() or kg.cuda.is_simulated()):
         raise SystemExit(
             "bench_device_function: --device cuda needs a real CUDA GPU (none here, or only "
             "Numba's simulator, whose timings mean nothing); run it on a GPU machine"
         )
-    if args.cpu_time:
-        global CLOCK
-        CLOCK = time.process_time
-    import numba
-
-    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
-    torch = None
-    if not args.no_torch:
-        try:
-            import torch
-
-            torch.set_num_threads(args.threads)
-        except ImportError:
-            print("PyTorch is not installed: no comparison")
+    references = torch_references(args)
     clock = "process CPU time" if args.cpu_time else "wall time"
     print(
         f"kernelgrad {kg.__version__}, {args.threads} thread(s), {clock}, best of "
         f"{args.repeats}; cache {os.environ['KERNELGRAD_CACHE_DIR']}"
     )
     if not args.skip_independent:
-        bench_independent(args, torch)
+        bench_independent(args, references)
     for n_initial in [int(n) for n in args.initial.split(",")]:
-        bench_ode(args, torch, n_initial)
+        bench_ode(args, references.get(("ode", n_initial)), n_initial)
 
 
 if __name__ == "__main__":

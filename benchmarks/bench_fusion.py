@@ -5,14 +5,16 @@ Compares, in one run on the same machine:
 * two chains of 8 elementwise ops on 16M float32 values (arithmetic only, and one
   with a tanh): eager kernelgrad (8 kernels), ``@kg.elementwise`` (one kernel),
   ``kg.compile`` of the eager code (fused; on the CPU a large tanh stays a NumPy SIMD
-  kernel of its own), NumPy (8 passes) and PyTorch CPU (8 ops);
+  kernel of its own), NumPy (8 passes) and PyTorch CPU (8 ops, in a process of its
+  own: see ``_timing.py``);
 * a 2-layer MLP training step (forward, backward, SGD), eager vs ``kg.compile``:
   time per step and kernel launches.
 
 Every figure is the best (and median) of ``--repeat`` runs after a warm-up (the
-machine is shared, so the best run is the least disturbed one). Usage::
+machine is shared, so the best run is the least disturbed one); every library gets
+``--threads`` threads. Usage::
 
-    python benchmarks/bench_fusion.py [--size 16777216] [--repeat 5]
+    python benchmarks/bench_fusion.py [--size 16777216] [--repeat 5] [--threads 2]
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from _timing import timeit
+from _timing import import_torch, report_to_parent, run_peer, thread_counts, timeit, use_threads
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -107,8 +109,13 @@ def arithmetic_torch(x):
     return y * 2.0
 
 
-def bench_chain(title: str, eager, fused, numpy_fn, torch_fn, size: int, repeat: int) -> None:
-    values = np.random.default_rng(0).uniform(-2, 2, size).astype(np.float32)
+def _values(size: int) -> np.ndarray:
+    return np.random.default_rng(0).uniform(-2, 2, size).astype(np.float32)
+
+
+def bench_chain(title: str, eager, fused, numpy_fn, size: int, repeat: int) -> dict:
+    """kernelgrad's and NumPy's rows of one chain: {row: (best, median)}."""
+    values = _values(size)
     x = kg.tensor(values)
     compiled = kg.compile(eager)
     reference = numpy_fn(values)
@@ -126,19 +133,15 @@ def bench_chain(title: str, eager, fused, numpy_fn, torch_fn, size: int, repeat:
         (f"@kg.elementwise ({launches(lambda: fused(x))} kernel)", lambda: fused(x)),
         (f"kg.compile ({launches(lambda: compiled(x))} kernels)", lambda: compiled(x)),
     ]
-    try:
-        import torch
+    return {name: timeit(fn, repeat) for name, fn in rows}
 
-        tx = torch.from_numpy(values)
-        rows.append((f"PyTorch CPU ({torch.get_num_threads()} threads)", lambda: torch_fn(tx)))
-    except ImportError:
-        print("(PyTorch not installed: no PyTorch row)")
+
+def print_chain(title: str, size: int, timings: dict) -> None:
     print(f"\n{title} on {size:,} float32 ({os.cpu_count()} cores)")
-    timings = {name: timeit(fn, repeat) for name, fn in rows}
     numpy_best = timings["NumPy (8 passes)"][0]
     for name, (best, median) in timings.items():
         print(
-            f"  {name:<30} best {best * 1e3:8.1f} ms  median {median * 1e3:8.1f} ms"
+            f"  {name:<38} best {best * 1e3:8.1f} ms  median {median * 1e3:8.1f} ms"
             f"   {numpy_best / best:5.2f}x NumPy (best)"
         )
 
@@ -167,6 +170,18 @@ class MLP:
             for p in self.params:
                 p.sub_(p.grad * lr)
         return loss
+
+
+# title: (eager kernelgrad, @kg.elementwise, NumPy, PyTorch)
+CHAINS = {
+    "8-op arithmetic chain": (
+        arithmetic_eager,
+        arithmetic_fused,
+        arithmetic_numpy,
+        arithmetic_torch,
+    ),
+    "8-op chain with a tanh": (chain_eager, chain_fused, chain_numpy, chain_torch),
+}
 
 
 def bench_mlp(repeat: int) -> None:
@@ -201,32 +216,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=16 * 1024 * 1024)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    import numba
-
-    print(
-        f"Numba threads: {numba.get_num_threads()}"
-        f"; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"
-    )
-    bench_chain(
-        "8-op arithmetic chain",
-        arithmetic_eager,
-        arithmetic_fused,
-        arithmetic_numpy,
-        arithmetic_torch,
-        args.size,
-        args.repeat,
-    )
-    bench_chain(
-        "8-op chain with a tanh",
-        chain_eager,
-        chain_fused,
-        chain_numpy,
-        chain_torch,
-        args.size,
-        args.repeat,
-    )
+    use_threads(args.threads)
+    if args.peer:
+        peer(args.size, args.repeat, args.threads)
+        return
+    print(thread_counts())
+    chains = {
+        title: bench_chain(title, eager, fused, numpy_fn, args.size, args.repeat)
+        for title, (eager, fused, numpy_fn, _) in CHAINS.items()
+    }
+    arguments = ["--size", str(args.size), "--repeat", str(args.repeat)]
+    for record in run_peer(__file__, [*arguments, "--threads", str(args.threads)]):
+        chains[record["chain"]][record["row"]] = (record["best"], record["median"])
+    for title, timings in chains.items():
+        print_chain(title, args.size, timings)
     bench_mlp(args.repeat)
+
+
+def peer(size: int, repeat: int, threads: int) -> None:
+    """The --peer process: PyTorch's row of each chain, on the same values."""
+    torch = import_torch(threads)
+    if torch is None:
+        return
+    x = torch.from_numpy(_values(size))
+    for title, (*_, torch_fn) in CHAINS.items():
+        best, median = timeit(lambda torch_fn=torch_fn: torch_fn(x), repeat)
+        row = f"PyTorch CPU ({torch.get_num_threads()} threads, own process)"
+        report_to_parent(chain=title, row=row, best=best, median=median)
 
 
 if __name__ == "__main__":

@@ -5,34 +5,44 @@ Batch 128, Adam (lr 1e-3), random inputs of shape (128, 1, 28, 28) and random la
 the environment this script started with (kernelgrad sets ``GOMP_SPINCOUNT`` for its
 own OpenMP workers before its first kernel; PyTorch's OpenMP copy would read it too if
 it started later in the same process, which made PyTorch's step 1.5x slower on a 2-core
-virtual machine). PyTorch is limited to ``--threads`` threads (2 by default).
+virtual machine; see ``_timing.py``). Both sides get the same:
+
+* threads: ``--threads`` (2 by default) for Numba, OpenBLAS and PyTorch;
+* model: kernelgrad's LeNet-5, whose blocks are conv, max-pool, ReLU (the same function
+  as conv, ReLU, max-pool, with the ReLU on a quarter of the values), in that order
+  in PyTorch too;
+* optimizer implementation: ``--optimizer fused`` (the default) runs kernelgrad's fused
+  Adam (one kernel per parameter group and dtype on the CPU) against
+  ``torch.optim.Adam(fused=True)``; ``--optimizer unfused`` runs both step by step
+  (kernelgrad ``fused=False``, PyTorch ``foreach=False``);
+* warm-up (10 steps) and repeats (the best of ``--repeats`` runs of ``--steps`` steps).
 
     python benchmarks/bench_lenet.py [--steps 40] [--repeats 3] [--threads 2] [--cpu-time]
-                                     [--compile]
+                                     [--compile] [--optimizer fused|unfused]
 
-Prints samples per second for each (the best of ``--repeats`` timed runs) and the
-ratio kernelgrad / PyTorch; with ``--compile`` also the same step under ``kg.compile``
-(forward, backward and Adam's update traced, fused and replayed). Environment settings
-such as ``OMP_WAIT_POLICY=PASSIVE`` apply to both; see docs/nn.md ("Speed") for the
-settings that matter on a small machine.
+Prints samples per second for each and the ratio kernelgrad / PyTorch; with
+``--compile`` also the same step under ``kg.compile`` (forward, backward and Adam's
+update traced, fused and replayed). Environment settings such as
+``OMP_WAIT_POLICY=PASSIVE`` apply to both; see docs/nn.md ("Speed") for the settings
+that matter on a small machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
 
 import numpy as np
+from _timing import ORIGINAL_ENVIRONMENT, thread_counts, use_threads
 
 import kernelgrad as kg
 import kernelgrad.nn.functional as F  # noqa: N812
 from kernelgrad.models import LeNet5
 
 BATCH = 128
-ORIGINAL_ENVIRONMENT = dict(os.environ)  # before kernelgrad configures its threads
+WARMUP_STEPS = 10  # PyTorch's first steps after start-up are slow; kernelgrad's compile
 
 
 def kernelgrad_step(model, optimizer, x, y):
@@ -72,8 +82,15 @@ def main() -> None:
         help="measure process CPU time instead of wall time (on a machine shared with other "
         "work, run with --threads 1, NUMBA_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1)",
     )
+    parser.add_argument(
+        "--optimizer",
+        choices=("fused", "unfused"),
+        default="fused",
+        help="Adam's implementation on both sides (see the module docstring)",
+    )
     parser.add_argument("--torch-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    use_threads(args.threads)
     if args.cpu_time:
         global CLOCK
         CLOCK = time.process_time
@@ -85,14 +102,15 @@ def main() -> None:
         torch_only(args, images, labels)
         return
 
+    print(thread_counts())
     kg.manual_seed(0)
     model = LeNet5()
-    optimizer = kg.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = kg.optim.Adam(model.parameters(), lr=1e-3, fused=args.optimizer == "fused")
     x, y = kg.tensor(images), kg.tensor(labels)
     start = time.perf_counter()
     first_loss = kernelgrad_step(model, optimizer, x, y).item()
     warmup = time.perf_counter() - start
-    for _ in range(3):
+    for _ in range(WARMUP_STEPS - 1):
         kernelgrad_step(model, optimizer, x, y)
     if args.profile:
         import cProfile
@@ -118,7 +136,7 @@ def main() -> None:
         compiled(x, y)  # runs eagerly
         compiled(x, y)  # traced and compiled
         first_two = time.perf_counter() - start
-        for _ in range(3):
+        for _ in range(WARMUP_STEPS - 2):
             compiled(x, y)
         compiled_seconds = time_steps(lambda: compiled(x, y), args.steps, args.repeats)
         with kg.compile.count_launches() as eager_launches:
@@ -135,6 +153,7 @@ def main() -> None:
     command = [
         sys.executable, __file__, "--torch-only", "--steps", str(args.steps),
         "--repeats", str(args.repeats), "--threads", str(args.threads),
+        "--optimizer", args.optimizer,
     ] + (["--cpu-time"] if args.cpu_time else [])  # fmt: skip
     result = subprocess.run(
         command, env=ORIGINAL_ENVIRONMENT, capture_output=True, text=True, check=False
@@ -158,7 +177,7 @@ def main() -> None:
 
 
 def torch_only(args: argparse.Namespace, images: np.ndarray, labels: np.ndarray) -> None:
-    """Time PyTorch's LeNet-5 step; one tab-separated line per layer order."""
+    """Time PyTorch's LeNet-5 step: one tab-separated line."""
     try:
         import torch
     except ImportError:
@@ -167,31 +186,26 @@ def torch_only(args: argparse.Namespace, images: np.ndarray, labels: np.ndarray)
     torch.set_num_threads(args.threads)
     tnn = torch.nn
     tx, ty = torch.from_numpy(images), torch.from_numpy(labels)
-    # PyTorch's LeNet-5 with the usual order (ReLU before pooling), and with kernelgrad's
-    # order (pooling first: the same function, a quarter of the ReLU work).
-    orders = {
-        "conv-relu-pool": lambda: (tnn.ReLU(), tnn.MaxPool2d(2)),
-        "conv-pool-relu": lambda: (tnn.MaxPool2d(2), tnn.ReLU()),
-    }
     name = f"PyTorch {torch.__version__} ({args.threads} threads)"
-    for order, block in orders.items():
-        torch.manual_seed(0)
-        torch_model = tnn.Sequential(
-            tnn.Conv2d(1, 6, 5, padding=2), *block(),
-            tnn.Conv2d(6, 16, 5), *block(), tnn.Flatten(),
-            tnn.Linear(400, 120), tnn.ReLU(), tnn.Linear(120, 84), tnn.ReLU(), tnn.Linear(84, 10),
-        )  # fmt: skip
-        torch_optimizer = torch.optim.Adam(torch_model.parameters(), lr=1e-3)
+    torch.manual_seed(0)
+    torch_model = tnn.Sequential(  # kernelgrad's LeNet5, layer for layer
+        tnn.Conv2d(1, 6, 5, padding=2), tnn.MaxPool2d(2), tnn.ReLU(),
+        tnn.Conv2d(6, 16, 5), tnn.MaxPool2d(2), tnn.ReLU(), tnn.Flatten(),
+        tnn.Linear(400, 120), tnn.ReLU(), tnn.Linear(120, 84), tnn.ReLU(), tnn.Linear(84, 10),
+    )  # fmt: skip
+    implementation = {"fused": True} if args.optimizer == "fused" else {"foreach": False}
+    torch_optimizer = torch.optim.Adam(torch_model.parameters(), lr=1e-3, **implementation)
+    order = f"conv-pool-relu, Adam {', '.join(f'{k}={v}' for k, v in implementation.items())}"
 
-        def torch_step(model=torch_model, optimizer=torch_optimizer):
-            optimizer.zero_grad()
-            loss = tnn.functional.cross_entropy(model(tx), ty)
-            loss.backward()
-            optimizer.step()
+    def torch_step():
+        torch_optimizer.zero_grad()
+        loss = tnn.functional.cross_entropy(torch_model(tx), ty)
+        loss.backward()
+        torch_optimizer.step()
 
-        for _ in range(10):  # PyTorch's first steps after start-up are slow
-            torch_step()
-        print(f"torch \t{name}\t{order}\t{time_steps(torch_step, args.steps, args.repeats)}")
+    for _ in range(WARMUP_STEPS):
+        torch_step()
+    print(f"torch \t{name}\t{order}\t{time_steps(torch_step, args.steps, args.repeats)}")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def test_lenet5_matches_the_same_network_in_torch():
     )  # fmt: skip
     mine = LeNet5()
     their_state = [v.detach().numpy() for v in theirs.state_dict().values()]
-    mine.load_state_dict(dict(zip(mine.state_dict(), their_state)))
+    mine.load_state_dict(dict(zip(mine.state_dict(), their_state, strict=True)))
     images = np.random.default_rng(0).standard_normal((4, 1, 28, 28)).astype(np.float32)
     labels = np.array([1, 5, 9, 0])
     loss = F.cross_entropy(mine(kg.tensor(images)), kg.tensor(labels))
@@ -51,7 +51,7 @@ def test_lenet5_matches_the_same_network_in_torch():
     assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
     loss.backward()
     expected.backward()
-    for p, q in zip(mine.parameters(), theirs.parameters()):
+    for p, q in zip(mine.parameters(), theirs.parameters(), strict=True):
         assert_close(p.grad, q.grad.numpy(), rtol=1e-3, atol=1e-5)
 
 

@@ -1,5 +1,5 @@
-"""Every primitive has a VJP or is marked non-differentiable, a test row, and bindings
-that exist."""
+"""Every primitive has a VJP or is marked non-differentiable, a test row, an order-2
+row (tests/test_grad2.py) or the reason it has none, and bindings that exist."""
 
 from __future__ import annotations
 
@@ -46,6 +46,20 @@ def test_every_primitive_has_a_test_row():
     assert untested == [], f"primitives without a test row: {untested}"
     unknown = sorted(covered - set(REGISTRY))
     assert unknown == [], f"test rows for primitives that do not exist: {unknown}"
+
+
+def test_every_primitive_has_an_order_2_row_or_a_reason():
+    from tests.test_grad2 import NOT_DIFFERENTIABLE, ORDER_2
+
+    assert set(ORDER_2).isdisjoint(NOT_DIFFERENTIABLE)
+    missing = sorted(set(REGISTRY) - set(ORDER_2) - set(NOT_DIFFERENTIABLE))
+    assert missing == [], f"primitives without an order-2 row or a reason: {missing}"
+    unknown = sorted((set(ORDER_2) | set(NOT_DIFFERENTIABLE)) - set(REGISTRY))
+    assert unknown == [], f"rows for primitives that do not exist: {unknown}"
+    for name in NOT_DIFFERENTIABLE:
+        assert not REGISTRY[name].differentiable, f"{name} is differentiable: give it a row"
+    for name in ORDER_2:
+        assert REGISTRY[name].differentiable, f"{name} is registered as not differentiable"
 
 
 def test_every_binding_exists():

@@ -120,7 +120,9 @@ def test_checkpoint_round_trip_resumes_training_exactly(tmp_path, device):
     restored, restored_optimizer, restored_scheduler = fresh_setup(device)
     extra = load_checkpoint(path, restored, restored_optimizer, restored_scheduler)
     assert extra == {"epoch": 2, "best_accuracy": 0.5}
-    for (name, a), (_, b) in zip(model.state_dict().items(), restored.state_dict().items()):
+    for (name, a), (_, b) in zip(
+        model.state_dict().items(), restored.state_dict().items(), strict=True
+    ):
         np.testing.assert_array_equal(as_numpy(a), as_numpy(b), err_msg=name)
     assert restored_optimizer.param_groups[0]["lr"] == optimizer.param_groups[0]["lr"] == 0.0025
     assert restored_optimizer.param_groups[0]["betas"] == (0.9, 0.999)
@@ -130,7 +132,9 @@ def test_checkpoint_round_trip_resumes_training_exactly(tmp_path, device):
         opt.zero_grad()
         m(x).pow(2).mean().backward()
         opt.step()
-    for (name, a), (_, b) in zip(model.state_dict().items(), restored.state_dict().items()):
+    for (name, a), (_, b) in zip(
+        model.state_dict().items(), restored.state_dict().items(), strict=True
+    ):
         np.testing.assert_array_equal(as_numpy(a), as_numpy(b), err_msg=name)
 
 

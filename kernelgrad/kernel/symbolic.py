@@ -471,39 +471,44 @@ def _literal(value: Any) -> str:
     return repr(float(value)) if value >= 0 else f"({float(value)!r})"
 
 
+# The source of every node kind other than the binary operators of _BINARY, as a template
+# of its arguments' names. Together with _BINARY this is the set of operations a traced
+# function may contain (tests/kernel/test_symbolic_rules.py has one row per entry).
+_TEMPLATES = {
+    "neg": "-{0}",
+    "not": "not {0}",
+    "and": "({0} != 0) and ({1} != 0)",
+    "or": "({0} != 0) or ({1} != 0)",
+    "xor": "({0} != 0) != ({1} != 0)",
+    "abs": "abs({0})",
+    "exp": "math.exp({0})",
+    "expm1": "math.expm1({0})",
+    "sin": "math.sin({0})",
+    "cos": "math.cos({0})",
+    "tan": "math.tan({0})",
+    "tanh": "math.tanh({0})",
+    "erf": "math.erf({0})",
+    "floor": "math.floor({0})",
+    "ceil": "math.ceil({0})",
+    "log": "math.log({0}) if {0} > 0 else (-math.inf if {0} == 0 else math.nan)",
+    "log1p": "math.log1p({0}) if {0} > -1 else (-math.inf if {0} == -1 else math.nan)",
+    "sqrt": "math.sqrt({0}) if {0} >= 0 else math.nan",
+    "sigmoid": (
+        "1.0 / (1.0 + math.exp(-{0})) if {0} >= 0 else math.exp({0}) / (1.0 + math.exp({0}))"
+    ),
+    "relu": "0 if {0} <= 0 else {0}",
+    "max": "{0} if ({0} > {1} or {0} != {0}) else {1}",
+    "min": "{0} if ({0} < {1} or {0} != {0}) else {1}",
+    "where": "{1} if {0} else {2}",
+    "float": "float({0})",
+}
+
+
 def _expression(node: Node, a: list[str]) -> str:
     op = node.op
     if op in _BINARY:
         return f"{a[0]} {_BINARY[op]} {a[1]}"
-    templates = {
-        "neg": "-{0}",
-        "not": "not {0}",
-        "and": "({0} != 0) and ({1} != 0)",
-        "or": "({0} != 0) or ({1} != 0)",
-        "xor": "({0} != 0) != ({1} != 0)",
-        "abs": "abs({0})",
-        "exp": "math.exp({0})",
-        "expm1": "math.expm1({0})",
-        "sin": "math.sin({0})",
-        "cos": "math.cos({0})",
-        "tan": "math.tan({0})",
-        "tanh": "math.tanh({0})",
-        "erf": "math.erf({0})",
-        "floor": "math.floor({0})",
-        "ceil": "math.ceil({0})",
-        "log": "math.log({0}) if {0} > 0 else (-math.inf if {0} == 0 else math.nan)",
-        "log1p": "math.log1p({0}) if {0} > -1 else (-math.inf if {0} == -1 else math.nan)",
-        "sqrt": "math.sqrt({0}) if {0} >= 0 else math.nan",
-        "sigmoid": (
-            "1.0 / (1.0 + math.exp(-{0})) if {0} >= 0 else math.exp({0}) / (1.0 + math.exp({0}))"
-        ),
-        "relu": "0 if {0} <= 0 else {0}",
-        "max": "{0} if ({0} > {1} or {0} != {0}) else {1}",
-        "min": "{0} if ({0} < {1} or {0} != {0}) else {1}",
-        "where": "{1} if {0} else {2}",
-        "float": "float({0})",
-    }
-    return templates[op].format(*a)
+    return _TEMPLATES[op].format(*a)
 
 
 def live_nodes(graph: Graph, outputs: Sequence[int]) -> list[int]:

@@ -55,7 +55,10 @@ def test_soft_clip_matches_composite_ops_with_broadcasting(device):
     assert_close(soft_clip(x, limit), _composite_soft_clip(x, limit), rtol=1e-5, atol=1e-6)
     assert_close(soft_clip(x, 2.0), _composite_soft_clip(x, 2.0), rtol=1e-5, atol=1e-6)
     assert soft_clip(x, 2.0).dtype is kg.float32
-    assert soft_clip(x.double(), 2.0).dtype is kg.float64
+    double = soft_clip(x.double(), 2.0)  # computed in float64, not only stored as float64
+    assert double.dtype is kg.float64
+    values = np.linspace(-5, 5, 12, dtype=np.float32).astype(np.float64).reshape(3, 4)
+    assert_close(double, 2.0 * np.tanh(values / 2.0), rtol=1e-14, atol=1e-15)
 
 
 def test_one_kernel_per_call(device, monkeypatch):
@@ -164,13 +167,16 @@ def test_dtypes_follow_the_computation(device):
     counts = twice(kg.tensor([1, 2], dtype=kg.int32, device=device))
     assert counts.dtype is kg.int32
     assert as_numpy(counts).tolist() == [3, 5]
-    assert twice(kg.tensor([1.5], device=device)).dtype is kg.float32
+    halves = twice(kg.tensor([1.5], device=device))
+    assert halves.dtype is kg.float32 and as_numpy(halves).tolist() == [4.0]
 
     @kg.elementwise(dtype=kg.float64)
     def as_double(x):
         return x + 1
 
-    assert as_double(kg.tensor([1], device=device)).dtype is kg.float64
+    doubled = as_double(kg.tensor([1, 2**40 + 1], dtype=kg.int64, device=device))
+    assert doubled.dtype is kg.float64
+    assert as_numpy(doubled).tolist() == [2.0, 2.0**40 + 2]  # exact: no float32 on the way
 
 
 # --- functions that cannot be traced -----------------------------------------------------------

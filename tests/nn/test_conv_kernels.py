@@ -10,6 +10,8 @@ import kernelgrad as kg
 import kernelgrad.nn.functional as F
 from kernelgrad.nn import _conv_kernels as kernels
 from tests.helpers import as_numpy, assert_close, check_grad
+from tests.nn import reference as ref
+from tests.nn.reference import compare
 
 RNG = np.random.default_rng(77)
 
@@ -19,25 +21,8 @@ def randn(*shape, dtype=np.float32):
 
 
 def reference_conv(x, weight, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), groups=1):
-    """Direct loops in float64: the definition of a grouped, dilated cross-correlation."""
-    n = x.shape[0]
-    out_channels, group_in, kh, kw = weight.shape
-    top, bottom, left, right = pads
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
-    hp, wp = xp.shape[2:]
-    oh = (hp - dilation[0] * (kh - 1) - 1) // stride[0] + 1
-    ow = (wp - dilation[1] * (kw - 1) - 1) // stride[1] + 1
-    group_out = out_channels // groups
-    result = np.zeros((n, out_channels, oh, ow))
-    for o in range(out_channels):
-        first = (o // group_out) * group_in
-        for i in range(kh):
-            for j in range(kw):
-                rows = slice(i * dilation[0], i * dilation[0] + stride[0] * (oh - 1) + 1, stride[0])
-                cols = slice(j * dilation[1], j * dilation[1] + stride[1] * (ow - 1) + 1, stride[1])
-                patch = xp[:, first : first + group_in, rows, cols]
-                result[:, o] += np.einsum("nchw,c->nhw", patch, weight[o, :, i, j])
-    return result
+    """The definition of a grouped, dilated cross-correlation, in float64."""
+    return ref.conv2d(x.astype(np.float64), weight, None, stride, pads, dilation, groups)
 
 
 def chwn(array):
@@ -179,7 +164,7 @@ def test_direct_and_patch_matrix_paths_agree(monkeypatch):
             seed = kg.tensor(randn(*out.shape))
         (out * seed).sum().backward()
         results.append([as_numpy(t) for t in (out, x.grad, weight.grad, bias.grad)])
-    for direct, patches in zip(*results):
+    for direct, patches in zip(*results, strict=True):
         assert_close(direct, patches, rtol=1e-4, atol=1e-4)
 
 
@@ -205,23 +190,31 @@ def test_convolution_reads_a_batch_innermost_input_without_a_copy(direct_everywh
 
 
 # --- the layout carried through pooling and ReLU -------------------------------------------
-@pytest.mark.torch
 @pytest.mark.parametrize("pool", ["max", "avg"])
 @pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (3, 2, 1), (3, 1, 0)])
-def test_pooling_a_batch_innermost_tensor_matches_torch(pool, kernel, stride, padding, device):
-    torch = pytest.importorskip("torch")
-    values = randn(3, 4, 7, 8)
-    stored = kg.tensor(values.transpose(1, 2, 3, 0).copy(), device=device, requires_grad=True)
-    x = stored.permute(3, 0, 1, 2)  # (N, C, H, W) with the batch innermost
-    out = getattr(F, f"{pool}_pool2d")(x, kernel, stride, padding)
-    theirs_x = torch.tensor(values, requires_grad=True)
-    theirs = getattr(torch.nn.functional, f"{pool}_pool2d")(theirs_x, kernel, stride, padding)
-    assert_close(out, theirs.detach().numpy(), rtol=1e-5, atol=1e-6)
-    assert out._strides[0] == 1  # the result keeps the batch innermost
-    seed = randn(*theirs.shape)
-    out.backward(kg.tensor(seed, device=device))
-    theirs.backward(torch.tensor(seed))
-    assert_close(stored.grad.permute(3, 0, 1, 2), theirs_x.grad.numpy(), rtol=1e-5, atol=1e-6)
+def test_pooling_a_batch_innermost_tensor_matches_references(
+    pool, kernel, stride, padding, device, reference
+):
+    def mine(stored):
+        x = stored.permute(3, 0, 1, 2)  # (N, C, H, W) with the batch innermost
+        out = getattr(F, f"{pool}_pool2d")(x, kernel, stride, padding)
+        assert out._strides[0] == 1  # the result keeps the batch innermost
+        return out
+
+    compare(
+        reference,
+        mine,
+        lambda stored: getattr(ref, f"{pool}_pool2d")(
+            stored.transpose(3, 0, 1, 2), kernel, stride, padding
+        ),
+        lambda torch, stored: getattr(torch.nn.functional, f"{pool}_pool2d")(
+            stored.permute(3, 0, 1, 2), kernel, stride, padding
+        ),
+        [randn(4, 7, 8, 3)],  # (C, H, W, N) in memory
+        device,
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_relu_keeps_a_permuted_layout_and_its_gradients(device):

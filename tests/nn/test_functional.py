@@ -1,5 +1,6 @@
-"""kg.nn.functional against PyTorch (forward and backward), NumPy references and
-central differences."""
+"""kg.nn.functional against NumPy references (forward values, and gradients by central
+differences of the reference), against PyTorch where it is installed, and against
+central differences of kernelgrad itself."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 import kernelgrad as kg
 import kernelgrad.nn.functional as F
 from kernelgrad.errors import BackwardError, ShapeError
-from tests.helpers import as_numpy, assert_close, check_grad
+from tests.helpers import as_numpy, assert_close, check_grad, numerical_grad
+from tests.nn import reference as ref
+from tests.nn.reference import compare
 
 RNG = np.random.default_rng(1234)
 
@@ -20,25 +23,6 @@ def randn(*shape, dtype=np.float32):
 
 def torch_module():
     return pytest.importorskip("torch")
-
-
-def compare_with_torch(kg_fn, torch_fn, arrays, device, grad=True, rtol=1e-4, atol=1e-5):
-    """Run both functions on copies of ``arrays`` (all requiring grad when ``grad``);
-    compare outputs and, with a random output gradient, the input gradients."""
-    torch = torch_module()
-    kg_inputs = [kg.tensor(a, device=device, requires_grad=grad) for a in arrays]
-    torch_inputs = [torch.tensor(a, requires_grad=grad) for a in arrays]
-    out = kg_fn(*kg_inputs)
-    expected = torch_fn(*torch_inputs)
-    assert_close(out, expected.detach().numpy(), rtol=rtol, atol=atol)
-    if not grad:
-        return
-    seed = RNG.standard_normal(expected.shape).astype(arrays[0].dtype)
-    out.backward(kg.tensor(seed, device=device))
-    expected.backward(torch.tensor(seed))
-    for k, (mine, theirs) in enumerate(zip(kg_inputs, torch_inputs)):
-        assert mine.grad is not None, f"input {k} got no gradient"
-        assert_close(mine.grad, theirs.grad.numpy(), rtol=rtol, atol=atol)
 
 
 # --- convolution --------------------------------------------------------------------------
@@ -65,51 +49,22 @@ CONV_CASES = [
 ]
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize("case", CONV_CASES)
-def test_conv2d_matches_torch(case, device, conv_algorithm):
-    torch = torch_module()
+def test_conv2d_matches_references(case, device, conv_algorithm, reference):
     n, c, h, w, out, kernel, stride, padding, dilation, groups, bias = case
     kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
     arrays = [randn(n, c, h, w), randn(out, c // groups, kh, kw)]
     if bias:
         arrays.append(randn(out))
-
-    def mine(x, weight, b=None):
-        return F.conv2d(x, weight, b, stride, padding, dilation, groups)
-
-    def theirs(x, weight, b=None):
-        return torch.nn.functional.conv2d(x, weight, b, stride, padding, dilation, groups)
-
-    compare_with_torch(mine, theirs, arrays, device)
-
-
-def conv2d_numpy(x, weight, bias, stride, padding):
-    """Direct loops: the definition of a (cross-correlation) convolution."""
-    n, _, h, w = x.shape
-    out, _, kh, kw = weight.shape
-    padded = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
-    oh = (h + 2 * padding - kh) // stride + 1
-    ow = (w + 2 * padding - kw) // stride + 1
-    result = np.zeros((n, out, oh, ow))
-    for i in range(oh):
-        for j in range(ow):
-            patch = padded[:, :, i * stride : i * stride + kh, j * stride : j * stride + kw]
-            result[:, :, i, j] = np.einsum("nchw,ochw->no", patch, weight) + bias
-    return result
-
-
-@pytest.mark.parametrize("stride, padding", [(1, 0), (1, 2), (2, 1)])
-def test_conv2d_matches_direct_loops(stride, padding, device, conv_algorithm):
-    x, weight, bias = randn(2, 3, 6, 7), randn(4, 3, 3, 3), randn(4)
-    out = F.conv2d(
-        kg.tensor(x, device=device),
-        kg.tensor(weight, device=device),
-        kg.tensor(bias, device=device),
-        stride=stride,
-        padding=padding,
+    options = (stride, padding, dilation, groups)
+    compare(
+        reference,
+        lambda x, weight, b=None: F.conv2d(x, weight, b, *options),
+        lambda x, weight, b=None: ref.conv2d(x, weight, b, *options),
+        lambda torch, x, weight, b=None: torch.nn.functional.conv2d(x, weight, b, *options),
+        arrays,
+        device,
     )
-    assert_close(out, conv2d_numpy(x, weight, bias, stride, padding), rtol=1e-4, atol=1e-5)
 
 
 def test_conv2d_gradients_by_central_differences(device, conv_algorithm):
@@ -122,28 +77,26 @@ def test_conv2d_gradients_by_central_differences(device, conv_algorithm):
     )
 
 
-@pytest.mark.torch
-def test_conv2d_accepts_unbatched_and_non_contiguous_input(device):
-    torch = torch_module()
-    base = randn(5, 6, 3)  # (H, W, C): permuted to (C, H, W) it is not contiguous
-    weight = randn(2, 3, 3, 3)
-    x = kg.tensor(base, device=device).permute(2, 0, 1)
-    out = F.conv2d(x, kg.tensor(weight, device=device), padding=1)
-    expected = torch.nn.functional.conv2d(
-        torch.tensor(base).permute(2, 0, 1), torch.tensor(weight), padding=1
+def test_conv2d_accepts_unbatched_and_non_contiguous_input(device, reference):
+    # (H, W, C) values permuted to (C, H, W): not contiguous, and no batch dim
+    compare(
+        reference,
+        lambda x, weight: F.conv2d(x.permute(2, 0, 1), weight, padding=1),
+        lambda x, weight: ref.conv2d(x.transpose(2, 0, 1), weight, padding=1),
+        lambda torch, x, weight: torch.nn.functional.conv2d(x.permute(2, 0, 1), weight, padding=1),
+        [randn(5, 6, 3), randn(2, 3, 3, 3)],
+        device,
     )
-    assert out.shape == (2, 5, 6)
-    assert_close(out, expected.numpy(), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize("options", [(1, 1, 1, 1), (2, 0, 2, 2), (1, "same", 1, 1)])
-def test_conv1d_matches_torch(options, device):
-    torch = torch_module()
+def test_conv1d_matches_references(options, device, reference):
     groups = options[3]
-    compare_with_torch(
+    compare(
+        reference,
         lambda x, w, b: F.conv1d(x, w, b, *options),
-        lambda x, w, b: torch.nn.functional.conv1d(x, w, b, *options),
+        lambda x, w, b: ref.conv1d(x, w, b, *options),
+        lambda torch, x, w, b: torch.nn.functional.conv1d(x, w, b, *options),
         [randn(2, 4, 9), randn(6, 4 // groups, 3), randn(6)],
         device,
     )
@@ -187,70 +140,70 @@ POOL_CASES = [
 ]
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize("case", POOL_CASES)
-def test_max_pool2d_matches_torch(case, device):
-    torch = torch_module()
-    kernel, stride, padding, dilation, ceil_mode = case
-    compare_with_torch(
-        lambda x: F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode),
-        lambda x: torch.nn.functional.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode),
+def test_max_pool2d_matches_references(case, device, reference):
+    options = case  # kernel, stride, padding, dilation, ceil_mode
+    compare(
+        reference,
+        lambda x: F.max_pool2d(x, *options),
+        lambda x: ref.max_pool2d(x, *options),
+        lambda torch, x: torch.nn.functional.max_pool2d(x, *options),
         [randn(2, 3, 7, 8)],
         device,
     )
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize("case", [case for case in POOL_CASES if case[3] == 1])  # no dilation
 @pytest.mark.parametrize("count_include_pad", [True, False])
-def test_avg_pool2d_matches_torch(case, count_include_pad, device):
-    torch = torch_module()
+def test_avg_pool2d_matches_references(case, count_include_pad, device, reference):
     kernel, stride, padding, _, ceil_mode = case
-    compare_with_torch(
-        lambda x: F.avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad),
-        lambda x: torch.nn.functional.avg_pool2d(
-            x, kernel, stride, padding, ceil_mode, count_include_pad
-        ),
+    options = (kernel, stride, padding, ceil_mode, count_include_pad)
+    compare(
+        reference,
+        lambda x: F.avg_pool2d(x, *options),
+        lambda x: ref.avg_pool2d(x, *options),
+        lambda torch, x: torch.nn.functional.avg_pool2d(x, *options),
         [randn(2, 3, 7, 8)],
         device,
     )
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize("pool", ["max", "avg"])
 @pytest.mark.parametrize("kernel, stride, padding", [(2, 2, 0), (3, 2, 1)])
-def test_pooling_channel_major_input_matches_torch(pool, kernel, stride, padding, device):
+def test_pooling_channel_major_input_matches_references(
+    pool, kernel, stride, padding, device, reference
+):
     # Convolution outputs are stored channel-major: (C, N, H, W) memory seen as (N, C, H, W).
-    torch = torch_module()
-    base = randn(3, 2, 6, 7)
-    mine = kg.tensor(base, device=device, requires_grad=True)
-    theirs = torch.tensor(base, requires_grad=True)
-    mine_fn = getattr(F, f"{pool}_pool2d")
-    their_fn = getattr(torch.nn.functional, f"{pool}_pool2d")
-    out = mine_fn(mine.permute(1, 0, 2, 3), kernel, stride, padding)
-    expected = their_fn(theirs.permute(1, 0, 2, 3), kernel, stride, padding)
-    assert_close(out, expected.detach().numpy(), rtol=1e-5, atol=1e-6)
-    seed = randn(*expected.shape)
-    out.backward(kg.tensor(seed, device=device))
-    expected.backward(torch.tensor(seed))
-    assert_close(mine.grad, theirs.grad.numpy(), rtol=1e-5, atol=1e-6)
+    compare(
+        reference,
+        lambda x: getattr(F, f"{pool}_pool2d")(x.permute(1, 0, 2, 3), kernel, stride, padding),
+        lambda x: getattr(ref, f"{pool}_pool2d")(x.transpose(1, 0, 2, 3), kernel, stride, padding),
+        lambda torch, x: getattr(torch.nn.functional, f"{pool}_pool2d")(
+            x.permute(1, 0, 2, 3), kernel, stride, padding
+        ),
+        [randn(3, 2, 6, 7)],
+        device,
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize("pool", ["max", "avg"])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_convolution_then_pooling_matches_torch(pool, stride, device, conv_algorithm):
+def test_convolution_then_pooling_matches_references(
+    pool, stride, device, conv_algorithm, reference
+):
     # The pooling gradient is handed to the convolution in the convolution's own layout.
-    torch = torch_module()
-
-    def mine(x, w, b):
-        return getattr(F, f"{pool}_pool2d")(F.conv2d(x, w, b, stride, 1), 2)
-
-    def theirs(x, w, b):
-        out = torch.nn.functional.conv2d(x, w, b, stride, 1)
-        return getattr(torch.nn.functional, f"{pool}_pool2d")(out, 2)
-
-    compare_with_torch(mine, theirs, [randn(2, 3, 8, 9), randn(4, 3, 3, 3), randn(4)], device)
+    compare(
+        reference,
+        lambda x, w, b: getattr(F, f"{pool}_pool2d")(F.conv2d(x, w, b, stride, 1), 2),
+        lambda x, w, b: getattr(ref, f"{pool}_pool2d")(ref.conv2d(x, w, b, stride, 1), 2),
+        lambda torch, x, w, b: getattr(torch.nn.functional, f"{pool}_pool2d")(
+            torch.nn.functional.conv2d(x, w, b, stride, 1), 2
+        ),
+        [randn(2, 3, 8, 9), randn(4, 3, 3, 3), randn(4)],
+        device,
+    )
 
 
 @pytest.mark.parametrize("case", POOL_CASES)
@@ -322,30 +275,25 @@ def test_pooling_gradients_by_central_differences(device):
     check_grad(lambda x: F.avg_pool2d(x, 2, 1, ceil_mode=True), values, device=device)
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize("size", [1, (2, 3), (3, 2), (None, 4), 4])
-def test_adaptive_avg_pool2d_matches_torch(size, device):
-    torch = torch_module()
-    compare_with_torch(
+def test_adaptive_avg_pool2d_matches_references(size, device, reference):
+    compare(
+        reference,
         lambda x: F.adaptive_avg_pool2d(x, size),
-        lambda x: torch.nn.functional.adaptive_avg_pool2d(x, size),
+        lambda x: ref.adaptive_avg_pool2d(x, size),
+        lambda torch, x: torch.nn.functional.adaptive_avg_pool2d(x, size),
         [randn(2, 3, 8, 7)],
         device,
     )
 
 
-@pytest.mark.torch
-def test_pool1d_matches_torch(device):
-    torch = torch_module()
-    compare_with_torch(
-        lambda x: F.max_pool1d(x, 3, 2, 1),
-        lambda x: torch.nn.functional.max_pool1d(x, 3, 2, 1),
-        [randn(2, 3, 9)],
-        device,
-    )
-    compare_with_torch(
-        lambda x: F.avg_pool1d(x, 2),
-        lambda x: torch.nn.functional.avg_pool1d(x, 2),
+@pytest.mark.parametrize("pool, options", [("max", (3, 2, 1)), ("avg", (2,))])
+def test_pool1d_matches_references(pool, options, device, reference):
+    compare(
+        reference,
+        lambda x: getattr(F, f"{pool}_pool1d")(x, *options),
+        lambda x: getattr(ref, f"{pool}_pool1d")(x, *options),
+        lambda torch, x: getattr(torch.nn.functional, f"{pool}_pool1d")(x, *options),
         [randn(2, 3, 9)],
         device,
     )
@@ -375,9 +323,8 @@ def test_linear_gradients_by_central_differences(device):
     )
 
 
-@pytest.mark.torch
-def test_linear_second_derivatives_match_torch(device):
-    torch = torch_module()
+def test_linear_second_derivatives(device, reference):
+    # d/d(x, w) of |d/dx sum(linear(x, w)**2)|**2, where d/dx sum(linear(x, w)**2) = 2 x w^T w
     x_values, w_values = randn(3, 4, dtype=np.float64), randn(2, 4, dtype=np.float64)
     x = kg.tensor(x_values, device=device, requires_grad=True)
     w = kg.tensor(w_values, device=device, requires_grad=True)
@@ -385,56 +332,64 @@ def test_linear_second_derivatives_match_torch(device):
     first = x.grad
     x.grad = w.grad = None
     (first * first).sum().backward()
-    tx = torch.tensor(x_values, requires_grad=True)
-    tw = torch.tensor(w_values, requires_grad=True)
-    (grad,) = torch.autograd.grad(
-        torch.nn.functional.linear(tx, tw).pow(2).sum(), tx, create_graph=True
+    if reference == "torch":
+        torch = torch_module()
+        tx = torch.tensor(x_values, requires_grad=True)
+        tw = torch.tensor(w_values, requires_grad=True)
+        (grad,) = torch.autograd.grad(
+            torch.nn.functional.linear(tx, tw).pow(2).sum(), tx, create_graph=True
+        )
+        (grad * grad).sum().backward()
+        assert_close(x.grad, tx.grad.numpy(), rtol=1e-10)
+        assert_close(w.grad, tw.grad.numpy(), rtol=1e-10)
+        return
+    expected = numerical_grad(
+        lambda a, b: float(((2 * a @ b.T @ b) ** 2).sum()), [x_values.copy(), w_values.copy()]
     )
-    (grad * grad).sum().backward()
-    assert_close(x.grad, tx.grad.numpy(), rtol=1e-10)
-    assert_close(w.grad, tw.grad.numpy(), rtol=1e-10)
+    assert_close(x.grad, expected[0], rtol=1e-6, atol=1e-6)
+    assert_close(w.grad, expected[1], rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.torch
-def test_linear_matches_torch(device):
-    torch = torch_module()
-    compare_with_torch(
-        F.linear, torch.nn.functional.linear, [randn(4, 3), randn(5, 3), randn(5)], device
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_matches_references(bias, device, reference):
+    # without a bias: extra leading dims
+    arrays = [randn(4, 3), randn(5, 3), randn(5)] if bias else [randn(2, 4, 3), randn(5, 3)]
+    compare(
+        reference,
+        F.linear,
+        ref.linear,
+        lambda torch, *tensors: torch.nn.functional.linear(*tensors),
+        arrays,
+        device,
     )
-    compare_with_torch(  # extra leading dims, no bias
-        F.linear, torch.nn.functional.linear, [randn(2, 4, 3), randn(5, 3)], device
-    )
 
 
-ACTIVATIONS = [  # (name, kernelgrad call, torch.nn.functional name, arguments)
-    ("relu", F.relu, "relu", ()),
-    ("gelu", F.gelu, "gelu", ()),
-    ("gelu_tanh", lambda x: F.gelu(x, "tanh"), "gelu", ("tanh",)),
-    ("sigmoid", F.sigmoid, "sigmoid", ()),
-    ("tanh", F.tanh, "tanh", ()),
-    ("silu", F.silu, "silu", ()),
-    ("leaky_relu", lambda x: F.leaky_relu(x, 0.2), "leaky_relu", (0.2,)),
-    ("softplus", lambda x: F.softplus(x, 2.0, 3.0), "softplus", (2.0, 3.0)),
-    ("softmax", lambda x: F.softmax(x, 1), "softmax", (1,)),
-    ("log_softmax", lambda x: F.log_softmax(x, 0), "log_softmax", (0,)),
+ACTIVATIONS = [  # (name, keyword arguments): the same name in F, the reference and PyTorch's F
+    ("relu", {}),
+    ("gelu", {}),
+    ("gelu", {"approximate": "tanh"}),
+    ("sigmoid", {}),
+    ("tanh", {}),
+    ("silu", {}),
+    ("leaky_relu", {"negative_slope": 0.2}),
+    ("softplus", {"beta": 2.0, "threshold": 3.0}),
+    ("softmax", {"dim": 1}),
+    ("log_softmax", {"dim": 0}),
 ]
+_NUMPY_ACTIVATIONS = {"tanh": np.tanh}
 
 
-@pytest.mark.torch
-@pytest.mark.parametrize("name, mine, theirs, arguments", ACTIVATIONS)
-def test_activations_match_torch(name, mine, theirs, arguments, device):
-    torch = torch_module()
-    function = getattr(torch.nn.functional, theirs)
-    if name == "gelu_tanh":
-
-        def reference(x):
-            return function(x, approximate="tanh")
-    else:
-
-        def reference(x):
-            return function(x, *arguments)
-
-    compare_with_torch(mine, reference, [randn(4, 5) * 3], device)
+@pytest.mark.parametrize("name, options", ACTIVATIONS)
+def test_activations_match_references(name, options, device, reference):
+    numpy_fn = _NUMPY_ACTIVATIONS.get(name) or getattr(ref, name)
+    compare(
+        reference,
+        lambda x: getattr(F, name)(x, **options),
+        lambda x: numpy_fn(x, **options),
+        lambda torch, x: getattr(torch.nn.functional, name)(x, **options),
+        [randn(4, 5) * 3],
+        device,
+    )
 
 
 # --- dropout, normalisation, embedding, padding -------------------------------------------
@@ -454,36 +409,46 @@ def test_dropout_zeroes_a_fraction_p_and_scales_the_rest(device):
         F.dropout(x, 1.5)
 
 
-@pytest.mark.torch
-def test_batch_norm_matches_torch_in_training_and_eval(device):
-    torch = torch_module()
+def test_batch_norm_matches_references_in_training_and_eval(device, reference):
     x, weight, bias = randn(6, 3, 4, 2), randn(3), randn(3)
     mine_mean, mine_var = kg.zeros(3, device=device), kg.ones(3, device=device)
-    their_mean, their_var = torch.zeros(3), torch.ones(3)
-    compare_with_torch(
+    if reference == "torch":
+        torch = torch_module()
+        their_mean, their_var = torch.zeros(3), torch.ones(3)
+    compare(
+        reference,
         lambda x, w, b: F.batch_norm(x, mine_mean, mine_var, w, b, True, 0.3, 1e-3),
-        lambda x, w, b: torch.nn.functional.batch_norm(
+        lambda x, w, b: ref.batch_norm_training(x, w, b, eps=1e-3),
+        lambda torch, x, w, b: torch.nn.functional.batch_norm(
             x, their_mean, their_var, w, b, True, 0.3, 1e-3
         ),
         [x, weight, bias],
         device,
     )
-    assert_close(mine_mean, their_mean.numpy(), rtol=1e-5)
-    assert_close(mine_var, their_var.numpy(), rtol=1e-5)
-    compare_with_torch(
+    if reference == "torch":
+        expected_mean, expected_var = their_mean.numpy(), their_var.numpy()
+    else:
+        expected_mean, expected_var = ref.running_statistics([x.astype(np.float64)], 0.3, 3)
+    assert_close(mine_mean, expected_mean, rtol=1e-5)
+    assert_close(mine_var, expected_var, rtol=1e-5)
+    compare(
+        reference,
         lambda x, w, b: F.batch_norm(x, mine_mean, mine_var, w, b, False),
-        lambda x, w, b: torch.nn.functional.batch_norm(x, their_mean, their_var, w, b, False),
+        lambda x, w, b: ref.batch_norm(x, expected_mean, expected_var, w, b),
+        lambda torch, x, w, b: torch.nn.functional.batch_norm(
+            x, their_mean, their_var, w, b, False
+        ),
         [randn(2, 3, 4, 2), weight, bias],
         device,
     )
 
 
-@pytest.mark.torch
-def test_layer_norm_matches_torch(device):
-    torch = torch_module()
-    compare_with_torch(
+def test_layer_norm_matches_references(device, reference):
+    compare(
+        reference,
         lambda x, w, b: F.layer_norm(x, (3, 4), w, b),
-        lambda x, w, b: torch.nn.functional.layer_norm(x, (3, 4), w, b),
+        lambda x, w, b: ref.layer_norm(x, (3, 4), w, b),
+        lambda torch, x, w, b: torch.nn.functional.layer_norm(x, (3, 4), w, b),
         [randn(2, 3, 4), randn(3, 4), randn(3, 4)],
         device,
     )
@@ -501,20 +466,25 @@ def test_normalisation_gradients_by_central_differences(device):
     )
 
 
-@pytest.mark.torch
-def test_embedding_matches_torch_and_padding_rows_get_no_gradient(device):
-    torch = torch_module()
+def test_embedding_matches_references_and_padding_rows_get_no_gradient(device, reference):
     table = randn(6, 3)
     index = np.array([[0, 2, 5], [2, 2, 1]])
     mine = kg.tensor(table, device=device, requires_grad=True)
-    theirs = torch.tensor(table, requires_grad=True)
     out = F.embedding(kg.tensor(index, device=device), mine, padding_idx=2)
-    expected = torch.nn.functional.embedding(torch.tensor(index), theirs, padding_idx=2)
-    assert_close(out, expected.detach().numpy())
-    seed = randn(*expected.shape)
+    seed = randn(2, 3, 3)
     out.backward(kg.tensor(seed, device=device))
-    expected.backward(torch.tensor(seed))
-    assert_close(mine.grad, theirs.grad.numpy(), rtol=1e-5)
+    if reference == "torch":
+        torch = torch_module()
+        theirs = torch.tensor(table, requires_grad=True)
+        expected = torch.nn.functional.embedding(torch.tensor(index), theirs, padding_idx=2)
+        expected.backward(torch.tensor(seed))
+        expected_out, expected_grad = expected.detach().numpy(), theirs.grad.numpy()
+    else:
+        expected_out = table[index]
+        expected_grad = ref.embedding_grad(index, 6, seed.astype(np.float64), padding_idx=2)
+    assert_close(out, expected_out)
+    assert_close(mine.grad, expected_grad, rtol=1e-5)
+    assert as_numpy(mine.grad)[2].tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(IndexError, match="6 rows"):
         F.embedding(kg.tensor([7], device=device), mine)
     with pytest.raises(TypeError, match="integer"):
@@ -545,51 +515,72 @@ CROSS_ENTROPY_OPTIONS = [
 ]
 
 
-@pytest.mark.torch
+def _with_weight(options: dict, make_tensor) -> dict:
+    """``options`` with ``"weight": True`` replaced by the class weights as ``make_tensor``
+    gives them (a kernelgrad tensor, a torch tensor or the NumPy array itself)."""
+    kwargs = dict(options)
+    if kwargs.get("weight") is True:
+        kwargs["weight"] = make_tensor(CLASS_WEIGHT)
+    return kwargs
+
+
+CLASS_WEIGHT = RNG.random(5).astype(np.float32)
+
+
 @pytest.mark.parametrize("options", CROSS_ENTROPY_OPTIONS)
-def test_cross_entropy_matches_torch(options, device):
-    torch = torch_module()
+def test_cross_entropy_matches_references(options, device, reference):
     target = np.array([0, 4, 2, options.get("ignore_index", -100), 1, 3])
-    class_weight = RNG.random(5).astype(np.float32)
+    compare(
+        reference,
+        lambda x: F.cross_entropy(
+            x,
+            kg.tensor(target, device=device),
+            **_with_weight(options, lambda w: kg.tensor(w, device=device)),
+        ),
+        lambda x: ref.cross_entropy(
+            x, target, **_with_weight(options, lambda w: w.astype(np.float64))
+        ),
+        lambda torch, x: torch.nn.functional.cross_entropy(
+            x, torch.tensor(target), **_with_weight(options, torch.tensor)
+        ),
+        [randn(6, 5) * 2],
+        device,
+    )
 
-    def mine(x):
-        kwargs = dict(options)
-        if kwargs.get("weight"):
-            kwargs["weight"] = kg.tensor(class_weight, device=device)
-        return F.cross_entropy(x, kg.tensor(target, device=device), **kwargs)
 
-    def theirs(x):
-        kwargs = dict(options)
-        if kwargs.get("weight"):
-            kwargs["weight"] = torch.tensor(class_weight)
-        return torch.nn.functional.cross_entropy(x, torch.tensor(target), **kwargs)
-
-    compare_with_torch(mine, theirs, [randn(6, 5) * 2], device)
-
-
-@pytest.mark.torch
 @pytest.mark.parametrize("reduction", ["mean", "none"])
-def test_cross_entropy_with_spatial_and_probability_targets(reduction, device):
-    torch = torch_module()
+def test_cross_entropy_with_spatial_and_probability_targets(reduction, device, reference):
     target = RNG.integers(0, 4, (2, 3, 2))
-    compare_with_torch(
+    compare(
+        reference,
         lambda x: F.cross_entropy(x, kg.tensor(target, device=device), reduction=reduction),
-        lambda x: torch.nn.functional.cross_entropy(x, torch.tensor(target), reduction=reduction),
+        lambda x: ref.cross_entropy(x, target, reduction=reduction),
+        lambda torch, x: torch.nn.functional.cross_entropy(
+            x, torch.tensor(target), reduction=reduction
+        ),
         [randn(2, 4, 3, 2)],
         device,
     )
     probabilities = RNG.dirichlet(np.ones(4), size=3).astype(np.float32)
-    compare_with_torch(
-        lambda x: F.cross_entropy(x, kg.tensor(probabilities, device=device), label_smoothing=0.1),
-        lambda x: torch.nn.functional.cross_entropy(
-            x, torch.tensor(probabilities), label_smoothing=0.1
+    compare(
+        reference,
+        lambda x: F.cross_entropy(
+            x, kg.tensor(probabilities, device=device), reduction=reduction, label_smoothing=0.1
+        ),
+        lambda x: ref.cross_entropy(
+            x, probabilities.astype(np.float64), reduction=reduction, label_smoothing=0.1
+        ),
+        lambda torch, x: torch.nn.functional.cross_entropy(
+            x, torch.tensor(probabilities), reduction=reduction, label_smoothing=0.1
         ),
         [randn(3, 4)],
         device,
     )
-    compare_with_torch(  # unbatched
+    compare(  # unbatched
+        reference,
         lambda x: F.cross_entropy(x, kg.tensor(2, device=device)),
-        lambda x: torch.nn.functional.cross_entropy(x, torch.tensor(2)),
+        lambda x: ref.cross_entropy(x, np.array(2)),
+        lambda torch, x: torch.nn.functional.cross_entropy(x, torch.tensor(2)),
         [randn(4)],
         device,
     )
@@ -672,57 +663,77 @@ def test_cross_entropy_errors(device):
         F.cross_entropy(x, kg.tensor([0, 1], device=device), reduction="avg")
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize(
-    "options", [{}, {"reduction": "sum"}, {"ignore_index": 0}, {"weight": True}]
+    "options",
+    [{}, {"reduction": "sum"}, {"reduction": "none"}, {"ignore_index": 0}, {"weight": True}],
 )
-def test_nll_loss_matches_torch(options, device):
-    torch = torch_module()
-    target = np.array([1, 0, 3, 3])
-    weight = RNG.random(4).astype(np.float32)
-    mine_options, their_options = dict(options), dict(options)
-    if options.get("weight"):
-        mine_options["weight"] = kg.tensor(weight, device=device)
-        their_options["weight"] = torch.tensor(weight)
-    compare_with_torch(
-        lambda x: F.nll_loss(x, kg.tensor(target, device=device), **mine_options),
-        lambda x: torch.nn.functional.nll_loss(x, torch.tensor(target), **their_options),
-        [randn(4, 4)],
+def test_nll_loss_matches_references(options, device, reference):
+    target = np.array([1, 0, 3, 4])
+    compare(
+        reference,
+        lambda x: F.nll_loss(
+            x,
+            kg.tensor(target, device=device),
+            **_with_weight(options, lambda w: kg.tensor(w, device=device)),
+        ),
+        lambda x: ref.nll_loss(x, target, **_with_weight(options, lambda w: w.astype(np.float64))),
+        lambda torch, x: torch.nn.functional.nll_loss(
+            x, torch.tensor(target), **_with_weight(options, torch.tensor)
+        ),
+        [randn(4, 5)],
         device,
     )
 
 
-@pytest.mark.torch
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_regression_and_binary_losses_match_torch(reduction, device):
-    torch = torch_module()
-    tf = torch.nn.functional
-    target = RNG.random((3, 4)).astype(np.float32)
-    probabilities = RNG.uniform(0.05, 0.95, (3, 4)).astype(np.float32)
-    pos_weight = RNG.random(4).astype(np.float32) + 0.5
-    mine_target = kg.tensor(target, device=device)
-    mine_pos_weight = kg.tensor(pos_weight, device=device)
-    for mine, theirs in [(F.mse_loss, tf.mse_loss), (F.l1_loss, tf.l1_loss)]:
-        compare_with_torch(
-            lambda x, y, mine=mine: mine(x, y, reduction=reduction),
-            lambda x, y, theirs=theirs: theirs(x, y, reduction=reduction),
-            [randn(3, 4), randn(3, 4)],
-            device,
-        )
-    compare_with_torch(
-        lambda p: F.binary_cross_entropy(p, mine_target, reduction=reduction),
-        lambda p: tf.binary_cross_entropy(p, torch.tensor(target), reduction=reduction),
-        [probabilities],
+@pytest.mark.parametrize("loss", ["mse_loss", "l1_loss"])
+def test_regression_losses_match_references(loss, reduction, device, reference):
+    compare(
+        reference,
+        lambda x, y: getattr(F, loss)(x, y, reduction=reduction),
+        lambda x, y: getattr(ref, loss)(x, y, reduction=reduction),
+        lambda torch, x, y: getattr(torch.nn.functional, loss)(x, y, reduction=reduction),
+        [randn(3, 4), randn(3, 4)],
         device,
     )
-    compare_with_torch(
-        lambda x: F.binary_cross_entropy_with_logits(
-            x, mine_target, reduction=reduction, pos_weight=mine_pos_weight
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize(
+    "loss, options",
+    [
+        ("binary_cross_entropy", ("target", "weight")),
+        ("binary_cross_entropy_with_logits", ("target", "pos_weight")),
+    ],
+)
+def test_binary_losses_match_references(loss, options, reduction, device, reference):
+    """The same function name in F, the reference and PyTorch; probabilities in (0, 1)
+    for the first, logits up to +-100 for the second."""
+    values = {
+        "target": RNG.random((3, 4)).astype(np.float32),
+        "weight": RNG.random((3, 4)).astype(np.float32),
+        "pos_weight": RNG.random(4).astype(np.float32) + 0.5,
+    }
+    if loss == "binary_cross_entropy":
+        inputs = RNG.uniform(0.05, 0.95, (3, 4)).astype(np.float32)
+    else:
+        inputs = randn(3, 4) * 30
+
+    def keywords(make_tensor):
+        return {name: make_tensor(values[name]) for name in options}
+
+    compare(
+        reference,
+        lambda x: getattr(F, loss)(
+            x, reduction=reduction, **keywords(lambda v: kg.tensor(v, device=device))
         ),
-        lambda x: tf.binary_cross_entropy_with_logits(
-            x, torch.tensor(target), reduction=reduction, pos_weight=torch.tensor(pos_weight)
+        lambda x: getattr(ref, loss)(
+            x, reduction=reduction, **keywords(lambda v: v.astype(np.float64))
         ),
-        [randn(3, 4) * 30],
+        lambda torch, x: getattr(torch.nn.functional, loss)(
+            x, reduction=reduction, **keywords(torch.tensor)
+        ),
+        [inputs],
         device,
     )
 

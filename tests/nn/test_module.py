@@ -80,7 +80,10 @@ def test_state_dict_holds_parameters_and_persistent_buffers():
 def test_load_state_dict_round_trip_and_error_report():
     source, target = Net(), Net()
     target.load_state_dict(source.state_dict())
-    for (name, a), (_, b) in zip(source.state_dict().items(), target.state_dict().items()):
+    assert list(source.state_dict()) == list(target.state_dict())
+    for (name, a), (_, b) in zip(
+        source.state_dict().items(), target.state_dict().items(), strict=True
+    ):
         np.testing.assert_array_equal(as_numpy(a), as_numpy(b), err_msg=name)
 
     broken = dict(source.state_dict())
@@ -105,6 +108,7 @@ def test_load_state_dict_accepts_numpy_and_converts_dtype():
     layer = nn.Linear(2, 1)
     layer.load_state_dict({"weight": np.array([[1.0, 2.0]]), "bias": np.array([3.0])})
     assert layer.weight.dtype is kg.float32
+    assert as_numpy(layer.weight).tolist() == [[1.0, 2.0]]
     assert as_numpy(layer(kg.ones(1, 2))).tolist() == [[6.0]]
 
 
@@ -125,14 +129,27 @@ def test_train_eval_and_zero_grad():
 
 def test_to_keeps_parameter_identity_and_converts_floating_state():
     net = Net()
+    with kg.no_grad():
+        net.block.count.fill_(7.0)
+    before = {name: as_numpy(t).copy() for name, t in net.state_dict().items()}
+    x = np.random.default_rng(5).standard_normal((2, 3))
+    output = as_numpy(net(kg.tensor(x, dtype=kg.float32)))
     parameter = net.block.scale
     optimizer = kg.optim.SGD(net.parameters(), lr=0.1)
     net.to(kg.float64)
     assert net.block.scale is parameter and parameter.dtype is kg.float64
     assert net.block.count.dtype is kg.float64
-    net(kg.ones(2, 3, dtype=kg.float64)).sum().backward()
+    for name, value in net.state_dict().items():  # the same values, now in float64
+        np.testing.assert_array_equal(as_numpy(value), before[name].astype(np.float64), name)
+    double_output = net(kg.tensor(x, dtype=kg.float64))
+    np.testing.assert_allclose(as_numpy(double_output), output, rtol=1e-6, atol=1e-7)
+    double_output.sum().backward()
+    gradient = as_numpy(net.block.scale.grad).copy()
     optimizer.step()  # the optimizer still updates the (same) parameters
+    np.testing.assert_allclose(as_numpy(net.block.scale), 1.0 - 0.1 * gradient, rtol=1e-12)
+    updated = as_numpy(net.block.linear.weight).copy()
     assert net.double() is net and net.float().block.linear.weight.dtype is kg.float32
+    np.testing.assert_array_equal(as_numpy(net.block.linear.weight), updated.astype(np.float32))
     bn = nn.BatchNorm1d(2).to(kg.float64)
     assert bn.num_batches_tracked.dtype is kg.int64  # integer buffers stay integer
     with pytest.raises(TypeError):
@@ -140,11 +157,17 @@ def test_to_keeps_parameter_identity_and_converts_floating_state():
 
 
 def test_to_device_moves_parameters_and_buffers(device):
-    net = Net().to(device)
+    net = Net()
+    before = {name: as_numpy(t).copy() for name, t in net.state_dict().items()}
+    expected = as_numpy(net(kg.ones(2, 3)))
+    net.to(device)
     assert all(p.device == device for p in net.parameters())
     assert all(b.device == device for b in net.buffers())
+    for name, value in net.state_dict().items():
+        np.testing.assert_array_equal(as_numpy(value), before[name], err_msg=name)
     out = net(kg.ones(2, 3, device=device))
     assert out.device == device
+    np.testing.assert_allclose(as_numpy(out), expected, rtol=1e-6, atol=1e-7)
 
 
 def test_assignment_rules():

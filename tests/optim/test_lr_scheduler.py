@@ -1,5 +1,5 @@
-"""Learning-rate schedules: values against their closed forms and PyTorch, chaining,
-state_dict round trips."""
+"""Learning-rate schedules: values against their closed forms (every schedule) and
+PyTorch (where installed), chaining, state_dict round trips."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 import kernelgrad as kg
 from kernelgrad import nn
 from kernelgrad.optim import lr_scheduler as sched
+from tests.optim import reference as ref
 
 
 def optimizer(lr=1.0, groups=1):
@@ -36,14 +37,44 @@ def torch_rates(make, steps, lr=1.0, groups=1):
     return rates(optim, make(torch.optim.lr_scheduler, optim), steps)
 
 
+# (name, constructor called with kg's or torch's lr_scheduler module, the rate at an epoch
+# for a group whose base rate is `base`: the closed form)
 CASES = [
-    ("StepLR", lambda m, o: m.StepLR(o, step_size=3, gamma=0.5)),
-    ("MultiStepLR", lambda m, o: m.MultiStepLR(o, milestones=[2, 5], gamma=0.1)),
-    ("ExponentialLR", lambda m, o: m.ExponentialLR(o, gamma=0.9)),
-    ("CosineAnnealingLR", lambda m, o: m.CosineAnnealingLR(o, T_max=5, eta_min=0.01)),
-    ("LinearLR", lambda m, o: m.LinearLR(o, start_factor=0.1, total_iters=4)),
-    ("ConstantLR", lambda m, o: m.ConstantLR(o, factor=0.5, total_iters=3)),
-    ("LambdaLR", lambda m, o: m.LambdaLR(o, lambda epoch: 1 / (epoch + 1))),
+    (
+        "StepLR",
+        lambda m, o: m.StepLR(o, step_size=3, gamma=0.5),
+        lambda epoch, base: base * ref.step(epoch, 3, 0.5),
+    ),
+    (
+        "MultiStepLR",
+        lambda m, o: m.MultiStepLR(o, milestones=[2, 5], gamma=0.1),
+        lambda epoch, base: base * ref.multistep(epoch, [2, 5], 0.1),
+    ),
+    (
+        "ExponentialLR",
+        lambda m, o: m.ExponentialLR(o, gamma=0.9),
+        lambda epoch, base: base * 0.9**epoch,
+    ),
+    (
+        "CosineAnnealingLR",
+        lambda m, o: m.CosineAnnealingLR(o, T_max=5, eta_min=0.01),
+        lambda epoch, base: ref.cosine(epoch, 5, floor=0.01, base=base),
+    ),
+    (
+        "LinearLR",
+        lambda m, o: m.LinearLR(o, start_factor=0.1, total_iters=4),
+        lambda epoch, base: base * ref.linear(epoch, 0.1, 1.0, 4),
+    ),
+    (
+        "ConstantLR",
+        lambda m, o: m.ConstantLR(o, factor=0.5, total_iters=3),
+        lambda epoch, base: base * (0.5 if epoch < 3 else 1.0),
+    ),
+    (
+        "LambdaLR",
+        lambda m, o: m.LambdaLR(o, lambda epoch: 1 / (epoch + 1)),
+        lambda epoch, base: base / (epoch + 1),
+    ),
     (
         "warmup then cosine",
         lambda m, o: m.SequentialLR(
@@ -51,23 +82,33 @@ CASES = [
             [m.LinearLR(o, start_factor=0.2, total_iters=3), m.CosineAnnealingLR(o, T_max=6)],
             milestones=[3],
         ),
+        lambda epoch, base: (
+            base
+            * ref.sequential(
+                epoch, [lambda e: ref.linear(e, 0.2, 1.0, 3), lambda e: ref.cosine(e, 6)], [3]
+            )
+        ),
     ),
     (
         "chained",
         lambda m, o: m.ChainedScheduler(
             [m.LinearLR(o, start_factor=0.5, total_iters=2), m.ExponentialLR(o, gamma=0.9)]
         ),
+        lambda epoch, base: base * ref.linear(epoch, 0.5, 1.0, 2) * 0.9**epoch,
     ),
 ]
 
 
-@pytest.mark.torch
-@pytest.mark.parametrize("name, make", CASES)
-def test_schedules_match_torch(name, make):
+@pytest.mark.parametrize("name, make, closed_form", CASES, ids=[case[0] for case in CASES])
+def test_schedules_match_references(name, make, closed_form, reference):
     mine_optimizer = optimizer(lr=0.1, groups=2)
     mine = rates(mine_optimizer, make(sched, mine_optimizer), 12)
-    theirs = torch_rates(make, 12, lr=0.1, groups=2)
-    for epoch, (a, b) in enumerate(zip(mine, theirs)):
+    if reference == "torch":
+        theirs = torch_rates(make, 12, lr=0.1, groups=2)
+    else:
+        theirs = [[closed_form(epoch, base) for base in (0.1, 0.2)] for epoch in range(12)]
+    assert len(mine) == len(theirs) == 12
+    for epoch, (a, b) in enumerate(zip(mine, theirs, strict=True)):
         assert a == pytest.approx(b, rel=1e-9, abs=1e-12), f"{name}, epoch {epoch}"
 
 

@@ -138,17 +138,7 @@ def test_the_tensor_op_agrees_with_its_definition(name):
 
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(
-            name,
-            marks=pytest.mark.xfail(
-                name in ("sin", "cos"),
-                reason="simmath has no sin/cos: math.sin(inf) raises in the simulator",
-                strict=True,
-            ),
-        )
-        for name in sorted(_math_calls("".join(op.scalar.source for op in OPS.values())))
-    ],
+    sorted(_math_calls("".join(op.scalar.source for op in OPS.values()))),
 )
 def test_math_calls_are_ieee_under_the_cuda_simulator(name):
     """Every math function a primitive calls returns the IEEE value for special inputs

@@ -304,6 +304,10 @@ class ProcessGroup:
         )
         return "\n".join(lines), sorted(silent + elsewhere)
 
+    def progress(self) -> None:
+        """Let MPI advance started collectives (it does so only inside MPI calls)."""
+        self.notices.Iprobe(source=self.MPI.ANY_SOURCE, tag=_NOTICE_TAG)
+
     # --- NCCL communicators ---------------------------------------------------------------------
     def nccl_transport(self, device: Any) -> Any:
         """The NCCL transport of ``device`` (one per device, made on first use)."""

@@ -695,6 +695,10 @@ def command_train(args: argparse.Namespace) -> int:
 
     process_age = _process_age()
     entered = time.perf_counter()
+    if args.nproc is not None or args.hosts or args.hostfile:  # N processes through mpiexec
+        from .distributed.launch import train_with_processes
+
+        return train_with_processes(args, args.argv)
     if args.resume:
         run = _resume_config(args)
     else:
@@ -702,7 +706,10 @@ def command_train(args: argparse.Namespace) -> int:
     config, out = run.config, run.out
     checkpoint_path, checkpoint_payload = run.checkpoint_path, run.checkpoint
     done_epochs = run.done_epochs
-    device = resolve_device(args.device)
+    from .distributed.training import from_environment
+
+    world = from_environment()  # one process, or one rank of a job (--nproc)
+    device = world.device(resolve_device(args.device))
     set_threads(args.threads)
     data = load_data(
         config["dataset"],
@@ -728,6 +735,7 @@ def command_train(args: argparse.Namespace) -> int:
         device=device,
     )
     test_loader = DataLoader(data.test, batch_size=max(config["batch_size"], 256), device=device)
+    train_loader, test_loader = world.loaders(train_loader, test_loader)
     history = History()
     if checkpoint_payload is not None:
         restore_run_checkpoint(checkpoint_path, model, optimizer, config["model"])
@@ -741,7 +749,8 @@ def command_train(args: argparse.Namespace) -> int:
         config["epochs"] * len(train_loader),
         done_epochs * len(train_loader),
     )
-    out.mkdir(parents=True, exist_ok=True)
+    if world.is_main:
+        out.mkdir(parents=True, exist_ok=True)
     classes = list(data.test.classes)
     print(
         f"kernelgrad train: {config['model']} on {data.name} ({len(data.train)} train / "
@@ -764,9 +773,10 @@ def command_train(args: argparse.Namespace) -> int:
             "started (kernel compilation included; cached kernels make this faster)"
         )
 
-    step_fn = make_train_step(model, optimizer, compiled=args.compile)
+    step_fn = make_train_step(world.wrap(model), optimizer, compiled=args.compile)
+    engine = ""
     for epoch in range(done_epochs + 1, config["epochs"] + 1):
-        progress = Progress(len(data.train), f"epoch {epoch}/{config['epochs']}")
+        progress = world.progress(Progress(len(data.train), f"epoch {epoch}/{config['epochs']}"))
         result = train_one_epoch(
             model,
             optimizer,
@@ -778,7 +788,10 @@ def command_train(args: argparse.Namespace) -> int:
             scheduler=scheduler,
             step_fn=step_fn,
         )
-        evaluation = evaluate_model(model, test_loader, len(classes))
+        result = world.epoch_result(result)
+        evaluation = world.evaluation(
+            evaluate_model(model, test_loader, len(classes)), len(classes)
+        )
         rate = result.samples / result.seconds if result.seconds > 0 else float("nan")
         history.epoch.append(epoch)
         history.train_loss.append(result.loss)
@@ -803,11 +816,13 @@ def command_train(args: argparse.Namespace) -> int:
             "history": history.as_dict(),
             "classes": classes,
         }
+        if not world.is_main:
+            continue
         save_run_checkpoint(out / CHECKPOINT_NAME, model, optimizer, stored)
         save_run_checkpoint(
             out / f"checkpoint-epoch-{epoch:03d}.safetensors", model, optimizer, stored
         )
-        extra = {"device": str(device), "data": data.source, **timing}
+        extra = {"device": str(device), "data": data.source, **timing, **world.info()}
         _write_metrics(out, config, history, extra)
         engine = save_training_plot(out / "curves.png", history.as_dict())
     print(
@@ -1025,6 +1040,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run each training step under kg.compile (traced once per batch shape, then "
         "replayed as fused kernels)",
     )
+    from .distributed.launch import add_arguments as add_launch_arguments
+
+    add_launch_arguments(train)  # --nproc, --hosts, --hostfile
     train.set_defaults(handler=command_train)
 
     evaluate = commands.add_parser(
@@ -1073,6 +1091,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``kernelgrad`` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for --nproc's processes
     if args.command is None:
         parser.print_help()
         return 2

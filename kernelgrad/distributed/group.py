@@ -29,6 +29,7 @@ other ranks stop at once instead of waiting for their timeout.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -65,6 +66,8 @@ _SPIN_SECONDS = 0.05
 _MAX_SLEEP = 0.001
 _NOTICE_CHECK_SECONDS = 0.02
 _MAX_GRACE = 5.0
+_LEFT_GRACE = 2.0
+_LEFT = -1  # the sequence number of a notice that says "this rank leaves the job"
 
 INSTALL_HINT = (
     "pip install 'kernelgrad[distributed]' (mpi4py and the mpich wheel, which brings its "
@@ -109,6 +112,9 @@ class ProcessGroup:
         local.Free()
         self.sequence = 0
         self.failure: str | None = None
+        self._heard: dict[int, tuple[int, int]] = {}  # peers that gave up: (sequence, kind)
+        self._left: dict[int, float] = {}  # peers that left the job: when we learnt it
+        self._departed = False
         self._nccl: dict[Any, Any] = {}
         self.hosts, self.pids = self._identities()
         self._previous_hook: Any = None
@@ -116,6 +122,7 @@ class ProcessGroup:
             self._previous_hook = sys.excepthook
             sys.excepthook = self._excepthook
         self._write_rank_table()
+        _register_exit_notice()
 
     # --- identities and the launcher's status folder ------------------------------------------
     def _identities(self) -> tuple[list[str], list[int]]:
@@ -159,15 +166,14 @@ class ProcessGroup:
         with contextlib.suppress(OSError):
             _write_json(os.path.join(folder, f"failure-rank-{self.rank}.json"), record)
 
-    def abort(self, status: int, message: str) -> None:
-        """Record ``message``, print it on this rank's stderr and end every rank of the
-        job (``MPI_Abort``)."""
+    def abort(self, status: int, message: str, summary: str | None = None) -> None:
+        """Record ``message`` for the launcher, say on stderr that this rank ends the job
+        (``summary``, else the message), and end every rank (``MPI_Abort``)."""
         self.record_failure(message)
-        stream = sys.__stderr__ or sys.stderr
         print(
-            f"kernelgrad.distributed: rank {self.rank} of {self.size} failed: {message}; "
-            "stopping every rank of the job",
-            file=stream,
+            f"kernelgrad.distributed: rank {self.rank} of {self.size} failed"
+            f"{summary or ': ' + message}; stopping every rank of the job",
+            file=sys.__stderr__ or sys.stderr,
             flush=True,
         )
         self.MPI.COMM_WORLD.Abort(status)
@@ -176,7 +182,7 @@ class ProcessGroup:
         (self._previous_hook or sys.__excepthook__)(kind, error, traceback)
         if _group is self:
             name = "interrupted" if issubclass(kind, KeyboardInterrupt) else kind.__name__
-            self.abort(1, f"{name}: {error}".rstrip(": "))
+            self.abort(1, f"{name}: {error}".rstrip(": "), f" with {name} (above)")
 
     # --- starting and waiting -----------------------------------------------------------------
     def check_usable(self) -> None:
@@ -203,8 +209,9 @@ class ProcessGroup:
         return Pending(request.Test, self.sequence, description, on_timeout)
 
     def wait(self, pending: Pending) -> None:
-        """Poll ``pending`` until it completes; past the deadline, or when a peer reports
-        a failure, find the ranks at fault and raise :class:`CollectiveTimeoutError`."""
+        """Poll ``pending`` until it completes; past the deadline, when a peer reports a
+        failure, or when a peer has left the job, find the ranks at fault and raise
+        :class:`CollectiveTimeoutError`."""
         started = time.perf_counter()
         deadline = started + self.timeout
         next_notice_check = started + _NOTICE_CHECK_SECONDS
@@ -219,7 +226,8 @@ class ProcessGroup:
             now = time.perf_counter()
             if now >= next_notice_check:
                 next_notice_check = now + _NOTICE_CHECK_SECONDS
-                if self.notices.Iprobe(source=self.MPI.ANY_SOURCE, tag=_NOTICE_TAG):
+                self._receive_notices()
+                if self._heard or self._left_long_ago(now):
                     raise self._diagnose(pending, now - started, timed_out=False)
             if now >= deadline:
                 raise self._diagnose(pending, now - started, timed_out=True)
@@ -227,60 +235,104 @@ class ProcessGroup:
                 pause = min(max(pause * 2, 5e-5), _MAX_SLEEP)
                 time.sleep(pause)
 
+    def _receive_notices(self) -> None:
+        """Read the notices peers sent: where they gave up, or that they left the job."""
+        status = self.MPI.Status()
+        while self.notices.Iprobe(source=self.MPI.ANY_SOURCE, tag=_NOTICE_TAG, status=status):
+            notice = np.empty(2, dtype=np.int64)
+            source = status.Get_source()
+            self.notices.Recv(notice, source=source, tag=_NOTICE_TAG)
+            if notice[0] == _LEFT:
+                self._left.setdefault(source, time.perf_counter())
+            else:
+                self._heard[source] = (int(notice[0]), int(notice[1]))
+
+    def _left_long_ago(self, now: float) -> bool:
+        """A peer left the job, and a collective still waits after a grace period (a
+        collective it completed before leaving gets that long to finish here)."""
+        grace = min(self.timeout, _LEFT_GRACE)
+        return any(now - seen > grace for seen in self._left.values())
+
     def _diagnose(self, pending: Pending, waited: float, timed_out: bool) -> CollectiveTimeoutError:
         """Tell every peer where this rank is stuck, listen for their answers, and build
         the error that names the ranks at fault."""
         if pending.on_timeout is not None:
             pending.on_timeout()
-        MPI = self.MPI  # noqa: N806
-        mine = np.array([pending.sequence, _kind_code(pending.description)], dtype=np.int64)
-        requests = [
-            self.notices.Isend(mine, dest=peer, tag=_NOTICE_TAG)
-            for peer in range(self.size)
-            if peer != self.rank
-        ]
-        heard: dict[int, tuple[int, int]] = {}
+        reported = dict(self._heard)  # the peers that gave up before this rank did
+        self._send_notice([pending.sequence, _kind_code(pending.description)])
         grace_end = time.perf_counter() + min(self.timeout, _MAX_GRACE)
-        status = MPI.Status()
-        while len(heard) < self.size - 1 and time.perf_counter() < grace_end:
-            if self.notices.Iprobe(source=MPI.ANY_SOURCE, tag=_NOTICE_TAG, status=status):
-                notice = np.empty(2, dtype=np.int64)
-                source = status.Get_source()
-                self.notices.Recv(notice, source=source, tag=_NOTICE_TAG)
-                heard[source] = (int(notice[0]), int(notice[1]))
-            else:
-                time.sleep(0.005)
-        for request in requests:
-            if not request.Test():
-                request.Cancel()
-        message, suspects = self._explain(pending, waited, timed_out, heard)
+        while len(set(self._heard) | set(self._left)) < self.size - 1:
+            if time.perf_counter() >= grace_end:
+                break
+            self._receive_notices()
+            time.sleep(0.005)
+        message, suspects = self._explain(pending, waited, timed_out, reported)
         self.failure = message
         return CollectiveTimeoutError(message, suspects, pending.sequence)
 
+    def _send_notice(self, values: list[int], wait: float = 0.0) -> None:
+        notice = np.array(values, dtype=np.int64)
+        requests = [
+            self.notices.Isend(notice, dest=peer, tag=_NOTICE_TAG)
+            for peer in range(self.size)
+            if peer != self.rank
+        ]
+        end = time.perf_counter() + wait
+        while requests and time.perf_counter() < end:
+            requests = [request for request in requests if not request.Test()]
+            time.sleep(0.001)
+        for request in requests:
+            if not request.Test():
+                request.Cancel()
+
+    def announce_departure(self) -> None:
+        """Tell the peers this rank leaves the job, so that one still waiting for it in a
+        collective fails at once instead of at its timeout."""
+        if self.size > 1 and self.failure is None and not self._departed:
+            self._departed = True
+            with contextlib.suppress(self.MPI.Exception):
+                self._send_notice([_LEFT, 0], wait=1.0)
+
     def _explain(
-        self, pending: Pending, waited: float, timed_out: bool, heard: dict[int, tuple[int, int]]
+        self, pending: Pending, waited: float, timed_out: bool, reported: dict[int, Any]
     ) -> tuple[str, list[int]]:
+        heard, left = self._heard, self._left
         what = f"{pending.description} (collective #{pending.sequence} of this rank)"
+        peers = [rank for rank in range(self.size) if rank != self.rank]
+        gone = [rank for rank in peers if rank in left]
+        silent = [rank for rank in peers if rank not in heard and rank not in left]
+        same = [rank for rank in peers if heard.get(rank, (None,))[0] == pending.sequence]
+        elsewhere = [rank for rank in peers if rank in heard and rank not in same]
+        if gone:
+            cause = f"rank {_ranks(gone)} has left the job"
+        elif silent:
+            cause = f"rank {_ranks(silent)} did not answer"
+        elif elsewhere:
+            cause = f"rank {_ranks(elsewhere)} is waiting in another collective"
+        else:
+            cause = "every rank reached it"
         if timed_out:
             head = (
                 f"rank {self.rank}: {what} did not complete within the timeout of "
-                f"{_seconds(self.timeout)}."
+                f"{_seconds(self.timeout)}: {cause}."
+            )
+        elif reported:
+            head = (
+                f"rank {self.rank}: gave up on {what} after {_seconds(waited)} because rank "
+                f"{_ranks(sorted(reported))} reported a timeout: {cause}."
             )
         else:
-            reporters = sorted(heard) or ["another rank"]
-            head = (
-                f"rank {self.rank}: gave up on {what} after {_seconds(waited)} because "
-                f"rank {_ranks(reporters)} reported a timeout."
-            )
-        peers = [rank for rank in range(self.size) if rank != self.rank]
-        silent = [rank for rank in peers if rank not in heard]
-        same = [rank for rank in peers if heard.get(rank, (None,))[0] == pending.sequence]
-        elsewhere = [rank for rank in peers if rank in heard and rank not in same]
+            head = f"rank {self.rank}: gave up on {what} after {_seconds(waited)}: {cause}."
         lines = [head]
+        for rank in gone:
+            lines.append(
+                f"  rank {rank} (pid {self.pids[rank]} on {self.hosts[rank]}) has left the job "
+                "(its program ended) without reaching this collective."
+            )
         for rank in silent:
             lines.append(
-                f"  rank {rank} ({self.hosts[rank]}, pid {self.pids[rank]}) did not answer: it "
-                "is hung, has died, or has left the job without reaching this collective."
+                f"  rank {rank} (pid {self.pids[rank]} on {self.hosts[rank]}) did not answer: "
+                "it is hung, has died, or has left the job without reaching this collective."
             )
         for rank in elsewhere:
             sequence, kind = heard[rank]
@@ -293,16 +345,17 @@ class ProcessGroup:
             )
         if same:
             lines.append(f"  rank {_ranks(same)} reached it too and is waiting in it.")
-        if not silent and not elsewhere:
+        if not silent and not elsewhere and not gone:
             lines.append(
                 "  Every rank reached it, but it did not complete: the transport is stuck "
                 "(check the network between the machines)."
             )
-        lines.append(
-            "If the work between collectives legitimately takes longer, raise the timeout: "
-            f"init_process_group(timeout=SECONDS) or {TIMEOUT_ENV}=SECONDS."
-        )
-        return "\n".join(lines), sorted(silent + elsewhere)
+        if timed_out:
+            lines.append(
+                "If the work between collectives legitimately takes longer, raise the "
+                f"timeout: init_process_group(timeout=SECONDS) or {TIMEOUT_ENV}=SECONDS."
+            )
+        return "\n".join(lines), sorted(gone + silent + elsewhere)
 
     def progress(self) -> None:
         """Let MPI advance started collectives (it does so only inside MPI calls)."""
@@ -319,6 +372,7 @@ class ProcessGroup:
         return transport
 
     def close(self) -> None:
+        self.announce_departure()
         for transport in self._nccl.values():
             transport.close()
         self._nccl.clear()
@@ -345,7 +399,7 @@ def _ranks(ranks: list[Any]) -> str:
 
 
 def _seconds(value: float) -> str:
-    return f"{value:g} s" if value < 10 else f"{value:.0f} s"
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
 
 
 def _write_json(path: str, document: Any) -> None:
@@ -353,6 +407,23 @@ def _write_json(path: str, document: Any) -> None:
     with open(temporary, "w") as handle:
         json.dump(document, handle)
     os.replace(temporary, path)
+
+
+def _register_exit_notice() -> None:
+    """At interpreter exit (before mpi4py finalises MPI), a rank still in a group tells
+    its peers that it leaves."""
+    global _exit_notice_registered
+    if not _exit_notice_registered:
+        _exit_notice_registered = True
+        atexit.register(_announce_exit)
+
+
+def _announce_exit() -> None:
+    if _group is not None:
+        _group.announce_departure()
+
+
+_exit_notice_registered = False
 
 
 # --- the default group ----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ against NumPy and against one-process training."""
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ WORLD = 2
 def results(mpiexec, tmp_path_factory):
     folder = tmp_path_factory.mktemp("mpi-scenarios")
     script = ROOT / "tests" / "distributed" / "mpi_scenarios.py"
-    job = run([mpiexec, "-n", str(WORLD), "python", str(script), str(folder)])
+    job = run([mpiexec, "-n", str(WORLD), sys.executable, str(script), str(folder)])
     assert job.returncode == 0, job.stdout + job.stderr
     arrays = [dict(np.load(folder / f"rank-{rank}.npz")) for rank in range(WORLD)]
     messages = [json.loads((folder / f"rank-{rank}.json").read_text()) for rank in range(WORLD)]

@@ -9,14 +9,15 @@ How it works (PyTorch's DDP, on kernelgrad's autograd hooks):
   backward finishes them), into flat buffers of at most ``bucket_cap_mb`` megabytes per
   dtype and device; each buffer also holds one flag per parameter ("this rank has a
   gradient for it").
-* **Overlap.** A hook (``kg.autograd.register_post_accumulate_grad_hook``) copies each
-  parameter's gradient into its bucket as soon as backward has finished it. A full
-  bucket starts a non-blocking all-reduce (mean) right away, while backward goes on with
-  earlier layers; buckets start strictly in order, so every rank issues the same
-  collectives. When backward ends (``kg.autograd.queue_callback``), the remaining buckets
-  start, every reduction is waited for, and the averages are copied back into ``.grad``.
-  A parameter without a gradient on this rank contributes zeros; it gets the average if
-  any rank had a gradient for it, and keeps ``grad=None`` otherwise.
+* **Overlap.** A hook (``kg.autograd.register_post_accumulate_grad_hook``) marks each
+  parameter ready as soon as backward has finished its gradient. A complete bucket
+  copies its gradients in (one kernel on the CPU) and starts a non-blocking all-reduce
+  (mean) right away, while backward goes on with earlier layers; buckets start strictly
+  in order, so every rank issues the same collectives. When backward ends
+  (``kg.autograd.queue_callback``), the remaining buckets start, every reduction is
+  waited for, and the averages are copied back into ``.grad``. A parameter without a
+  gradient on this rank contributes zeros; it gets the average if any rank had a
+  gradient for it, and keeps ``grad=None`` otherwise.
 * **Gradient accumulation.** Inside ``with ddp.no_sync():`` backward only accumulates
   local gradients; the first backward outside it averages the accumulated sums.
 * ``kg.compile``: the copies are ordinary kernels and the reductions host-side ops, so a
@@ -36,6 +37,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ... import autograd
+from ...backends.base import ScalarFunction
+from .._fused import launch_each
 from ..module import Module, Parameter
 
 __all__ = ["DistributedDataParallel"]
@@ -43,8 +46,18 @@ __all__ = ["DistributedDataParallel"]
 DEFAULT_BUCKET_MB = 25.0
 
 
+def _copy(value):
+    return value
+
+
+_COPY = ScalarFunction.from_python(_copy)
+
+
 class _Bucket:
-    """A flat buffer holding the gradients of some parameters, then a flag per parameter."""
+    """A flat buffer holding the gradients of some parameters, then a flag per parameter.
+
+    Gradients are copied in when the bucket is complete and out after the reduction,
+    each way in one ``launch_each`` (one kernel for all of them on the CPU)."""
 
     def __init__(self, parameters: list[Parameter]) -> None:
         from ...ops.creation import zeros
@@ -57,39 +70,42 @@ class _Bucket:
             total += parameter.numel()
         self.size = total
         first = parameters[0]
+        self.dtype = first.dtype
         self.buffer = zeros(total + len(parameters), dtype=first.dtype, device=first.device)
         self.flags = self.buffer[total:]
+        # views made once: slicing a tensor costs more than the copy of a small gradient
+        self.segments = [
+            self.buffer[start : start + p.numel()] for start, p in zip(self.offsets, parameters)
+        ]
+        self.shaped = [segment.view(p.shape) for segment, p in zip(self.segments, parameters)]
         self.ready: set[int] = set()
         self.work: Any = None
-
-    def segment(self, position: int) -> Any:
-        start = self.offsets[position]
-        return self.buffer[start : start + self.parameters[position].numel()]
-
-    def fill(self, position: int) -> None:
-        """Copy this rank's gradient (or zeros) into the bucket, flagged."""
-        parameter = self.parameters[position]
-        segment = self.segment(position)
-        if parameter.grad is None:
-            segment.zero_()
-            self.flags[position].fill_(0)
-        else:
-            segment.copy_(parameter.grad.reshape(-1))
-            self.flags[position].fill_(1)
-        self.ready.add(position)
 
     @property
     def full(self) -> bool:
         return len(self.ready) == len(self.parameters)
 
+    def copy_in(self) -> None:
+        """This rank's gradients (zeros where it has none) and their flags."""
+        present = [k for k, p in enumerate(self.parameters) if p.grad is not None]
+        launch_each(
+            _COPY, [([self.shaped[k]], [self.parameters[k].grad]) for k in present], self.dtype
+        )
+        self.flags.fill_(1)
+        if len(present) < len(self.parameters):
+            for position, parameter in enumerate(self.parameters):
+                if parameter.grad is None:
+                    self.segments[position].zero_()
+                    self.flags[position].fill_(0)
+
     def write_back(self) -> None:
         """Put the averaged gradients into ``.grad``."""
+        present = [(k, p) for k, p in enumerate(self.parameters) if p.grad is not None]
+        launch_each(_COPY, [([p.grad], [self.shaped[k]]) for k, p in present], self.dtype)
         for position, parameter in enumerate(self.parameters):
-            average = self.segment(position).view(parameter.shape)
-            if parameter.grad is not None:
-                parameter.grad.copy_(average)
-            elif self.flags[position].item() > 0:  # another rank had a gradient
-                parameter.grad = average.clone()
+            # a gradient this rank lacks: the average if another rank had one
+            if parameter.grad is None and self.flags[position].item() > 0:
+                parameter.grad = self.shaped[position].clone()
 
 
 class _GradientHook:
@@ -232,8 +248,7 @@ class DistributedDataParallel(Module):
                 bucket.ready.clear()
             autograd.queue_callback(self._finish_backward)
         index, position = self._position[id(parameter)]
-        with autograd.no_grad():
-            self._buckets[index].fill(position)
+        self._buckets[index].ready.add(position)
         self._launch_full_buckets()
         self.process_group.progress()
 
@@ -242,13 +257,10 @@ class DistributedDataParallel(Module):
 
         while self._next_bucket < len(self._buckets):
             bucket = self._buckets[self._next_bucket]
-            if not bucket.full:
-                if not everything:
-                    return
-                with autograd.no_grad():
-                    for position in range(len(bucket.parameters)):
-                        if position not in bucket.ready:
-                            bucket.fill(position)
+            if not bucket.full and not everything:
+                return
+            with autograd.no_grad():
+                bucket.copy_in()
             bucket.work = all_reduce(bucket.buffer, op="mean", async_op=True)
             self._next_bucket += 1
 

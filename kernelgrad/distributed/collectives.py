@@ -347,6 +347,20 @@ def broadcast(tensor: Any, src: int = 0, *, async_op: bool = False) -> Work | No
     ).run(async_op)
 
 
+def _check_pair(what: str, large: tuple[str, Any], small: tuple[str, Any], group: Any) -> None:
+    """Two tensors of one dtype, the ``large`` one world size times the ``small`` one."""
+    (large_name, large_tensor), (small_name, small_tensor) = large, small
+    _check_tensor(large_tensor, what)
+    _check_tensor(small_tensor, what)
+    _same_dtype([large_tensor, small_tensor], what)
+    if prod(large_tensor.shape) != group.size * prod(small_tensor.shape):
+        raise ValueError(
+            f"{what}: {large_name} has {prod(large_tensor.shape)} elements, it needs "
+            f"{group.size} (world size) x {prod(small_tensor.shape)} ({small_name} "
+            f"{tuple(small_tensor.shape)})"
+        )
+
+
 def _check_rank(rank: int, group: ProcessGroup, name: str) -> None:
     if not 0 <= int(rank) < group.size:
         raise ValueError(f"{name}={rank} is not a rank of this group of {group.size} process(es)")
@@ -364,15 +378,8 @@ def all_gather_into_tensor(output: Any, input: Any, *, async_op: bool = False) -
     [[5.0, 6.0]]
     >>> kg.distributed.destroy_process_group()
     """
-    _check_tensor(output, "all_gather_into_tensor")
-    _check_tensor(input, "all_gather_into_tensor")
     group = get_group()
-    _same_dtype([output, input], "all_gather_into_tensor")
-    if prod(output.shape) != group.size * prod(input.shape):
-        raise ValueError(
-            f"all_gather_into_tensor: output has {prod(output.shape)} elements, it needs "
-            f"{group.size} (world size) x {prod(input.shape)} (input {tuple(input.shape)})"
-        )
+    _check_pair("all_gather_into_tensor", ("output", output), ("input", input), group)
 
     def start_mpi(group: ProcessGroup, arrays: list[np.ndarray]) -> Any:
         MPI = group.MPI  # noqa: N806
@@ -459,17 +466,10 @@ def reduce_scatter_tensor(
     [1.0, 2.0]
     >>> kg.distributed.destroy_process_group()
     """
-    _check_tensor(output, "reduce_scatter_tensor")
-    _check_tensor(input, "reduce_scatter_tensor")
     op = _check_op(op)
-    _check_mean(op, output)
     group = get_group()
-    _same_dtype([output, input], "reduce_scatter_tensor")
-    if prod(input.shape) != group.size * prod(output.shape):
-        raise ValueError(
-            f"reduce_scatter_tensor: input has {prod(input.shape)} elements, it needs "
-            f"{group.size} (world size) x {prod(output.shape)} (output {tuple(output.shape)})"
-        )
+    _check_pair("reduce_scatter_tensor", ("input", input), ("output", output), group)
+    _check_mean(op, output)
 
     def start_mpi(group: ProcessGroup, arrays: list[np.ndarray]) -> Any:
         MPI = group.MPI  # noqa: N806

@@ -19,7 +19,10 @@ collective checks for notices while it polls, and answers with its own. The rank
 never answer are the ones that hung, died or left the job; ranks that answer from
 another collective show that the ranks issued collectives in different orders. The
 error (:class:`CollectiveTimeoutError`) says which, and the group refuses further
-collectives.
+collectives. A rank that ends its program (or destroys its group) first sends a
+"leaving" notice: a peer still waiting for it in a collective gives up 2 s later (time
+for a collective the leaver completed before leaving to finish) instead of at its
+timeout.
 
 **A failed rank stops the job.** With ``abort_on_error`` (the default for a group of
 more than one process), an exception that ends a rank's program is printed, recorded

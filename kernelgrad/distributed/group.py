@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from .errors import CollectiveTimeoutError, DistributedError
+from .supervise import STATUS_ENV
 
 __all__ = [
     "ProcessGroup",
@@ -61,7 +62,6 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 300.0
 TIMEOUT_ENV = "KERNELGRAD_DIST_TIMEOUT"
-STATUS_ENV = "KERNELGRAD_DIST_STATUS"
 BACKENDS = ("auto", "mpi", "nccl")
 _NOTICE_TAG = 7171
 _HOST_BYTES = 64

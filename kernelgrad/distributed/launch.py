@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .supervise import CAPTURE_ENV, STATUS_ENV, log_tail
+from .supervise import CAPTURE_ENV, LAUNCHED_ENV, STATUS_ENV, log_tail
 
 __all__ = ["LaunchError", "MPILauncher", "find_mpiexec", "launch", "main"]
 
@@ -55,8 +55,6 @@ THREAD_VARIABLES = (
     "MKL_NUM_THREADS",
 )
 MPIEXEC_ENV = "KERNELGRAD_MPIEXEC"
-# Set for the ranks of a launched job: the kernelgrad command then joins a process group.
-LAUNCHED_ENV = "KERNELGRAD_DISTRIBUTED"
 _POLL_SECONDS = 0.2
 _STOP_GRACE_SECONDS = 10.0
 

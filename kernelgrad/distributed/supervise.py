@@ -28,8 +28,11 @@ import sys
 import time
 from collections.abc import Sequence
 
+# Set by the launcher for the ranks of a job: its status folder; capture the output of
+# ranks other than 0; the ranks are a launched job (kernelgrad train joins a group).
 STATUS_ENV = "KERNELGRAD_DIST_STATUS"
 CAPTURE_ENV = "KERNELGRAD_DIST_CAPTURE"
+LAUNCHED_ENV = "KERNELGRAD_DISTRIBUTED"
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
 LOG_TAIL_LINES = 20
 

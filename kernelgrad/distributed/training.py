@@ -8,7 +8,8 @@ the command joins the process group and:
 * reads its shard of the training set (:class:`~kernelgrad.data.DistributedSampler`,
   ``--batch-size`` / N samples per step, so a step still sees ``--batch-size`` samples in
   total and N processes follow the one-process run) and of the test set;
-* trains a :class:`~kernelgrad.nn.parallel.DistributedDataParallel` model;
+* trains a :class:`~kernelgrad.nn.parallel.DistributedDataParallel` model, each rank
+  with a random stream of its own (dropout masks), seeded from the run's;
 * sums the epoch's training and test figures over the ranks (losses, correct
   predictions, per-class counts) before printing them;
 * prints, and writes checkpoints, metrics and plots, on rank 0 only (the other ranks'
@@ -27,7 +28,8 @@ from typing import Any
 
 __all__ = ["TrainingWorld", "from_environment"]
 
-LAUNCHED_ENV = "KERNELGRAD_DISTRIBUTED"
+from .supervise import LAUNCHED_ENV
+
 _SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE")
 
 
@@ -131,9 +133,13 @@ class DistributedWorld(TrainingWorld):
         return train, test
 
     def wrap(self, model: Any) -> Any:
+        """DDP, and a random stream per rank (dropout masks), drawn from the common one."""
         from ..nn.parallel import DistributedDataParallel
+        from ..ops.creation import manual_seed, randint
 
-        return DistributedDataParallel(model)
+        wrapped = DistributedDataParallel(model)
+        manual_seed(int(randint(0, 2**31 - 1, (1,)).item()) + self.rank)
+        return wrapped
 
     def progress(self, progress: Any) -> Any:
         return _RankProgress(progress, self.size, self.is_main)

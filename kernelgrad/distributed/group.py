@@ -104,21 +104,13 @@ class ProcessGroup:
         MPI = import_mpi()  # noqa: N806 (the module's own name)
         self.MPI = MPI
         self.backend = backend
-        self.timeout = float(timeout)
         self.comm = MPI.COMM_WORLD.Dup()
         self.notices = MPI.COMM_WORLD.Dup()
-        self.rank = self.comm.Get_rank()
-        self.size = self.comm.Get_size()
+        self._set_up_bookkeeping(self.comm.Get_rank(), self.comm.Get_size(), timeout)
         local = self.comm.Split_type(MPI.COMM_TYPE_SHARED)
         self.local_rank = local.Get_rank()
         self.local_size = local.Get_size()
         local.Free()
-        self.sequence = 0
-        self.failure: str | None = None
-        self._heard: dict[int, tuple[int, int]] = {}  # peers that gave up: (sequence, kind)
-        self._left: dict[int, float] = {}  # peers that left the job: when we learnt it
-        self._departed = False
-        self._nccl: dict[Any, Any] = {}
         self.hosts, self.pids = self._identities()
         self._previous_hook: Any = None
         if abort_on_error and self.size > 1:
@@ -126,6 +118,20 @@ class ProcessGroup:
             sys.excepthook = self._excepthook
         self._write_rank_table()
         _register_exit_notice()
+
+    def _set_up_bookkeeping(self, rank: int, size: int, timeout: float) -> None:
+        self.rank = rank
+        self.size = size
+        self.timeout = float(timeout)
+        self.sequence = 0
+        self.failure: str | None = None
+        self._heard: dict[int, tuple[int, int]] = {}  # peers that gave up: (sequence, kind)
+        self._left: dict[int, float] = {}  # peers that left the job: when we learnt it
+        self._departed = False
+        self._nccl: dict[Any, Any] = {}
+        # known after the start-up exchange (which may itself time out)
+        self.hosts: list[str] = ["?"] * size
+        self.pids: list[Any] = ["?"] * size
 
     # --- identities and the launcher's status folder ------------------------------------------
     def _identities(self) -> tuple[list[str], list[int]]:

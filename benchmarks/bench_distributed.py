@@ -194,7 +194,7 @@ def all_reduce_worker(args: argparse.Namespace, device: str = "cpu", backend: st
         def kernelgrad_call(x=x):
             dist.all_reduce(x)
             if device != "cpu":
-                kg.cuda.synchronize()
+                kg.cuda.synchronize(device)
 
         ours = _median_seconds(kernelgrad_call, repeats, dist)
         line = f"  {count:10,} {_bytes(count * 4):>9} {ours * 1e6:9.1f} us"

@@ -89,13 +89,23 @@ class NcclTransport:
     """NCCL calls on contiguous CUDA tensors; each returns an object with ``Test()``.
 
     ``nccl`` is CuPy's module (or a stand-in with the same names), ``comm`` an
-    ``NcclCommunicator``, ``make_event`` makes the completion event."""
+    ``NcclCommunicator``, ``make_event`` makes the completion event; ``on_device()`` makes
+    the communicator's GPU CuPy's current device around each call (stream 0 and the event
+    belong to the current device)."""
 
-    def __init__(self, comm: Any, nccl: Any, make_event: Callable[[], Any], size: int) -> None:
+    def __init__(
+        self,
+        comm: Any,
+        nccl: Any,
+        make_event: Callable[[], Any],
+        size: int,
+        on_device: Callable[[], Any] = contextlib.nullcontext,
+    ) -> None:
         self.comm = comm
         self.nccl = nccl
         self.make_event = make_event
         self.size = size
+        self.on_device = on_device
 
     @classmethod
     def create(cls, group: Any, device: Any) -> NcclTransport:
@@ -108,9 +118,10 @@ class NcclTransport:
         group.wait(
             group.start(lambda: group.comm.Ibcast(unique_id, root=0), "broadcast of the NCCL id")
         )
-        with cupy.cuda.Device(device.index or 0):
+        index = device.index or 0
+        with cupy.cuda.Device(index):
             comm = nccl.NcclCommunicator(group.size, tuple(int(x) for x in unique_id), group.rank)
-        return cls(comm, nccl, _CupyEvent, group.size)
+        return cls(comm, nccl, _CupyEvent, group.size, lambda: cupy.cuda.Device(index))
 
     # --- arguments --------------------------------------------------------------------------
     def _dtype(self, tensor: Any) -> int:
@@ -154,43 +165,49 @@ class NcclTransport:
 
     # --- collectives --------------------------------------------------------------------------
     def all_reduce(self, tensor: Any, op: str) -> Any:
-        packed = self._contiguous(tensor)
-        nccl_op, divide = self._op(op, tensor)
-        pointer = device_pointer(packed)
-        self.comm.allReduce(pointer, pointer, prod(packed.shape), self._dtype(packed), nccl_op, 0)
-        return self._finish(tensor, packed, divide)
+        with self.on_device():
+            packed = self._contiguous(tensor)
+            nccl_op, divide = self._op(op, tensor)
+            pointer = device_pointer(packed)
+            self.comm.allReduce(
+                pointer, pointer, prod(packed.shape), self._dtype(packed), nccl_op, 0
+            )
+            return self._finish(tensor, packed, divide)
 
     def broadcast(self, tensor: Any, root: int) -> Any:
-        packed = self._contiguous(tensor)
-        pointer = device_pointer(packed)
-        self.comm.broadcast(pointer, pointer, prod(packed.shape), self._dtype(packed), root, 0)
-        return self._finish(tensor, packed, False)
+        with self.on_device():
+            packed = self._contiguous(tensor)
+            pointer = device_pointer(packed)
+            self.comm.broadcast(pointer, pointer, prod(packed.shape), self._dtype(packed), root, 0)
+            return self._finish(tensor, packed, False)
 
     def all_gather(self, output: Any, input: Any) -> Any:  # noqa: A002
-        packed = self._contiguous(output)
-        source = self._contiguous(input)
-        self.comm.allGather(
-            device_pointer(source),
-            device_pointer(packed),
-            prod(source.shape),
-            self._dtype(source),
-            0,
-        )
-        return self._finish(output, packed, False)
+        with self.on_device():
+            packed = self._contiguous(output)
+            source = self._contiguous(input)
+            self.comm.allGather(
+                device_pointer(source),
+                device_pointer(packed),
+                prod(source.shape),
+                self._dtype(source),
+                0,
+            )
+            return self._finish(output, packed, False)
 
     def reduce_scatter(self, output: Any, input: Any, op: str) -> Any:  # noqa: A002
-        packed = self._contiguous(output)
-        source = self._contiguous(input)
-        nccl_op, divide = self._op(op, output)
-        self.comm.reduceScatter(
-            device_pointer(source),
-            device_pointer(packed),
-            prod(packed.shape),
-            self._dtype(packed),
-            nccl_op,
-            0,
-        )
-        return self._finish(output, packed, divide)
+        with self.on_device():
+            packed = self._contiguous(output)
+            source = self._contiguous(input)
+            nccl_op, divide = self._op(op, output)
+            self.comm.reduceScatter(
+                device_pointer(source),
+                device_pointer(packed),
+                prod(packed.shape),
+                self._dtype(packed),
+                nccl_op,
+                0,
+            )
+            return self._finish(output, packed, divide)
 
     def abort(self) -> None:
         with contextlib.suppress(Exception):  # the communicator may already be broken

@@ -146,6 +146,27 @@ def test_max_broadcast_gather_and_scatter(device, dtype, code):
     assert all(call[-1] == 0 for call in comm.calls)  # the default stream
 
 
+def test_every_call_runs_on_the_communicators_device(device):
+    """NCCL's stream 0 and the completion event belong to the current device: each call
+    happens inside ``on_device()`` (CuPy's ``Device(index)`` on a GPU)."""
+    current = []
+
+    class OnDevice:
+        def __enter__(self):
+            current.append("gpu of this rank")
+
+        def __exit__(self, *exc):
+            current.pop()
+
+    comm = FakeCommunicator()
+    seen = []
+    original = comm.allReduce
+    comm.allReduce = lambda *args: (seen.append(list(current)), original(*args))
+    nccl = NcclTransport(comm, FakeNccl, lambda: seen.append(list(current)) or Done(), 2, OnDevice)
+    nccl.all_reduce(kg.ones(3, device=device), "sum")
+    assert seen == [["gpu of this rank"], ["gpu of this rank"]] and current == []
+
+
 def test_booleans_travel_as_bytes(device):
     nccl, comm = transport()
     flags = kg.tensor([False, True, False], device=device)

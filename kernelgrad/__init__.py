@@ -176,7 +176,8 @@ def numel(x: Tensor) -> int:
     return x.numel()
 
 
-# Sub-packages load on first attribute access (kg.nn, kg.optim, kg.data, kg.cuda, ...).
+# Sub-packages load on first attribute access (kg.nn, kg.optim, kg.data, kg.cuda, ...;
+# kg.distributed imports mpi4py only in init_process_group).
 # ``kg.kernel`` and ``kg.compile`` are packages that can be called (the decorators).
 _LAZY_SUBMODULES = (
     "nn",
@@ -192,6 +193,7 @@ _LAZY_SUBMODULES = (
     "compile",
     "models",
     "serialization",
+    "distributed",
 )
 # Names that live in a lazily imported module: kg.index() and friends (kernel markers),
 # kg.elementwise (fused scalar functions), kg.custom_vjp (user backward passes).

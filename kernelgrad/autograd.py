@@ -31,7 +31,16 @@ from .errors import BackwardError, InplaceError, format_shape
 if TYPE_CHECKING:
     from .tensor import Tensor
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "Node", "backward"]
+__all__ = [
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "Node",
+    "backward",
+    "register_post_accumulate_grad_hook",
+    "queue_callback",
+]
 
 
 # --- grad mode -------------------------------------------------------------------------
@@ -306,43 +315,206 @@ def backward(
                 f"{root.device}; move it with gradient.to({str(root.device)!r})"
             )
 
-    with set_grad_enabled(create_graph):
-        gradient = gradient if create_graph else gradient.detach()
-        handed_out: set[int] = {id(gradient)}  # the caller's tensor is not ours to give
-        if root._node is None:  # a leaf: d root / d root
-            root.grad = _accumulate(root.grad, _own(gradient, handed_out))
-            return
-        grads: dict[int, Tensor] = {id(root._node): gradient}
-        for node in _topological_order(root._node):
-            grad = grads.pop(id(node), None)
-            if grad is None:
+    callbacks: list[Callable[[], Any]] = []
+    _pass.callbacks.append(callbacks)
+    try:
+        with set_grad_enabled(create_graph):
+            _backward_pass(root, gradient, retain_graph, create_graph)
+    finally:
+        _pass.callbacks.pop()
+    for callback in callbacks:
+        callback()
+
+
+def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_graph: bool) -> None:
+    gradient = gradient if create_graph else gradient.detach()
+    handed_out: set[int] = {id(gradient)}  # the caller's tensor is not ours to give
+    if root._node is None:  # a leaf: d root / d root
+        root.grad = _accumulate(root.grad, _own(gradient, handed_out))
+        if id(root) in _grad_hooks:
+            _grad_hooks[id(root)].fire()
+        return
+    grads: dict[int, Tensor] = {id(root._node): gradient}
+    order = _topological_order(root._node)
+    hooked = _HookedLeaves(order) if _grad_hooks else None
+    for node in order:
+        grad = grads.pop(id(node), None)
+        if grad is None:
+            if hooked is not None:
+                hooked.passed(node)
+            continue
+        if node.retained is not None:
+            owner = node.retained()
+            if owner is not None:
+                owner.grad = _accumulate(owner.grad, grad)
+        if node.vjp is None:
+            raise BackwardError(
+                f"backward() reached '{node.name}', whose saved tensors were already "
+                "freed by an earlier backward() through this graph. Pass "
+                "retain_graph=True to the first backward() if you need to run it twice."
+            )
+        node.check_saved()
+        input_grads = node.vjp(grad)
+        if not retain_graph:
+            node.release()
+        for edge, meta, input_grad in zip(node.edges, node.input_meta, input_grads):
+            if edge is None or input_grad is None:
                 continue
-            if node.retained is not None:
-                owner = node.retained()
-                if owner is not None:
-                    owner.grad = _accumulate(owner.grad, grad)
-            if node.vjp is None:
-                raise BackwardError(
-                    f"backward() reached '{node.name}', whose saved tensors were already "
-                    "freed by an earlier backward() through this graph. Pass "
-                    "retain_graph=True to the first backward() if you need to run it twice."
-                )
-            node.check_saved()
-            input_grads = node.vjp(grad)
-            if not retain_graph:
-                node.release()
-            for edge, meta, input_grad in zip(node.edges, node.input_meta, input_grads):
-                if edge is None or input_grad is None:
-                    continue
-                shape, dtype = meta
-                if input_grad.shape != shape:
-                    input_grad = input_grad.sum_to_shape(shape)
-                if input_grad.dtype is not dtype:
-                    input_grad = input_grad.to(dtype)
-                if isinstance(edge, Node):
-                    key = id(edge)
-                    grads[key] = _accumulate(grads.get(key), input_grad)
-                elif edge.grad is None:  # a leaf tensor, first gradient
-                    edge.grad = _own(input_grad, handed_out)
-                else:
-                    edge.grad = edge.grad + input_grad
+            shape, dtype = meta
+            if input_grad.shape != shape:
+                input_grad = input_grad.sum_to_shape(shape)
+            if input_grad.dtype is not dtype:
+                input_grad = input_grad.to(dtype)
+            if isinstance(edge, Node):
+                key = id(edge)
+                grads[key] = _accumulate(grads.get(key), input_grad)
+            elif edge.grad is None:  # a leaf tensor, first gradient
+                edge.grad = _own(input_grad, handed_out)
+            else:
+                edge.grad = edge.grad + input_grad
+            if hooked is not None and not isinstance(edge, Node):
+                hooked.received(edge)
+        if hooked is not None:
+            hooked.passed(node)
+
+
+# --- hooks on leaves and on the end of a backward pass ------------------------------------------
+# Data-parallel training (kg.nn.parallel.DistributedDataParallel) starts averaging a
+# parameter's gradient across processes as soon as backward has finished it, while the
+# rest of backward still runs, and waits for the averages when the pass ends.
+class _PassState(threading.local):
+    def __init__(self) -> None:
+        self.callbacks: list[list[Callable[[], Any]]] = []
+
+
+_pass = _PassState()
+
+
+class _LeafHooks:
+    """The hooks of one leaf tensor (kept by ``id``: tensors compare elementwise)."""
+
+    __slots__ = ("hooks", "key", "tensor")
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.key = id(tensor)
+        self.tensor = weakref.ref(tensor, self._forget)
+        self.hooks: list[Callable[[Tensor], Any]] = []
+
+    def _forget(self, _reference: Any) -> None:
+        if _grad_hooks.get(self.key) is self:
+            del _grad_hooks[self.key]
+
+    def fire(self) -> None:
+        tensor = self.tensor()
+        if tensor is not None:
+            for hook in list(self.hooks):
+                hook(tensor)
+
+
+_grad_hooks: dict[int, _LeafHooks] = {}
+
+
+class RemovableHandle:
+    """Returned by :func:`register_post_accumulate_grad_hook`; ``remove()`` unregisters."""
+
+    def __init__(self, entry: _LeafHooks, hook: Callable[[Tensor], Any]) -> None:
+        self._entry = entry
+        self._hook = hook
+
+    def remove(self) -> None:
+        entry = self._entry
+        if self._hook in entry.hooks:
+            entry.hooks.remove(self._hook)
+        if not entry.hooks and _grad_hooks.get(entry.key) is entry:
+            del _grad_hooks[entry.key]
+
+
+def register_post_accumulate_grad_hook(
+    tensor: Tensor, hook: Callable[[Tensor], Any]
+) -> RemovableHandle:
+    """Call ``hook(tensor)`` in every backward pass once ``tensor.grad`` holds all of that
+    pass's contributions (PyTorch's ``Tensor.register_post_accumulate_grad_hook``).
+
+    ``tensor`` must be a leaf that requires grad. The hook runs while backward continues
+    with other tensors; a pass that gives ``tensor`` no gradient does not call it.
+
+    >>> import kernelgrad as kg
+    >>> w = kg.ones(2, requires_grad=True)
+    >>> seen = []
+    >>> hook = lambda t: seen.append(t.grad.tolist())
+    >>> handle = kg.autograd.register_post_accumulate_grad_hook(w, hook)
+    >>> ((w * 3).sum() + (w * 4).sum()).backward()
+    >>> seen
+    [[7.0, 7.0]]
+    >>> handle.remove()
+    """
+    if tensor._node is not None or not tensor.requires_grad:
+        raise BackwardError(
+            "register_post_accumulate_grad_hook needs a leaf tensor that requires grad (a "
+            f"parameter); got a tensor of shape {format_shape(tensor.shape)} that "
+            + ("is the result of an operation" if tensor._node is not None else "does not")
+            + (" require grad" if tensor._node is None else "")
+        )
+    entry = _grad_hooks.get(id(tensor))
+    if entry is None or entry.tensor() is not tensor:
+        entry = _grad_hooks[id(tensor)] = _LeafHooks(tensor)
+    entry.hooks.append(hook)
+    return RemovableHandle(entry, hook)
+
+
+def queue_callback(callback: Callable[[], Any]) -> None:
+    """Call ``callback()`` when the backward pass in progress has finished (after every
+    gradient is written). Only valid inside a backward pass, e.g. from a hook.
+
+    >>> import kernelgrad as kg
+    >>> w = kg.ones(2, requires_grad=True)
+    >>> order = []
+    >>> def hook(t):
+    ...     order.append("hook")
+    ...     kg.autograd.queue_callback(lambda: order.append("end of backward"))
+    >>> handle = kg.autograd.register_post_accumulate_grad_hook(w, hook)
+    >>> (w * 2).sum().backward()
+    >>> order
+    ['hook', 'end of backward']
+    """
+    if not _pass.callbacks:
+        raise BackwardError(
+            "queue_callback() was called outside a backward pass; call it from a hook that "
+            "backward runs (register_post_accumulate_grad_hook)"
+        )
+    _pass.callbacks[-1].append(callback)
+
+
+class _HookedLeaves:
+    """Counts, for each hooked leaf, the graph nodes that may still add to its gradient;
+    fires the leaf's hooks when the last one has been processed (or skipped)."""
+
+    def __init__(self, order: list[Node]) -> None:
+        self.pending: dict[int, int] = {}
+        self.got_gradient: set[int] = set()
+        for node in order:
+            for edge in node.edges:
+                if edge is not None and not isinstance(edge, Node) and id(edge) in _grad_hooks:
+                    self.pending[id(edge)] = self.pending.get(id(edge), 0) + 1
+
+    def received(self, leaf: Tensor) -> None:
+        if id(leaf) in self.pending:
+            self.got_gradient.add(id(leaf))
+
+    def passed(self, node: Node) -> None:
+        if not self.pending:
+            return
+        for edge in node.edges:
+            if edge is None or isinstance(edge, Node):
+                continue
+            key = id(edge)
+            count = self.pending.get(key)
+            if count is None:
+                continue
+            if count > 1:
+                self.pending[key] = count - 1
+                continue
+            del self.pending[key]
+            entry = _grad_hooks.get(key)
+            if key in self.got_gradient and entry is not None:
+                entry.fire()

@@ -719,6 +719,10 @@ def command_train(args: argparse.Namespace) -> int:
 
     process_age = _process_age()
     entered = time.perf_counter()
+    if args.nproc is not None or args.hosts or args.hostfile:  # N processes through mpiexec
+        from .distributed.launch import train_with_processes
+
+        return train_with_processes(args, args.argv)
     if args.resume:
         run = _resume_config(args)
     else:
@@ -726,7 +730,10 @@ def command_train(args: argparse.Namespace) -> int:
     config, out = run.config, run.out
     checkpoint_path, checkpoint_payload = run.checkpoint_path, run.checkpoint
     done_epochs = run.done_epochs
-    device = resolve_device(args.device)
+    from .distributed.training import from_environment
+
+    world = from_environment()  # one process, or one rank of a job (--nproc)
+    device = world.device(resolve_device(args.device))
     set_threads(args.threads)
     check_out_folder(out)
     data = load_data(
@@ -754,6 +761,7 @@ def command_train(args: argparse.Namespace) -> int:
         device=device,
     )
     test_loader = DataLoader(data.test, batch_size=max(config["batch_size"], 256), device=device)
+    train_loader, test_loader = world.loaders(train_loader, test_loader)
     history = History()
     if checkpoint_payload is not None:
         restore_run_checkpoint(checkpoint_path, model, optimizer, config["model"])
@@ -774,10 +782,11 @@ def command_train(args: argparse.Namespace) -> int:
         config["epochs"] * len(train_loader),
         done_epochs * len(train_loader),
     )
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UserError(f"--out {out}: cannot create the run folder ({error})") from None
+    if world.is_main:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"--out {out}: cannot create the run folder ({error})") from None
     classes = list(data.test.classes)
     print(
         f"kernelgrad train: {config['model']} on {data.name} ({len(data.train)} train / "
@@ -800,9 +809,10 @@ def command_train(args: argparse.Namespace) -> int:
             "started (kernel compilation included; cached kernels make this faster)"
         )
 
-    step_fn = make_train_step(model, optimizer, compiled=args.compile)
+    step_fn = make_train_step(world.wrap(model), optimizer, compiled=args.compile)
+    engine = ""
     for epoch in range(done_epochs + 1, config["epochs"] + 1):
-        progress = Progress(len(data.train), f"epoch {epoch}/{config['epochs']}")
+        progress = world.progress(Progress(len(data.train), f"epoch {epoch}/{config['epochs']}"))
         result = train_one_epoch(
             model,
             optimizer,
@@ -814,7 +824,10 @@ def command_train(args: argparse.Namespace) -> int:
             scheduler=scheduler,
             step_fn=step_fn,
         )
-        evaluation = evaluate_model(model, test_loader, len(classes))
+        result = world.epoch_result(result)
+        evaluation = world.evaluation(
+            evaluate_model(model, test_loader, len(classes)), len(classes)
+        )
         rate = result.samples / result.seconds if result.seconds > 0 else float("nan")
         history.epoch.append(epoch)
         history.train_loss.append(result.loss)
@@ -839,11 +852,13 @@ def command_train(args: argparse.Namespace) -> int:
             "history": history.as_dict(),
             "classes": classes,
         }
+        if not world.is_main:
+            continue
         save_run_checkpoint(out / CHECKPOINT_NAME, model, optimizer, stored)
         save_run_checkpoint(
             out / f"checkpoint-epoch-{epoch:03d}.safetensors", model, optimizer, stored
         )
-        extra = {"device": str(device), "data": data.source, **timing}
+        extra = {"device": str(device), "data": data.source, **timing, **world.info()}
         _write_metrics(out, config, history, extra)
         engine = save_training_plot(out / "curves.png", history.as_dict())
     print(
@@ -1178,6 +1193,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run each training step under kg.compile (traced once per batch shape, then "
         "replayed as fused kernels)",
     )
+    from .distributed.launch import add_arguments as add_launch_arguments
+
+    add_launch_arguments(train)  # --nproc, --hosts, --hostfile
     train.set_defaults(handler=command_train)
 
     evaluate = commands.add_parser(
@@ -1233,6 +1251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exit_:  # a bad option value (2, with argparse's message), --help (0)
         return 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for --nproc's processes
     if args.command is None:
         parser.print_help()
         return 2

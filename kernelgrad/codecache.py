@@ -44,9 +44,12 @@ def cache_dir() -> Path:
             root = Path(base) / "kernelgrad"
         try:
             (root / "kernels").mkdir(parents=True, exist_ok=True)
-            probe = root / "kernels" / ".write-test"
-            probe.write_text("ok")
-            probe.unlink()
+            # A name of its own: processes starting together (the ranks of a job) would
+            # otherwise delete each other's probe, and one would fall back to a private
+            # folder and compile every kernel again.
+            fd, probe = tempfile.mkstemp(dir=root / "kernels", prefix=".write-test-")
+            os.close(fd)
+            os.unlink(probe)
         except OSError:
             # A read-only home: still work, with a per-process folder (no reuse).
             root = Path(tempfile.mkdtemp(prefix="kernelgrad-cache-"))

@@ -104,7 +104,8 @@ class Analysis:
         needed = [False] * len(self.ops)
         for index in range(len(self.ops) - 1, -1, -1):
             op = self.ops[index]
-            if op.kind == "guard" or any(v.slot in wanted for v in op.outputs):
+            # guards and host-side ops (collectives: other processes wait for them) stay
+            if op.kind in ("guard", "external") or any(v.slot in wanted for v in op.outputs):
                 needed[index] = True
                 for view in op.input_views():
                     wanted.add(view.slot)

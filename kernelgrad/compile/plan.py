@@ -505,6 +505,10 @@ def build_steps(analysis: Analysis) -> list[Step]:
         elif len(group.members) == 1:
             if root_op.kind == "kernel":
                 steps.append(KernelStep(root_op))
+            elif root_op.kind == "external":
+                from .external import ExternalStep
+
+                steps.append(ExternalStep(root_op))
             elif root_op.kind == "guard":
                 steps.append(GuardStep(root_op))
             elif root_op.kind == "elementwise":

@@ -1,7 +1,8 @@
 """Datasets, data loading and dataset files (``kg.data``).
 
 * :class:`Dataset`, :class:`TensorDataset`, :class:`Subset` and :class:`DataLoader`
-  (batches, seeded shuffling, ``drop_last``, ``device=``), as in PyTorch.
+  (batches, seeded shuffling, ``drop_last``, ``device=``, ``sampler=``), as in PyTorch;
+  :class:`DistributedSampler` (one rank's shard in data-parallel training).
 * :func:`read_idx` / :func:`write_idx`: the IDX format of MNIST and Fashion-MNIST.
 * :func:`find_dataset`, :func:`download_dataset`, :func:`load_dataset` and the
   dataset classes :class:`FashionMNIST`, :class:`MNIST` and :class:`Digits` (a small
@@ -33,6 +34,7 @@ from .datasets import (
     load_dataset,
     register_dataset,
 )
+from .distributed import DistributedSampler
 from .download import download_file, file_digest
 from .errors import ChecksumError, DatasetError, DatasetNotFoundError, DownloadError, IDXError
 from .idx import read_idx, write_idx
@@ -48,6 +50,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DatasetSpec",
     "Digits",
+    "DistributedSampler",
     "DownloadError",
     "FashionMNIST",
     "IDXError",

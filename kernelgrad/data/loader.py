@@ -180,6 +180,11 @@ class DataLoader:
         device: move every batch there (NumPy arrays become tensors on that device).
         collate_fn: turns a list of samples into a batch (datasets with ``get_batch``
             bypass it unless it is given).
+        sampler: an iterable of sample indices to visit instead of the whole dataset
+            (``DistributedSampler``: this rank's shard). Not with ``shuffle``: the
+            sampler decides the order. A sampler with ``set_epoch`` follows the loader's
+            epoch (iterating sets it, then advances both); calling ``sampler.set_epoch(e)``
+            yourself before iterating, as in PyTorch, moves the loader to epoch ``e``.
 
     >>> import kernelgrad as kg
     >>> data = kg.data.TensorDataset(kg.arange(10))
@@ -198,9 +203,18 @@ class DataLoader:
         generator: np.random.Generator | None = None,
         device: Any = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
+        sampler: Any = None,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if sampler is not None and shuffle:
+            raise ValueError(
+                "DataLoader: shuffle=True and a sampler exclude each other (the sampler "
+                "decides the order); shuffle with the sampler, e.g. "
+                "DistributedSampler(dataset, shuffle=True)"
+            )
+        self.sampler = sampler
+        self._sampler_epoch: int | None = None  # the epoch the loader last gave it
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle
@@ -221,7 +235,7 @@ class DataLoader:
         self.epoch = 0
 
     def __len__(self) -> int:
-        count = len(self.dataset)
+        count = len(self.dataset) if self.sampler is None else len(self.sampler)
         if self.drop_last:
             return count // self.batch_size
         return math.ceil(count / self.batch_size)
@@ -229,17 +243,40 @@ class DataLoader:
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration use epoch ``epoch``'s order (iterating advances it)."""
         self.epoch = int(epoch)
+        self._give_sampler_epoch(self.epoch)
+
+    def _give_sampler_epoch(self, epoch: int) -> None:
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(epoch)
+            self._sampler_epoch = epoch
+
+    def _sync_sampler(self) -> None:
+        """Before an iteration: an epoch the user set on the sampler wins, else the
+        sampler gets the loader's."""
+        if not hasattr(self.sampler, "set_epoch"):
+            return
+        current = getattr(self.sampler, "epoch", None)
+        if current is not None and current != self._sampler_epoch:
+            self.epoch = int(current)
+        self._give_sampler_epoch(self.epoch)
 
     def state_dict(self) -> dict[str, int]:
         """The shuffling state: restore it with :meth:`load_state_dict` to continue."""
-        return {"seed": self.seed, "epoch": self.epoch}
+        return {"seed": int(getattr(self.sampler, "seed", self.seed)), "epoch": self.epoch}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
+        if hasattr(self.sampler, "seed"):
+            self.sampler.seed = self.seed
+        self._give_sampler_epoch(self.epoch)
 
     def order(self, epoch: int | None = None) -> np.ndarray:
         """The sample indices of an epoch, in visiting order."""
+        if self.sampler is not None:
+            if epoch is not None:
+                self._give_sampler_epoch(epoch)
+            return np.fromiter(iter(self.sampler), dtype=np.int64)
         count = len(self.dataset)
         if not self.shuffle:
             return np.arange(count, dtype=np.int64)
@@ -247,6 +284,8 @@ class DataLoader:
         return np.random.default_rng([self.seed, epoch]).permutation(count)
 
     def __iter__(self) -> Iterator[Any]:
+        if self.sampler is not None:
+            self._sync_sampler()
         order = self.order()
         self.epoch += 1
         batches = len(self)

@@ -9,7 +9,7 @@
 (2, 10)
 """
 
-from . import functional, init
+from . import functional, init, parallel
 from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d
@@ -25,6 +25,7 @@ from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool
 __all__ = [
     "functional",
     "init",
+    "parallel",
     "Module",
     "Parameter",
     "IncompatibleKeys",

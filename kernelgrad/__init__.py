@@ -204,6 +204,8 @@ _LAZY_ATTRIBUTES = {
     "barrier": "kernel",
     "elementwise": "kernel",
     "custom_vjp": "kernel",
+    "save": "save_load",
+    "load": "save_load",
 }
 
 

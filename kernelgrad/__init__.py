@@ -189,6 +189,8 @@ _LAZY_SUBMODULES = (
     "nn",
     "optim",
     "data",
+    "utils",
+    "accelerator",
     "cuda",
     "backends",
     "ops",

@@ -264,6 +264,18 @@ class DataLoader:
         batch_size: samples per batch.
         shuffle: visit the samples in a new random order every epoch.
         drop_last: drop the last batch when it is smaller than ``batch_size``.
+        batch_sampler: an iterable of lists of indices, one list per batch (instead of
+            ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``); given the
+            loader's epoch through ``set_epoch`` when it has one.
+        num_workers: threads that load batches ahead (0: in the iterating thread). The
+            batches are the same; see :mod:`kernelgrad.data.workers` for why threads.
+        prefetch_factor: batches each worker loads ahead (default 2).
+        persistent_workers: keep the worker threads between epochs.
+        worker_init_fn: called as ``worker_init_fn(worker_id)`` in each worker first.
+        timeout: seconds to wait for a worker's batch before raising (0: forever).
+        pin_memory, pin_memory_device, multiprocessing_context, in_order: accepted for
+            PyTorch's signature; host memory is not page-locked (``device=`` moves
+            batches to a GPU), workers are threads, and batches always come in order.
         seed: seed of the shuffling; epoch ``e`` uses the permutation drawn from
             ``(seed, e)``, so a run is reproducible and a resumed run (see
             :meth:`state_dict`) sees the same order as an uninterrupted one. When None,
@@ -278,18 +290,6 @@ class DataLoader:
             sampler decides the order. A sampler with ``set_epoch`` follows the loader's
             epoch (iterating sets it, then advances both); calling ``sampler.set_epoch(e)``
             yourself before iterating, as in PyTorch, moves the loader to epoch ``e``.
-        batch_sampler: an iterable of lists of indices, one list per batch (instead of
-            ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``); given the
-            loader's epoch through ``set_epoch`` when it has one.
-        num_workers: threads that load batches ahead (0: in the iterating thread). The
-            batches are the same; see :mod:`kernelgrad.data.workers` for why threads.
-        prefetch_factor: batches each worker loads ahead (default 2).
-        persistent_workers: keep the worker threads between epochs.
-        worker_init_fn: called as ``worker_init_fn(worker_id)`` in each worker first.
-        timeout: seconds to wait for a worker's batch before raising (0: forever).
-        pin_memory, pin_memory_device, multiprocessing_context, in_order: accepted for
-            PyTorch's signature; host memory is not page-locked (``device=`` moves
-            batches to a GPU), workers are threads, and batches always come in order.
 
     >>> import kernelgrad as kg
     >>> data = kg.data.TensorDataset(kg.arange(10))
@@ -304,11 +304,6 @@ class DataLoader:
         shuffle: bool = False,
         drop_last: bool = False,
         *,
-        seed: int | None = None,
-        generator: np.random.Generator | None = None,
-        device: Any = None,
-        collate_fn: Callable[[list[Any]], Any] | None = None,
-        sampler: Any = None,
         batch_sampler: Any = None,
         num_workers: int = 0,
         pin_memory: bool = False,
@@ -319,6 +314,11 @@ class DataLoader:
         persistent_workers: bool = False,
         pin_memory_device: str = "",
         in_order: bool = True,
+        seed: int | None = None,
+        generator: np.random.Generator | None = None,
+        device: Any = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        sampler: Any = None,
     ) -> None:
         shuffle = bool(shuffle)  # PyTorch's default is None
         _check_worker_options(num_workers, prefetch_factor, persistent_workers, timeout)
@@ -331,14 +331,6 @@ class DataLoader:
             batch_size = getattr(batch_sampler, "batch_size", 1)
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        self.batch_sampler = batch_sampler
-        self.num_workers = num_workers
-        self.prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
-        self.persistent_workers = persistent_workers
-        self.worker_init_fn = worker_init_fn
-        self.timeout = timeout
-        self.pin_memory = pin_memory
-        self._workers: Any = None  # the persistent WorkerPool
         if sampler is not None and shuffle:
             raise ValueError(
                 "DataLoader: shuffle=True and a sampler exclude each other (the sampler "
@@ -353,15 +345,23 @@ class DataLoader:
         self.drop_last = drop_last
         self.device = device
         self.collate_fn = collate_fn
+        self.batch_sampler = batch_sampler
+        self.num_workers = num_workers
+        self.prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
+        self.persistent_workers = persistent_workers
+        self.worker_init_fn = worker_init_fn
+        self.timeout = timeout
+        self.pin_memory = pin_memory
+        self._workers: Any = None  # the persistent WorkerPool
         self.seed = initial_seed(seed, generator)
         self.epoch = 0
 
     def __len__(self) -> int:
-        if self.batch_sampler is not None:
-            return len(self.batch_sampler)
         count = len(self.dataset) if self.sampler is None else len(self.sampler)
         if self.drop_last:
             return count // self.batch_size
+        if self.batch_sampler is not None:  # (which excludes drop_last)
+            return len(self.batch_sampler)
         return math.ceil(count / self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:

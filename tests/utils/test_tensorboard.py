@@ -142,3 +142,17 @@ def test_without_the_package_the_import_error_names_the_extra():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert "pip install 'kernelgrad[tensorboard]'" in done.stdout, done.stderr
+
+
+def test_a_matplotlib_figure_becomes_an_image(tmp_path):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure = plt.figure(figsize=(2, 1), dpi=50)
+    plt.plot([0, 1], [1, 0])
+    with SummaryWriter(tmp_path) as writer:
+        writer.add_figure("curve", figure, 0)
+    image = read(tmp_path).Images("curve")[0]
+    assert (image.width, image.height) == (100, 50)
+    assert not plt.fignum_exists(figure.number)  # closed, as with PyTorch's close=True

@@ -19,16 +19,18 @@ def make_data(rng):
 
 def train(models, data, steps):
     dtype = torch.float
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    torch.set_default_device(device) if hasattr(torch, "set_default_device") else None
+    device = torch.device("cpu")
+    # device = torch.device("cuda:0")  # Uncomment this to run on GPU
 
-    x = torch.linspace(-math.pi, math.pi, 2000, dtype=dtype)
+    # Create Tensors to hold input and outputs.
+    x = torch.linspace(-math.pi, math.pi, 2000, device=device, dtype=dtype)
     y = torch.sin(x)
 
-    a = torch.full((), 0.1, dtype=dtype, requires_grad=True)
-    b = torch.full((), -0.2, dtype=dtype, requires_grad=True)
-    c = torch.full((), 0.05, dtype=dtype, requires_grad=True)
-    d = torch.full((), 0.3, dtype=dtype, requires_grad=True)
+    # Create random Tensors for weights.
+    a = torch.randn((), device=device, dtype=dtype, requires_grad=True)
+    b = torch.randn((), device=device, dtype=dtype, requires_grad=True)
+    c = torch.randn((), device=device, dtype=dtype, requires_grad=True)
+    d = torch.randn((), device=device, dtype=dtype, requires_grad=True)
 
     learning_rate = 1e-6
     losses = []

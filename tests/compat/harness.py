@@ -2,9 +2,10 @@
 
 Each program in ``tests/compat/programs/`` is PyTorch code (``import torch``, ``import
 torch.nn as nn``, ``from torch.utils.data import DataLoader``, ...). :func:`load_program`
-executes it either as it is (real PyTorch) or under :func:`torch_is_kernelgrad`, an
-import hook that makes every ``torch`` / ``torch.X`` import give ``kernelgrad`` /
-``kernelgrad.X`` for the duration of the import: nothing in the program changes.
+executes it either as it is (real PyTorch) or under ``kernelgrad.torch_alias.aliased()``
+(what ``import kernelgrad.as_torch`` installs for good), which makes every ``torch`` /
+``torch.X`` import give ``kernelgrad`` / ``kernelgrad.X`` while the program is imported:
+nothing in the program changes.
 
 A program defines:
 
@@ -27,12 +28,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import importlib
-import importlib.abc
 import importlib.util
 import io
 import itertools
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -40,56 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from kernelgrad.torch_alias import aliased
+
 PROGRAMS = Path(__file__).parent / "programs"
 _counter = itertools.count()
-
-
-class _AliasLoader(importlib.abc.Loader):
-    def __init__(self, module: ModuleType) -> None:
-        self.module = module
-
-    def create_module(self, spec: Any) -> ModuleType:
-        return self.module  # the import system keeps the module's own name and spec
-
-    def exec_module(self, module: ModuleType) -> None:
-        pass
-
-
-class _TorchToKernelgrad(importlib.abc.MetaPathFinder):
-    """``torch.X`` -> ``kernelgrad.X`` (a clear error when kernelgrad has no such module)."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != "torch" and not fullname.startswith("torch."):
-            return None
-        target_name = "kernelgrad" + fullname[len("torch") :]
-        try:
-            module = importlib.import_module(target_name)
-        except ImportError as error:
-            raise ModuleNotFoundError(
-                f"No module named {fullname!r}: kernelgrad has no {target_name} ({error})",
-                name=fullname,
-            ) from None
-        return importlib.util.spec_from_loader(fullname, _AliasLoader(module))
-
-
-@contextlib.contextmanager
-def torch_is_kernelgrad() -> Iterator[None]:
-    """While active, ``import torch...`` imports kernelgrad; real PyTorch modules already
-    imported are set aside and put back afterwards."""
-    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if _is_torch(name)}
-    finder = _TorchToKernelgrad()
-    sys.meta_path.insert(0, finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
-        for name in [name for name in sys.modules if _is_torch(name)]:
-            del sys.modules[name]
-        sys.modules.update(saved)
-
-
-def _is_torch(name: str) -> bool:
-    return name == "torch" or name.startswith("torch.")
 
 
 def program_names() -> list[str]:
@@ -103,7 +55,7 @@ def load_program(name: str, library: str) -> ModuleType:
     )
     module = importlib.util.module_from_spec(spec)
     if library == "kernelgrad":
-        with torch_is_kernelgrad():
+        with aliased():
             spec.loader.exec_module(module)
     else:
         spec.loader.exec_module(module)

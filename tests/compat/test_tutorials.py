@@ -76,18 +76,3 @@ def test_a_tutorial_picks_the_gpu_when_there_is_one(device):
 
 def _rng() -> np.random.Generator:
     return np.random.default_rng(0)
-
-
-def test_the_import_hook_gives_kernelgrad_and_puts_pytorch_back():
-    import sys
-
-    real = sys.modules.get("torch")
-    with harness.torch_is_kernelgrad():
-        import torch
-        import torch.nn.functional as F
-        from torch.utils.data import DataLoader
-
-        assert torch is kg and F is kg.nn.functional and DataLoader is kg.data.DataLoader
-        with pytest.raises(ModuleNotFoundError, match=r"kernelgrad has no kernelgrad\.nothing"):
-            import torch.nothing
-    assert sys.modules.get("torch") is real

@@ -45,7 +45,8 @@ _counter = itertools.count()
 
 
 def program_names() -> list[str]:
-    return sorted(path.stem for path in PROGRAMS.glob("*.py") if not path.stem.startswith("_"))
+    names = (path.stem for path in PROGRAMS.glob("*.py"))
+    return sorted(name for name in names if not name.startswith("_") and name != "conftest")
 
 
 def load_program(name: str, library: str) -> ModuleType:

@@ -10,8 +10,8 @@ sub-folder per series), histograms, images (PNG, encoded here), text, matplotlib
 figures, precision-recall curves, hyperparameters, embeddings for the projector, and
 ``add_graph``: the operations autograd records for one forward pass (a node per
 operation, named after it: ``MulBackward0`` becomes ``Mul_0``; parameters keep their
-names, ``fc1.weight`` as ``fc1/weight``). Audio,
-video and meshes are not written (``NotImplementedError`` says so).
+names, ``fc1.weight`` as ``fc1/weight``). Audio, video, meshes and custom scalar
+layouts are not written (``NotImplementedError`` says so).
 
 >>> import tempfile
 >>> from kernelgrad.utils.tensorboard import SummaryWriter
@@ -587,6 +587,9 @@ class SummaryWriter:
 
     def add_mesh(self, *args: Any, **kwargs: Any) -> None:
         self._not_written("add_mesh")
+
+    def add_custom_scalars(self, *args: Any, **kwargs: Any) -> None:
+        self._not_written("add_custom_scalars")
 
     def flush(self) -> None:
         """Write every pending event to disk."""

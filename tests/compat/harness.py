@@ -83,7 +83,10 @@ def missing_requirements(name: str) -> list[str]:
     for dotted in requirements(name):
         owner: Any = kernelgrad
         for part in dotted.split("."):
-            owner = getattr(owner, part, None)
+            try:
+                owner = getattr(owner, part, None)
+            except ImportError:  # kg.utils.tensorboard without the tensorboard package
+                owner = None
             if owner is None:
                 missing.append(dotted)
                 break

@@ -346,6 +346,7 @@ def _read_bytes(f: FileLike) -> bytes:
 def load(
     f: FileLike,
     map_location: Any = None,
+    *,
     weights_only: bool | None = True,
 ) -> Any:
     """Load what :func:`save` or ``torch.save`` stored in ``f`` (a path or a binary file

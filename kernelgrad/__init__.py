@@ -18,7 +18,14 @@ __version__ = "0.1.0"
 import importlib
 from typing import Any
 
-from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .device import Device, default_device, device
 from .dtypes import (
     DType,
@@ -183,6 +190,8 @@ _LAZY_SUBMODULES = (
     "nn",
     "optim",
     "data",
+    "utils",
+    "accelerator",
     "cuda",
     "backends",
     "ops",
@@ -206,6 +215,8 @@ _LAZY_ATTRIBUTES = {
     "barrier": "kernel",
     "elementwise": "kernel",
     "custom_vjp": "kernel",
+    "save": "save_load",
+    "load": "save_load",
 }
 
 

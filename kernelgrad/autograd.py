@@ -130,6 +130,68 @@ class enable_grad(set_grad_enabled):
         return wrapper
 
 
+class _InferenceState(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[bool] = []
+
+
+_inference = _InferenceState()
+
+
+class inference_mode(set_grad_enabled):
+    """PyTorch's ``torch.inference_mode``: a block (or decorated function) that records
+    no graph. Here it is exactly :class:`no_grad` (tensors made inside may join a graph
+    later, which PyTorch refuses); ``inference_mode(False)`` turns recording back on.
+    Usable as ``with``, as ``@kg.inference_mode()`` and as ``@kg.inference_mode``.
+
+    >>> import kernelgrad as kg
+    >>> w = kg.ones(3, requires_grad=True)
+    >>> with kg.inference_mode():
+    ...     y = w * 2
+    ...     kg.is_inference_mode_enabled()
+    True
+    >>> y.requires_grad
+    False
+    """
+
+    def __new__(cls, mode: Any = True) -> Any:
+        if callable(mode):  # @kg.inference_mode without parentheses
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: bool = True) -> None:
+        super().__init__(not mode)
+        self.inference = bool(mode)
+
+    def __enter__(self) -> None:
+        super().__enter__()
+        _inference.stack.append(self.inference)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _inference.stack.pop()
+        super().__exit__(*exc_info)
+
+    def __call__(self, fn: Callable) -> Callable:
+        import functools
+
+        inference = self.inference
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(inference):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    """True inside ``kg.inference_mode()``."""
+    return bool(_inference.stack) and _inference.stack[-1]
+
+
+__all__ += ["inference_mode", "is_inference_mode_enabled", "AccumulateGrad"]
+
+
 # --- graph -----------------------------------------------------------------------------
 class Node:
     """One recorded operation. See the module docstring."""
@@ -144,7 +206,9 @@ class Node:
         vjp: Callable[[Tensor], Sequence[Tensor | None]],
         saved: tuple[Tensor, ...] = (),
     ) -> None:
-        self.name = name
+        self.name = _OPERATION_NAMES.get(name) or _OPERATION_NAMES.setdefault(
+            name, _OperationName(name)
+        )
         self.edges = edges
         self.input_meta = input_meta  # (shape, dtype) of each input that gets a gradient
         self.vjp: Callable | None = vjp
@@ -153,6 +217,25 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
+
+    @property
+    def next_functions(self) -> tuple[tuple[Any, int], ...]:
+        """PyTorch's view of the graph: one ``(node, 0)`` per input of the operation, the
+        node being the input's own :class:`Node`, an :class:`AccumulateGrad` for a leaf
+        that requires grad, or None for an input that gets no gradient.
+
+        >>> import kernelgrad as kg
+        >>> x = kg.ones(2, requires_grad=True)
+        >>> y = (x * 3).sum()
+        >>> y.grad_fn.name(), y.grad_fn.next_functions[0][0].name()
+        ('SumBackward0', 'MulBackward0')
+        >>> y.grad_fn.next_functions[0][0].next_functions[0][0].variable is x
+        True
+        """
+        return tuple(
+            (edge if edge is None or isinstance(edge, Node) else AccumulateGrad(edge), 0)
+            for edge in self.edges
+        )
 
     def check_saved(self) -> None:
         for tensor, version in self.saved:
@@ -169,6 +252,39 @@ class Node:
     def release(self) -> None:
         self.vjp = None
         self.saved = ()
+
+
+class _OperationName(str):
+    """A node's operation name ("mul"), which can also be called like PyTorch's
+    ``grad_fn.name()`` to give the PyTorch-style class name ("MulBackward0")."""
+
+    __slots__ = ()
+
+    def __call__(self) -> str:
+        return "".join(part.capitalize() for part in self.split("_")) + "Backward0"
+
+
+_OPERATION_NAMES: dict[str, _OperationName] = {}
+
+
+class AccumulateGrad:
+    """What ``next_functions`` shows for a leaf tensor that requires grad: backward
+    adds into ``variable.grad`` (PyTorch's ``AccumulateGrad`` node)."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable: Tensor) -> None:
+        self.variable = variable
+
+    @property
+    def next_functions(self) -> tuple[()]:
+        return ()
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad>"
 
 
 class SavedOutput:

@@ -357,11 +357,15 @@ def _check_file_digest(path: Any, content: bytes, header_length: int, digest: An
         )
 
 
-def _read(path: str | os.PathLike) -> tuple[dict[str, Any], dict[str, str], bytes]:
+def _read(
+    path: str | os.PathLike, content: bytes | None = None
+) -> tuple[dict[str, Any], dict[str, str], bytes]:
     """(tensor entries, metadata, data bytes) after validating the whole layout and,
-    where the file records them, its digests."""
-    with open(path, "rb") as handle:
-        content = handle.read()
+    where the file records them, its digests. ``content``: the file's bytes when the
+    caller has read them already (from a file object); ``path`` then names it in errors."""
+    if content is None:
+        with open(path, "rb") as handle:
+            content = handle.read()
     size = len(content)
     if size < 8:
         raise _damaged(path, f"it is {size} bytes long, shorter than the 8-byte header length")

@@ -7,6 +7,10 @@
 * :func:`find_dataset`, :func:`download_dataset`, :func:`load_dataset` and the
   dataset classes :class:`FashionMNIST`, :class:`MNIST` and :class:`Digits` (a small
   real dataset embedded in the package).
+* Samplers (:class:`RandomSampler`, :class:`SequentialSampler`, :class:`BatchSampler`,
+  ...), :func:`random_split`, :class:`ConcatDataset`, and worker threads
+  (``DataLoader(num_workers=N)``, :func:`get_worker_info`); ``kg.utils.data`` has all of
+  this under PyTorch's module names.
 
 >>> import kernelgrad as kg
 >>> train = kg.data.load_dataset("digits", train=True)
@@ -38,11 +42,31 @@ from .distributed import DistributedSampler
 from .download import download_file, file_digest
 from .errors import ChecksumError, DatasetError, DatasetNotFoundError, DownloadError, IDXError
 from .idx import read_idx, write_idx
-from .loader import DataLoader, Dataset, Subset, TensorDataset, default_collate
+from .loader import (
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    Subset,
+    TensorDataset,
+    default_collate,
+    initial_seed,
+    random_split,
+)
+from .sampler import (
+    BatchSampler,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
+from .workers import WorkerInfo, get_worker_info
 
 __all__ = [
     "DATASETS",
+    "BatchSampler",
     "ChecksumError",
+    "ConcatDataset",
     "DataLoader",
     "Dataset",
     "DatasetError",
@@ -56,8 +80,14 @@ __all__ = [
     "IDXError",
     "IDXImageDataset",
     "MNIST",
+    "RandomSampler",
+    "Sampler",
+    "SequentialSampler",
     "Subset",
+    "SubsetRandomSampler",
     "TensorDataset",
+    "WeightedRandomSampler",
+    "WorkerInfo",
     "available_datasets",
     "dataset_cache_dir",
     "default_collate",
@@ -66,8 +96,11 @@ __all__ = [
     "file_digest",
     "find_dataset",
     "get_spec",
+    "get_worker_info",
     "how_to_get",
+    "initial_seed",
     "load_dataset",
+    "random_split",
     "read_idx",
     "register_dataset",
     "write_idx",

@@ -17,13 +17,23 @@ per-sample loop plus :func:`default_collate` otherwise.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DataLoader", "Dataset", "Subset", "TensorDataset", "default_collate"]
+__all__ = [
+    "ConcatDataset",
+    "DataLoader",
+    "Dataset",
+    "Subset",
+    "TensorDataset",
+    "default_collate",
+    "initial_seed",
+    "random_split",
+]
 
 
 class Dataset:
@@ -124,6 +134,89 @@ class Subset(Dataset):
         return getattr(self.dataset, name)
 
 
+class ConcatDataset(Dataset):
+    """The samples of several datasets one after the other.
+
+    >>> import kernelgrad as kg
+    >>> both = kg.data.ConcatDataset([kg.data.TensorDataset(kg.arange(3)),
+    ...                               kg.data.TensorDataset(kg.arange(10, 12))])
+    >>> len(both), both[3][0].item()
+    (5, 10)
+    """
+
+    def __init__(self, datasets: Sequence[Any]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset needs at least one dataset")
+        self.cumulative_sizes = np.cumsum([len(dataset) for dataset in self.datasets]).tolist()
+
+    def __len__(self) -> int:
+        return int(self.cumulative_sizes[-1])
+
+    def __getitem__(self, index: int) -> Any:
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} is out of range for a dataset of {len(self)} samples")
+        which = int(np.searchsorted(self.cumulative_sizes, index, side="right"))
+        start = self.cumulative_sizes[which - 1] if which else 0
+        return self.datasets[which][index - start]
+
+
+def initial_seed(seed: int | None = None, generator: Any = None) -> int:
+    """A shuffling seed: ``seed``; else one drawn from ``generator`` (a NumPy
+    ``Generator``, or an object with ``initial_seed()`` such as a torch-style generator);
+    else the last ``kg.manual_seed``; else fresh OS entropy."""
+    if seed is not None:
+        return int(seed)
+    if generator is not None:
+        if hasattr(generator, "initial_seed"):
+            return int(generator.initial_seed())
+        return int(generator.integers(0, 2**63 - 1))
+    from ..ops.creation import _SeedState
+
+    if _SeedState.seed is not None:
+        return int(_SeedState.seed)
+    return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
+
+
+def random_split(
+    dataset: Any,
+    lengths: Sequence[int | float],
+    generator: Any = None,
+    *,
+    seed: int | None = None,
+) -> list[Subset]:
+    """Split ``dataset`` into non-overlapping random :class:`Subset` s of the given
+    lengths, or fractions summing to 1 (the remainder going one by one to the first
+    subsets, as in PyTorch). The permutation is drawn from ``seed`` (else ``generator``,
+    else ``kg.manual_seed``'s, else OS entropy).
+
+    >>> import kernelgrad as kg
+    >>> train, test = kg.data.random_split(range(10), [0.8, 0.2], seed=0)
+    >>> len(train), len(test), sorted([*train.indices, *test.indices]) == list(range(10))
+    (8, 2, True)
+    """
+    count = len(dataset)
+    lengths = list(lengths)
+    if lengths and all(isinstance(n, float) for n in lengths) and math.isclose(sum(lengths), 1):
+        sizes = [math.floor(count * fraction) for fraction in lengths]
+        for i in range(count - sum(sizes)):
+            sizes[i % len(sizes)] += 1
+        lengths = sizes
+    if (
+        not all(isinstance(n, int | np.integer) and n >= 0 for n in lengths)
+        or sum(lengths) != count
+    ):
+        raise ValueError(
+            f"random_split: lengths {lengths} must be non-negative integers summing to the "
+            f"dataset's {count} samples, or fractions summing to 1"
+        )
+    order = np.random.default_rng(initial_seed(seed, generator)).permutation(count)
+    bounds = np.cumsum([0, *lengths])
+    return [Subset(dataset, order[start:stop]) for start, stop in itertools.pairwise(bounds)]
+
+
 def default_collate(samples: list[Any]) -> Any:
     """Stack a list of samples into a batch: tuples element by element, NumPy arrays and
     numbers with ``np.stack``, tensors with ``kg.stack``, dicts key by key."""
@@ -171,6 +264,18 @@ class DataLoader:
         batch_size: samples per batch.
         shuffle: visit the samples in a new random order every epoch.
         drop_last: drop the last batch when it is smaller than ``batch_size``.
+        batch_sampler: an iterable of lists of indices, one list per batch (instead of
+            ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``); given the
+            loader's epoch through ``set_epoch`` when it has one.
+        num_workers: threads that load batches ahead (0: in the iterating thread). The
+            batches are the same; see :mod:`kernelgrad.data.workers` for why threads.
+        prefetch_factor: batches each worker loads ahead (default 2).
+        persistent_workers: keep the worker threads between epochs.
+        worker_init_fn: called as ``worker_init_fn(worker_id)`` in each worker first.
+        timeout: seconds to wait for a worker's batch before raising (0: forever).
+        pin_memory, pin_memory_device, multiprocessing_context, in_order: accepted for
+            PyTorch's signature; host memory is not page-locked (``device=`` moves
+            batches to a GPU), workers are threads, and batches always come in order.
         seed: seed of the shuffling; epoch ``e`` uses the permutation drawn from
             ``(seed, e)``, so a run is reproducible and a resumed run (see
             :meth:`state_dict`) sees the same order as an uninterrupted one. When None,
@@ -199,12 +304,31 @@ class DataLoader:
         shuffle: bool = False,
         drop_last: bool = False,
         *,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], Any] | None = None,
+        multiprocessing_context: Any = None,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
         seed: int | None = None,
         generator: np.random.Generator | None = None,
         device: Any = None,
         collate_fn: Callable[[list[Any]], Any] | None = None,
         sampler: Any = None,
     ) -> None:
+        shuffle = bool(shuffle)  # PyTorch's default is None
+        _check_worker_options(num_workers, prefetch_factor, persistent_workers, timeout)
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError(
+                    "DataLoader: batch_sampler gives whole batches, so it excludes "
+                    "batch_size, shuffle, sampler and drop_last"
+                )
+            batch_size = getattr(batch_sampler, "batch_size", 1)
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if sampler is not None and shuffle:
@@ -221,23 +345,23 @@ class DataLoader:
         self.drop_last = drop_last
         self.device = device
         self.collate_fn = collate_fn
-        if seed is None:
-            if generator is not None:
-                seed = int(generator.integers(0, 2**63 - 1))
-            else:
-                from ..ops.creation import _SeedState
-
-                if _SeedState.seed is not None:
-                    seed = _SeedState.seed
-                else:
-                    seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
-        self.seed = int(seed)
+        self.batch_sampler = batch_sampler
+        self.num_workers = num_workers
+        self.prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
+        self.persistent_workers = persistent_workers
+        self.worker_init_fn = worker_init_fn
+        self.timeout = timeout
+        self.pin_memory = pin_memory
+        self._workers: Any = None  # the persistent WorkerPool
+        self.seed = initial_seed(seed, generator)
         self.epoch = 0
 
     def __len__(self) -> int:
         count = len(self.dataset) if self.sampler is None else len(self.sampler)
         if self.drop_last:
             return count // self.batch_size
+        if self.batch_sampler is not None:  # (which excludes drop_last)
+            return len(self.batch_sampler)
         return math.ceil(count / self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
@@ -288,19 +412,70 @@ class DataLoader:
             self._sync_sampler()
         order = self.order()
         self.epoch += 1
-        batches = len(self)
-        use_get_batch = self.collate_fn is None and hasattr(self.dataset, "get_batch")
-        for number in range(batches):
-            indices = order[number * self.batch_size : (number + 1) * self.batch_size]
-            if use_get_batch:
-                batch = self.dataset.get_batch(indices)
-            else:
-                collate = self.collate_fn or default_collate
-                batch = collate([self.dataset[int(i)] for i in indices])
+        if self.num_workers == 0:
+            batches: Iterator[Any] = map(self._load, self._index_batches(order))
+        else:
+            batches = self._from_workers(self._index_batches(order))
+        for batch in batches:
             yield _to_device(batch, self.device)
+
+    def _index_batches(self, order: np.ndarray) -> Iterator[Any]:
+        """The indices of each batch of this epoch."""
+        if self.batch_sampler is not None:
+            if hasattr(self.batch_sampler, "set_epoch"):
+                self.batch_sampler.set_epoch(self.epoch - 1)
+            return iter(self.batch_sampler)
+        size = self.batch_size
+        stop = len(order) - len(order) % size if self.drop_last else len(order)
+        return (order[start : start + size] for start in range(0, stop, size))
+
+    def _load(self, indices: Any) -> Any:
+        """One batch: a bulk ``get_batch`` when the dataset has one, else the samples
+        collated."""
+        if self.collate_fn is None and hasattr(self.dataset, "get_batch"):
+            return self.dataset.get_batch(np.asarray(indices, dtype=np.int64))
+        collate = self.collate_fn or default_collate
+        return collate([self.dataset[int(i)] for i in indices])
+
+    def _from_workers(self, index_batches: Iterator[Any]) -> Iterator[Any]:
+        from .workers import WorkerPool
+
+        pool = self._workers or WorkerPool(
+            self.num_workers,
+            self.prefetch_factor,
+            self.dataset,
+            self.seed,
+            self.worker_init_fn,
+            self.timeout,
+        )
+        if self.persistent_workers:
+            self._workers = pool
+        try:
+            yield from pool.run(self._load, index_batches)
+        finally:
+            if not self.persistent_workers:
+                pool.shutdown()
 
     def __repr__(self) -> str:
         return (
             f"DataLoader({len(self.dataset)} samples, batch_size={self.batch_size}, "
             f"shuffle={self.shuffle}, drop_last={self.drop_last}, device={self.device})"
         )
+
+
+def _check_worker_options(
+    num_workers: Any, prefetch_factor: Any, persistent_workers: Any, timeout: Any
+) -> None:
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 0:
+        raise ValueError(f"num_workers must be an integer >= 0, got {num_workers!r}")
+    if num_workers == 0 and (prefetch_factor is not None or persistent_workers):
+        raise ValueError(
+            "DataLoader: prefetch_factor and persistent_workers need worker threads; give "
+            "num_workers > 0 (as in PyTorch)"
+        )
+    if prefetch_factor is not None and (
+        not isinstance(prefetch_factor, int) or prefetch_factor < 1
+    ):
+        raise ValueError(f"prefetch_factor must be a positive integer, got {prefetch_factor!r}")
+    if not isinstance(timeout, int | float) or timeout < 0:
+        raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}")

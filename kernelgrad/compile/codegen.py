@@ -199,6 +199,8 @@ import math
 
 import numpy as np
 from numba import cuda, float32, float64, int32, int64
+
+KIND = 'fused_reduce'  # for the compile check (backends/cuda/recording.py)
 '''
 
 

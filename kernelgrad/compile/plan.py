@@ -295,6 +295,7 @@ class CudaFusedReduceStep(Step):
 
     def __init__(
         self,
+        backend: Any,
         kernel: Any,
         block: int,
         layout: dict[str, Any],
@@ -305,6 +306,7 @@ class CudaFusedReduceStep(Step):
         label: str,
         shape: tuple[int, ...],
     ) -> None:
+        self.backend = backend
         self.kernel = kernel
         self.block = block
         self.label = label
@@ -323,7 +325,7 @@ class CudaFusedReduceStep(Step):
         layout = self.layout
         if layout["n_out"] == 0:
             return
-        self.kernel[layout["n_out"], self.block, 0](
+        args = (
             layout["n_out"],
             layout["n_red"],
             layout["kshape"],
@@ -341,6 +343,10 @@ class CudaFusedReduceStep(Step):
             *[table[t.slot] for t in self.epi],
             *self.epi_scalars,
             *[table[t.slot] for t in self.outs],
+        )
+        described = f"input shape {self.shape}, {layout['n_out']} outputs"
+        self.backend.launcher.launch(
+            self.label, self.kernel, layout["n_out"], self.block, described, args
         )
 
 
@@ -670,6 +676,7 @@ def _fused_reduce(analysis: Analysis, group: Group) -> Step:
             source = for_simulator(source)
         kernel = load_module(source, f"fused_reduce_cuda_{parts.kind}").kernel
         return CudaFusedReduceStep(
+            reduce_op.attrs["backend"],
             kernel,
             block,
             layout,

@@ -145,6 +145,8 @@ class Kernel:
             self._prepare_arrays(converted, target)
             if prod(sizes) == 0:
                 return
+            if _recording().active():
+                self._record(converted, sizes, group is not None)
             if target.type == "cpu":
                 self._launch_cpu(converted, sizes, group)
             else:
@@ -277,6 +279,23 @@ class Kernel:
             elif argument.name in self.info.written:
                 tensor._storage.version += 1
 
+    def _record(self, converted: Sequence[_Argument], sizes: tuple, workgroup: bool) -> None:
+        """Report this launch, in its CUDA form, to the compile check's recording
+        (``backends/cuda/recording.py``); a CPU launch is recorded with the types its
+        arguments would have on CUDA (arrays of the same dtype, rank and layout), so that
+        examples too large for the simulator can run on the CPU."""
+        recording = _recording()
+        info = self.info
+        ndim = len(sizes)
+        recording.record_source(
+            f"kernel {info.name}",
+            (id(self), ndim, workgroup),
+            lambda: transform.cuda_source(info, ndim, workgroup, self.fastmath),
+            f"kernel_cuda_{info.name}",
+            recording.argument_types(list(sizes) + [a.value for a in converted]),
+            info.injected,
+        )
+
     # --- compilation ------------------------------------------------------------------------
     def _launcher(self, device_type: str, ndim: int, workgroup: bool, types: Any) -> Any:
         key = (device_type, ndim, workgroup, types)
@@ -383,6 +402,7 @@ class Kernel:
 
 _TENSOR: list[type] = []
 _TRACE: list[Any] = []
+_RECORDING: list[Any] = []
 
 
 def _trace() -> Any:
@@ -392,6 +412,15 @@ def _trace() -> Any:
 
         _TRACE.append(trace)
     return _TRACE[0]
+
+
+def _recording() -> Any:
+    """kernelgrad.backends.cuda.recording (a small module without numba imports)."""
+    if not _RECORDING:
+        from ..backends.cuda import recording
+
+        _RECORDING.append(recording)
+    return _RECORDING[0]
 
 
 def _tensor_class() -> type:

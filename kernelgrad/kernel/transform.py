@@ -690,6 +690,7 @@ def _header_lines(info: KernelInfo, device: str, fastmath: bool = False) -> list
         lines.append("from numba import njit, prange")
     else:
         lines.append("from numba import cuda")
+        lines.append("KIND = 'kernel'  # for the compile check (backends/cuda/recording.py)")
     if info.uses_private and device == "cpu":
         from .stack_array import SOURCE_DIGEST
 

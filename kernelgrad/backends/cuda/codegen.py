@@ -45,6 +45,8 @@ import math
 
 import numpy as np
 from numba import cuda, float32, float64, int32, int64
+
+KIND = {kind!r}  # for the compile check (recording.py)
 '''
 
 
@@ -64,7 +66,9 @@ def for_simulator(source: str) -> str:
     tree = _PythonBoolComparisons().visit(ast.parse(source))
     adapted = ast.unparse(ast.fix_missing_locations(tree))
     simulated_math = "from kernelgrad.backends.cuda import simmath as math\n"
-    return adapted.replace("import math\n", simulated_math, 1)
+    adapted = adapted.replace("import math\n", simulated_math, 1)
+    # The source a GPU would compile, for the compile check's recordings (recording.py).
+    return f"{adapted}\n\nDEVICE_SOURCE = {source!r}\n"
 
 
 def numba_type(dtype: DType) -> str:
@@ -128,7 +132,7 @@ def elementwise_source(
     n_arrays = len(names)
 
     fn_source = narrow_literals(fn_source, compute_dtypes)
-    lines = [_HEADER, "", fn_source.rstrip(), "", ""]
+    lines = [_HEADER.format(kind="elementwise"), "", fn_source.rstrip(), "", ""]
     lines.append(f"_scalar_fn = cuda.jit(device=True)({fn_name})")
     lines += ["", "", "@cuda.jit(cache=True)"]
     if ndim == 0:
@@ -226,7 +230,7 @@ def reduce_source(
             lines = [f"if {candidate} >= 0:"] + _indent(lines, 1)
         return lines
 
-    lines = [_HEADER, "", "", "@cuda.jit(cache=True)"]
+    lines = [_HEADER.format(kind="reduce"), "", "", "@cuda.jit(cache=True)"]
     lines.append(
         "def kernel(n_out, n_red, nsplit, per_split, kshape, kstrides, rshape, rstrides, "
         "x, x_offset, xi, out, out_offset, partial, partial_index, write_partial):"
@@ -349,7 +353,7 @@ def matmul_source(dtype: DType, acc_dtype: DType, batch_ndim: int, tile: int, wp
     (blocks loop over tiles)."""
     block_m = tile * wpt
     acc_type = numba_type(acc_dtype)
-    lines = [_HEADER, ""]
+    lines = [_HEADER.format(kind="matmul"), ""]
     lines += [f"TILE = {tile}", f"WPT = {wpt}", f"BLOCK_M = {block_m}", ""]
     lines.append("@cuda.jit(cache=True)")
     lines.append(

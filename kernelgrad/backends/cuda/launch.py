@@ -37,6 +37,7 @@ from typing import Any
 
 from ...debug import debug_level, log
 from ...errors import KernelError
+from . import recording
 from .runtime import DeviceProperties
 
 
@@ -131,6 +132,8 @@ class Launcher:
     ) -> None:
         record = LaunchRecord(name, grid, block, operands)
         self.recent.append(record)  # for error messages about asynchronous failures
+        if recording.active():  # the compile check's workload (recording.py)
+            recording.record(name, kernel, args)
         level = debug_level()
         compiled_before = len(getattr(kernel, "overloads", ())) if level >= 1 else 0
         start = time.perf_counter() if level >= 1 else 0.0

@@ -150,17 +150,59 @@ def prepare(cc: tuple[int, int]) -> int | None:
 # --- compiling ----------------------------------------------------------------------------
 def load_function(kernel: RecordedKernel) -> tuple[Any, dict[str, Any]]:
     """The Python function of a recorded kernel and its dispatcher's target options."""
-    if kernel.reference is not None:
-        dispatcher = ImportedValue(*kernel.reference).resolve()
-    else:
-        from ...codecache import load_module
-
-        assert kernel.source is not None
-        module = load_module(kernel.source, kernel.prefix)
-        for name, value in kernel.injected.items():
-            setattr(module, name, value.resolve() if isinstance(value, ImportedValue) else value)
-        dispatcher = getattr(module, kernel.attribute)
+    dispatcher = _load_dispatcher(kernel)
     return dispatcher.py_func, dict(getattr(dispatcher, "targetoptions", {}))
+
+
+def _load_dispatcher(kernel: RecordedKernel) -> Any:
+    if kernel.reference is not None:
+        return ImportedValue(*kernel.reference).resolve()
+    from ...codecache import load_module
+
+    assert kernel.source is not None
+    module = load_module(kernel.source, kernel.prefix)
+    for name, value in kernel.injected.items():
+        setattr(module, name, value.resolve() if isinstance(value, ImportedValue) else value)
+    return getattr(module, kernel.attribute)
+
+
+def _index_divisions(function: Any, signature: tuple, cc: tuple[int, int], options: dict) -> int:
+    """The 64-bit divisions of an elementwise kernel outside its scalar function: the
+    kernel compiled again with the scalar function (``_scalar_fn``, already compiled
+    for its argument types by the first compile) replaced by one that returns zeros of
+    the same types. An integer ``//`` or ``%`` op divides by nature; its index
+    arithmetic must not."""
+    from numba import cuda
+
+    namespace = function.__globals__
+    scalar = namespace.get("_scalar_fn")
+    if scalar is None or not scalar.overloads:
+        return division_64(cuda.compile_ptx(function, signature, cc=cc)[0])
+    from numba.cuda import types
+
+    result = next(iter(scalar.overloads.values())).signature.return_type
+    if isinstance(result, types.BaseTuple):
+        value = "(" + "".join(f"np.{_numpy_name(t)}(0), " for t in result.types) + ")"
+    else:
+        value = f"np.{_numpy_name(result)}(0)"
+    arity = scalar.py_func.__code__.co_argcount
+    parameters = ", ".join(f"a{i}" for i in range(arity))
+    source = f"def _probe({parameters}):\n    return {value}\n"
+    probe_namespace: dict[str, Any] = {"np": __import__("numpy")}
+    exec(source, probe_namespace)
+    namespace["_scalar_fn"] = cuda.jit(device=True)(probe_namespace["_probe"])
+    try:
+        ptx, _ = cuda.compile_ptx(
+            function, signature, cc=cc, fastmath=bool(options.get("fastmath", False))
+        )
+    finally:
+        namespace["_scalar_fn"] = scalar
+    return division_64(ptx)
+
+
+def _numpy_name(numba_type: Any) -> str:
+    name = str(numba_type)
+    return "bool_" if name == "bool" else name
 
 
 def link(ptx: str, cc: tuple[int, int], options: list[str] | None = None) -> str:
@@ -250,6 +292,11 @@ def compile_kernel(kernel: RecordedKernel, cc: tuple[int, int], keep: bool = Fal
         return report
     report.float64_ops = float64_arithmetic(ptx)
     report.division_64 = division_64(ptx)
+    if kernel.kind == "elementwise" and report.division_64:
+        try:
+            report.division_64 = _index_divisions(function, kernel.signature, cc, options)
+        except Exception as error:  # the kernel compiled; say why the probe did not
+            report.error = f"index-division probe: {type(error).__name__}: {error}"
     report.spill_bytes = spilled_bytes(log)
     entries = set(_ENTRY.findall(ptx))
     for name, registers, shared, local in _PROPERTIES.findall(log):

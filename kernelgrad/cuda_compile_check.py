@@ -94,8 +94,9 @@ _BOOL_OPS = {
 
 def elementwise_ops(device: str) -> None:
     """Every elementwise primitive on every dtype its rule accepts, in the operand
-    patterns programs use: all contiguous, strided (a transposed operand), broadcast
-    (a row), and with a Python number as the second operand."""
+    patterns programs use: all contiguous and with a Python number as the second
+    operand, and for floating point also strided (a transposed operand) and broadcast
+    (a row)."""
     from .errors import KernelError
     from .ops.elementwise import OPS, apply
 
@@ -110,9 +111,11 @@ def elementwise_ops(device: str) -> None:
             if dtype is kg.bool and name not in _BOOL_OPS:
                 continue
             x, t, row, number = (operands[k] for k in ("contiguous", "transposed", "row", "number"))
-            patterns = [[x] * nin, [t] + [x] * (nin - 1)]
+            patterns = [[x] * nin]
             if nin > 1:
-                patterns += [[x, row] + [x] * (nin - 2), [x, number] + [x] * (nin - 2)]
+                patterns.append([x, number] + [x] * (nin - 2))
+            if dtype.is_floating_point:  # the strided index code; once per op is enough
+                patterns += [[t] + [x] * (nin - 1), [x, row] + [x] * (nin - 2)][:nin]
             for inputs in patterns:
                 if name == "where":
                     inputs = [condition, *inputs[1:]]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ..backends.cpu.codegen import init_value
 from ..backends.cuda.codegen import (
+    COMPENSATED_TREE_STEP,
     compensated_add,
     counter_type,
     grid_stride,
@@ -366,15 +367,7 @@ def cuda_reduce_source(
         loop.append("shared_comp[tid] = comp")
     loop += ["cuda.syncthreads()", f"half = {block // 2}", "while half > 0:"]
     if compensated:
-        tree = [
-            "mine = shared_value[tid]",
-            "other = shared_value[tid + half]",
-            "summed = mine + other",
-            "back = summed - mine",
-            "shared_comp[tid] += shared_comp[tid + half] + ((mine - (summed - back)) + "
-            "(other - back))",
-            "shared_value[tid] = summed",
-        ]
+        tree = list(COMPENSATED_TREE_STEP)
     else:
         tree = ["mine = shared_value[tid]", "other = shared_value[tid + half]"]
         tree += update("other", "mine")

@@ -39,31 +39,47 @@ import kernelgrad as kg
 GROUP = 256
 
 
-def _row_result(
-    t, target_logit, target_weight, peak, log_total, shifted, weights, classes, class_count,
-    ignore_index, smoothing,
+def _two_sum(total, error, value):
+    """(total + value, error + its rounding error): Knuth's TwoSum, so that total + error
+    carries about twice the working precision."""
+    summed = total + value
+    back = summed - total
+    return summed, error + ((total - (summed - back)) + (value - back))
+
+
+def _finish_row(
+    stats, error, rows, i, t, target_logit, target_weight, peak, log_total, shifted, weights,
+    classes, class_count, ignore_index, smoothing,
 ):  # fmt: skip
-    """(loss, sample weight, log-sum-exp, bad target) of a row from its sums:
+    """Store row i's loss, sample weight and log-sum-exp, computed from its sums:
     ``log_total`` = log sum_j exp(x_j - p), ``shifted`` = sum_j w_j (x_j - p),
-    ``weights`` = sum_j w_j. (Helpers take numbers: an array passed to a helper would
-    count as written, and the logits' version counter would change.)"""
+    ``weights`` = sum_j w_j; report a bad target in ``error``. (Helpers take numbers and
+    the arrays they write: an array passed to a helper counts as written, and the
+    logits' version counter would change.)"""
     lse = peak + log_total
     loss = 0.0
     sample_weight = 0.0
-    bad = False
     if t != ignore_index:
         if t < 0 or t >= classes:
-            bad = True
+            error[0] = t
+            error[1] = 1
         else:
             sample_weight = target_weight
             loss = -(target_logit - lse) * sample_weight * (1.0 - smoothing)
             if smoothing > 0.0:
                 loss -= (shifted - log_total * weights) * (smoothing / class_count)
-    return loss, sample_weight, lse, bad
+    stats[i] = loss
+    stats[rows + i] = sample_weight
+    stats[2 * rows + i] = lse
 
 
-def _gradient_factors(sample_weight, scale, total_weight, class_count, smoothing):
-    """Per row: (a_i * scale_i, smoothing / C * scale_i, w_t (1 - smoothing) * scale_i)."""
+def _gradient_factors(
+    sample_weight, scale, denominator, mean, total_weight, class_count, smoothing
+):  # fmt: skip
+    """Per row: (a_i * scale_i, smoothing / C * scale_i, w_t (1 - smoothing) * scale_i),
+    with scale_i divided by the denominator for a mean."""
+    if mean:
+        scale = scale / denominator
     keep = sample_weight * (1.0 - smoothing)
     spread = smoothing / class_count
     return (keep + total_weight * spread) * scale, spread * scale, keep * scale
@@ -102,36 +118,17 @@ def cross_entropy_rows(
     shifted_error = 0.0
     weights = 0.0
     for j in range(classes):
-        value = kg.exp(row[j] - peak)
-        summed = total + value  # TwoSum: total + total_error carries the rounding
-        back = summed - total
-        total_error += (total - (summed - back)) + (value - back)
-        total = summed
-        w = 1.0
-        if has_weight:
-            w = weight[j]
-        value = w * (row[j] - peak)
-        summed = shifted + value
-        back = summed - shifted
-        shifted_error += (shifted - (summed - back)) + (value - back)
-        shifted = summed
+        total, total_error = _two_sum(total, total_error, kg.exp(row[j] - peak))
+        w = weight[j] if has_weight else 1.0
+        shifted, shifted_error = _two_sum(shifted, shifted_error, w * (row[j] - peak))
         weights += w
     t = target[i]
     valid = t >= 0 and t < classes
-    target_logit = row[t] if valid else peak
-    target_weight = 1.0
-    if has_weight and valid:
-        target_weight = weight[t]
-    loss, sample_weight, lse, bad = _row_result(
-        t, target_logit, target_weight, peak, kg.log(total + total_error),
+    _finish_row(
+        stats, error, rows, i, t, row[t] if valid else peak,
+        weight[t] if has_weight and valid else 1.0, peak, kg.log(total + total_error),
         shifted + shifted_error, weights, classes, class_count, ignore_index, smoothing,
     )  # fmt: skip
-    if bad:
-        error[0] = t
-        error[1] = 1
-    stats[i] = loss
-    stats[rows + i] = sample_weight
-    stats[2 * rows + i] = lse
 
 
 _GROUPED_ROWS: dict[str, Any] = {}
@@ -178,19 +175,9 @@ def _grouped_rows(dtype: Any) -> Any:
         weights = 0.0
         j = lane
         while j < classes:
-            value = kg.exp(x[first + j] - peak)
-            summed = total + value  # TwoSum, as in cross_entropy_rows
-            back = summed - total
-            total_error += (total - (summed - back)) + (value - back)
-            total = summed
-            w = 1.0
-            if has_weight:
-                w = weight[j]
-            value = w * (x[first + j] - peak)
-            summed = shifted + value
-            back = summed - shifted
-            shifted_error += (shifted - (summed - back)) + (value - back)
-            shifted = summed
+            total, total_error = _two_sum(total, total_error, kg.exp(x[first + j] - peak))
+            w = weight[j] if has_weight else 1.0
+            shifted, shifted_error = _two_sum(shifted, shifted_error, w * (x[first + j] - peak))
             weights += w
             j += width
         partial_a[lane] = total + total_error
@@ -208,20 +195,11 @@ def _grouped_rows(dtype: Any) -> Any:
         if lane == 0:
             t = target[i]
             valid = t >= 0 and t < classes
-            target_logit = x[first + t] if valid else peak
-            target_weight = 1.0
-            if has_weight and valid:
-                target_weight = weight[t]
-            loss, sample_weight, lse, bad = _row_result(
-                t, target_logit, target_weight, peak, kg.log(partial_a[0]), partial_b[0],
-                partial_c[0], classes, class_count, ignore_index, smoothing,
+            _finish_row(
+                stats, error, rows, i, t, x[first + t] if valid else peak,
+                weight[t] if has_weight and valid else 1.0, peak, kg.log(partial_a[0]),
+                partial_b[0], partial_c[0], classes, class_count, ignore_index, smoothing,
             )  # fmt: skip
-            if bad:
-                error[0] = t
-                error[1] = 1
-            stats[i] = loss
-            stats[rows + i] = sample_weight
-            stats[2 * rows + i] = lse
 
     _GROUPED_ROWS[dtype.name] = cross_entropy_rows_grouped
     return cross_entropy_rows_grouped
@@ -240,13 +218,10 @@ def cross_entropy_grad(
     One work item per row (the CPU form); ``stats`` is the forward kernel's (3, N)."""
     i = kg.index()
     t = target[i]
-    scale = grad[i] if per_row else grad[0]
-    if mean:
-        scale = scale / denominator[0]
-    total_weight = class_total[0] if has_weight else class_count
     a, spread, keep = _gradient_factors(
-        stats[rows + i], scale, total_weight, class_count, smoothing
-    )
+        stats[rows + i], grad[i] if per_row else grad[0], denominator[0], mean,
+        class_total[0] if has_weight else class_count, class_count, smoothing,
+    )  # fmt: skip
     lse = stats[2 * rows + i]
     first = i * classes
     for j in range(classes):
@@ -266,13 +241,10 @@ def cross_entropy_grad_grouped(
     lane = kg.local_index()
     i = kg.group_index()
     t = target[i]
-    scale = grad[i] if per_row else grad[0]
-    if mean:
-        scale = scale / denominator[0]
-    total_weight = class_total[0] if has_weight else class_count
     a, spread, keep = _gradient_factors(
-        stats[rows + i], scale, total_weight, class_count, smoothing
-    )
+        stats[rows + i], grad[i] if per_row else grad[0], denominator[0], mean,
+        class_total[0] if has_weight else class_count, class_count, smoothing,
+    )  # fmt: skip
     lse = stats[2 * rows + i]
     first = i * classes
     j = lane
@@ -285,10 +257,13 @@ def cross_entropy_grad_grouped(
 
 
 def _width(classes: int, x: Any) -> int:
-    """Threads per row of the CUDA forms: a power of two, at least a warp (32 threads;
-    under the CUDA simulator, whose threads are slow Python threads, its policy's
-    warp of 1), at most :data:`GROUP`. The kernels' code does not depend on it."""
+    """Threads per row of the CUDA forms: a power of two, at least a warp (32 threads),
+    at most :data:`GROUP`. Under the CUDA simulator, whose threads are slow Python
+    threads, its launch policy's one thread per short row and warp of 1 apply (the
+    kernels' code does not depend on the width)."""
     policy = getattr(getattr(x, "_backend", None), "policy", None)
+    if getattr(policy, "row_threads", 32) <= 1:
+        return 1
     width = getattr(policy, "warp", 32)
     while width < classes and width < GROUP:
         width *= 2

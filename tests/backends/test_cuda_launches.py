@@ -15,23 +15,10 @@ import pytest
 import kernelgrad as kg
 from kernelgrad.backends import get_backend
 from kernelgrad.backends.cuda import codegen
-from kernelgrad.backends.cuda.launch import LaunchPolicy
 from kernelgrad.backends.cuda.recording import Recording
 from kernelgrad.device import as_device
 from kernelgrad.kernel import launch as kernel_launch
-
-TINY = LaunchPolicy(
-    threads=32,
-    max_blocks=2,
-    warp=1,
-    reduce_threads=32,
-    reduce_blocks=2,
-    reduce_min_per_thread=1,
-    serial_min_per_thread=2,
-    tile=4,
-    work_per_thread=4,
-    max_matmul_blocks=2,
-)
+from tests.backends.test_cuda_backend import TINY
 
 
 @pytest.fixture
@@ -155,7 +142,8 @@ def test_grids_beyond_cuda_limits_are_refused_with_the_sizes(cuda, monkeypatch):
 
 
 @pytest.mark.parametrize("classes", [3, 40])
-def test_cross_entropy_rows_on_cuda_match_the_cpu(cuda, classes):
+def test_cross_entropy_rows_on_cuda_match_the_cpu(cuda, backend, classes):
+    # the tiny policy gives each row a group of 4 or 64 threads
     rng = np.random.default_rng(classes)
     logits = rng.standard_normal((4, classes)).astype(np.float32) * 3
     targets = np.array([0, classes - 1, -100, 1])

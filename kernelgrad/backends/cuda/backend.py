@@ -295,9 +295,11 @@ class CUDABackend:
         policy = self.policy
         block = policy.reduce_threads
         is_arg = kind in ("argmax", "argmin")
-        contiguous = rstrides[-1] == 1 and n_red > 1
-        mode = "group" if contiguous else "thread"
-        lanes = block if n_red >= 2 * block else min(_next_power_of_two(n_red), 32, block)
+        if n_red >= 2 * block:
+            lanes = block
+        else:
+            lanes = min(_next_power_of_two(n_red), block, policy.row_threads)
+        mode = "group" if rstrides[-1] == 1 and lanes > 1 else "thread"
         nsplit = 1
         if index_input is None:
             if mode == "group" and lanes == block and n_out < policy.reduce_blocks:

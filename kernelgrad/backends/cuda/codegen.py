@@ -428,20 +428,24 @@ def reduce_source(
     return "\n".join(lines)
 
 
+COMPENSATED_TREE_STEP = [
+    "mine = shared_value[tid]",
+    "other = shared_value[tid + half]",
+    "summed = mine + other",
+    "back = summed - mine",
+    "shared_comp[tid] += shared_comp[tid + half] + ((mine - (summed - back)) + (other - back))",
+    "shared_value[tid] = summed",
+]
+"""One step of a shared-memory tree of compensated sums (``shared_value`` and
+``shared_comp``): slot ``tid + half`` is folded into ``tid`` with TwoSum."""
+
+
 def _tree_combine(
     base: str, is_arg: bool, floating: bool, compensated: bool, better: str
 ) -> list[str]:
     """One step of the shared-memory tree: fold slot ``tid + half`` into ``tid``."""
     if compensated:
-        return [
-            "mine = shared_value[tid]",
-            "other = shared_value[tid + half]",
-            "summed = mine + other",
-            "back = summed - mine",
-            "shared_comp[tid] += shared_comp[tid + half] + ((mine - (summed - back)) + "
-            "(other - back))",
-            "shared_value[tid] = summed",
-        ]
+        return list(COMPENSATED_TREE_STEP)
     combine = ["other = shared_value[tid + half]"]
     if base == "sum":
         return combine + ["shared_value[tid] += other"]

@@ -12,7 +12,17 @@ float64, integer sums in int64, max/min propagate NaN.
 from __future__ import annotations
 
 from ..backends.cpu.codegen import init_value
-from ..backends.cuda.codegen import reduce_init, unravel
+from ..backends.cuda.codegen import (
+    COMPENSATED_TREE_STEP,
+    compensated_add,
+    counter_type,
+    grid_stride,
+    grid_stride_next,
+    position_type,
+    reduce_init,
+    unravel,
+)
+from ..backends.scalar_source import cast, narrow_literals
 from ..dtypes import DType
 
 CHUNK = 16384
@@ -28,6 +38,13 @@ from numba import njit, prange
 
 def _np(dtype: DType) -> str:
     return "np.bool_" if dtype.name == "bool" else f"np.{dtype.numpy.name}"
+
+
+def _narrowed(source: str, dtypes: list[DType]) -> str:
+    """A prologue's or epilogue's source with number literals as float32 when its
+    floating-point dtypes are float32, as the backends narrow their own elementwise
+    kernels (``backends/scalar_source.py``), so that fused and eager results agree."""
+    return narrow_literals(source, dtypes).rstrip("\n")
 
 
 def accumulator(kind: str, x_dtype: DType) -> DType:
@@ -72,9 +89,11 @@ def reduce_source(
 
     lines = [_HEADER]
     if prologue is not None:
-        lines += [prologue[1], f"_prologue = njit(inline='always', {OPTIONS})({prologue[0]})", ""]
+        text = _narrowed(prologue[1], [*prologue_arrays, x_dtype])
+        lines += [text, f"_prologue = njit(inline='always', {OPTIONS})({prologue[0]})", ""]
     if epilogue is not None:
-        lines += [epilogue[1], f"_epilogue = njit(inline='always', {OPTIONS})({epilogue[0]})", ""]
+        text = _narrowed(epilogue[1], [*epilogue_arrays, out_dtype, *out_dtypes])
+        lines += [text, f"_epilogue = njit(inline='always', {OPTIONS})({epilogue[0]})", ""]
     fastmath = ", fastmath={'reassoc', 'contract'}" if kind == "sum" else ""
     kernel_lines: list[str] = []
     params = (
@@ -199,16 +218,27 @@ import math
 
 import numpy as np
 from numba import cuda, float32, float64, int32, int64
+
+KIND = 'fused_reduce'  # for the compile check (backends/cuda/recording.py)
 '''
 
 
 def cuda_accumulator(kind: str, x_dtype: DType) -> DType:
-    """The accumulator dtype on CUDA (bool max/min accumulate in int32: shared memory
-    has no bool type)."""
-    from ..dtypes import int32
+    """The accumulator dtype on CUDA, as the CUDA backend's own reductions: floating
+    sums in their own dtype with compensation (``compensated_add``), integer sums in
+    int64, bool max/min in int32 (shared memory has no bool type)."""
+    from ..dtypes import int32, int64
 
-    acc = accumulator(kind, x_dtype)
-    return int32 if acc.is_bool else acc
+    if kind == "sum":
+        return x_dtype if x_dtype.is_floating_point else int64
+    return int32 if x_dtype.is_bool else x_dtype
+
+
+# A fused CUDA reduction runs in one of three phases (a kernel argument, so one compiled
+# kernel serves all three): the whole reduction with prologue and epilogue, or, when a
+# few outputs reduce many elements each, pieces of the rows into partial results
+# (prologue) and then the partials of each output (epilogue).
+WHOLE, PIECES, COMBINE = 0, 1, 2
 
 
 def cuda_reduce_source(
@@ -224,12 +254,20 @@ def cuda_reduce_source(
     out_dtypes: list[DType],
     dims: tuple[int, int, int],
     block: int,
+    bits: int = 32,
 ) -> str:
-    """The CUDA form of :func:`reduce_source`: one block of ``block`` threads per
-    output; the threads stride over the reduced elements, combine their partial results
-    in shared memory, and thread 0 applies the epilogue and stores. Shapes, offsets and
+    """The CUDA form of :func:`reduce_source`: ``kernel(phase, n_out, n_red, nsplit,
+    per_split, kshape, rshape, pro_offsets, pro_kstrides, pro_rstrides, eshape,
+    epi_offsets, epi_strides, out_offsets, out_strides, partial, *operands)``.
+
+    A block of ``block`` threads takes one work item at a time (blocks stride over
+    them): phase ``WHOLE`` an output (prologue over its row, shared-memory tree, thread
+    0 applies the epilogue and stores), ``PIECES`` piece ``split`` of output ``m``
+    (``per_split`` elements, its result into ``partial[m * nsplit + split]``),
+    ``COMBINE`` an output from its ``nsplit`` partial results. Shapes, offsets and
     strides arrive as tuples (passed by value, no copies); ``dims`` gives the number of
-    kept, reduced and epilogue dimensions."""
+    kept, reduced and epilogue dimensions; ``bits`` the width of the index arithmetic.
+    Floating-point sums are compensated, as in the backend's reductions."""
     acc = cuda_accumulator(kind, x_dtype)
     nk, nr, ne = dims
     n_pro, n_epi, n_out = len(prologue_arrays), len(epilogue_arrays), len(out_dtypes)
@@ -239,81 +277,135 @@ def cuda_reduce_source(
     epi_scalars = [f"T{k}" for k in range(epilogue_scalars)]
     outs = [f"O{k}" for k in range(n_out)]
     floating = x_dtype.is_floating_point
+    compensated = kind == "sum" and acc.is_floating_point
+    counter, position = counter_type(bits), position_type(bits)
 
-    def update(value: str) -> list[str]:
+    def update(value: str, acc_name: str = "acc", comp_name: str = "comp") -> list[str]:
+        if compensated:
+            return compensated_add(acc_name, comp_name, value)
         if kind == "sum":
-            return [f"acc += {value}"]
+            return [f"{acc_name} += {value}"]
         better = ">" if kind == "max" else "<"
-        nan = f" or ({value} != {value} and acc == acc)" if floating else ""
-        return [f"if {value} {better} acc{nan}:", f"    acc = {value}"]
+        nan = f" or ({value} != {value} and {acc_name} == {acc_name})" if floating else ""
+        return [f"if {value} {better} {acc_name}{nan}:", f"    {acc_name} = {value}"]
 
     lines = [_CUDA_HEADER]
     if prologue is not None:
-        lines += [prologue[1], f"_prologue = cuda.jit(device=True)({prologue[0]})", ""]
+        text = _narrowed(prologue[1], [*prologue_arrays, x_dtype])
+        lines += [text, f"_prologue = cuda.jit(device=True)({prologue[0]})", ""]
     if epilogue is not None:
-        lines += [epilogue[1], f"_epilogue = cuda.jit(device=True)({epilogue[0]})", ""]
+        text = _narrowed(epilogue[1], [*epilogue_arrays, out_dtype, *out_dtypes])
+        lines += [text, f"_epilogue = cuda.jit(device=True)({epilogue[0]})", ""]
     operands = pro_arrays + pro_scalars + epi_arrays + epi_scalars + outs
     lines.append("@cuda.jit(cache=True)")
     lines.append(
-        "def kernel(n_out, n_red, kshape, rshape, pro_offsets, pro_kstrides, pro_rstrides, "
-        f"eshape, epi_offsets, epi_strides, out_offsets, out_strides, {', '.join(operands)}):"
+        "def kernel(phase, n_out, n_red, nsplit, per_split, kshape, rshape, pro_offsets, "
+        "pro_kstrides, pro_rstrides, eshape, epi_offsets, epi_strides, out_offsets, "
+        f"out_strides, partial, {', '.join(operands)}):"
     )
     body = [
-        "m = cuda.blockIdx.x",
-        "tid = cuda.threadIdx.x",
-        f"partial = cuda.shared.array({block}, {acc.name})",
+        f"tid = {counter}(cuda.threadIdx.x)",
+        f"shared_value = cuda.shared.array({block}, {acc.name})",
     ]
-    body += [f"k{d} = kshape[{d}]" for d in range(nk)]
-    body += [f"r{d} = rshape[{d}]" for d in range(nr)]
-    body += [f"e{d} = eshape[{d}]" for d in range(ne)]
+    if compensated:
+        body.append(f"shared_comp = cuda.shared.array({block}, {acc.name})")
+    body += [f"k{d} = {counter}(kshape[{d}])" for d in range(nk)]
+    body += [f"r{d} = {counter}(rshape[{d}])" for d in range(nr)]
+    body += [f"e{d} = {counter}(eshape[{d}])" for d in range(ne)]
     for a in range(n_pro):
-        body += [f"pk{a}_{d} = pro_kstrides[{a * nk + d}]" for d in range(nk)]
-        body += [f"pr{a}_{d} = pro_rstrides[{a * nr + d}]" for d in range(nr)]
-        body.append(f"b{a} = pro_offsets[{a}]")
-    body += unravel("m", "k", nk, [(f"b{a}", f"pk{a}_") for a in range(n_pro)])
-    body += [f"acc = {reduce_init(kind, acc)}", "j = tid", "while j < n_red:"]
-    loop = [f"q{a} = b{a}" for a in range(n_pro)]
-    loop += unravel("j", "r", nr, [(f"q{a}", f"pr{a}_") for a in range(n_pro)])
+        body += [f"pk{a}_{d} = {position}(pro_kstrides[{a * nk + d}])" for d in range(nk)]
+        body += [f"pr{a}_{d} = {position}(pro_rstrides[{a * nr + d}])" for d in range(nr)]
+    body += [
+        f"outputs = {counter}(n_out)",
+        f"length = {counter}(n_red)",
+        f"pieces = {counter}(nsplit)",
+        f"piece = {counter}(per_split)",
+        f"total = {counter}(outputs * pieces) if phase == {PIECES} else outputs",
+        f"step = {counter}(cuda.gridDim.x)",
+    ]
+    body += grid_stride("work", "cuda.blockIdx.x", "total", bits)
+    loop = [f"acc = {reduce_init(kind, acc)}"]
+    if compensated:
+        loop.append(f"comp = {cast('0', acc)}")
+    # COMBINE: the partial results of output m.
+    loop += [f"if phase == {COMBINE}:", "    m = work", "    j = tid"]
+    combine = ["value = partial[m * pieces + j]"] + update("value")
+    combine.append(grid_stride_next("j", f"{block}", bits))
+    loop += ["    while j < pieces:"] + ["        " + line for line in combine]
+    # WHOLE / PIECES: the prologue over (a piece of) row m.
+    loop += ["else:"]
+    row = [
+        f"if phase == {PIECES}:",
+        f"    m = {counter}(work // pieces)",
+        f"    split = {counter}(work - m * pieces)",
+        "else:",
+        "    m = work",
+        f"    split = {counter}(0)",
+    ]
+    row += [f"b{a} = {position}(pro_offsets[{a}])" for a in range(n_pro)]
+    row += unravel("m", "k", nk, [(f"b{a}", f"pk{a}_") for a in range(n_pro)], bits)
+    row += [
+        f"k0 = {counter}(split * piece)",
+        f"k1 = {counter}(min(k0 + piece, length))",
+    ]
+    row += grid_stride("j", "k0 + tid", "k1", bits)
+    element = [f"q{a} = b{a}" for a in range(n_pro)]
+    element += unravel("j", "r", nr, [(f"q{a}", f"pr{a}_") for a in range(n_pro)], bits)
     loads = [
         f"{_np(dtype)}({name}[q{a}])"
         for a, (name, dtype) in enumerate(zip(pro_arrays, prologue_arrays))
     ]
     value = f"_prologue({', '.join(loads + pro_scalars)})" if prologue is not None else loads[0]
-    loop.append(f"v = {_np(acc)}({_np(x_dtype)}({value}))")
-    loop += update("v")
-    loop.append(f"j += {block}")
-    body += ["    " + s for s in loop]
-    body += ["partial[tid] = acc", "cuda.syncthreads()", f"s = {block // 2}", "while s > 0:"]
-    combine = ["if tid < s:", "    acc = partial[tid]", "    w = partial[tid + s]"]
-    combine += ["    " + s for s in update("w")]
-    combine += ["    partial[tid] = acc", "cuda.syncthreads()", "s = s // 2"]
-    body += ["    " + s for s in combine]
-    finish = [f"r = {_np(out_dtype)}(partial[0])"]
+    element.append(f"v = {_np(acc)}({_np(x_dtype)}({value}))")
+    element += update("v")
+    element.append(grid_stride_next("j", f"{block}", bits))
+    row += ["    " + line for line in element]
+    loop += ["    " + line for line in row]
+    # The tree over the block's threads.
+    loop.append("shared_value[tid] = acc")
+    if compensated:
+        loop.append("shared_comp[tid] = comp")
+    loop += ["cuda.syncthreads()", f"half = {block // 2}", "while half > 0:"]
+    if compensated:
+        tree = list(COMPENSATED_TREE_STEP)
+    else:
+        tree = ["mine = shared_value[tid]", "other = shared_value[tid + half]"]
+        tree += update("other", "mine")
+        tree.append("shared_value[tid] = mine")
+    loop += ["    if tid < half:"] + ["        " + line for line in tree]
+    loop += ["    cuda.syncthreads()", "    half //= 2"]
+    result = "shared_value[0] + shared_comp[0]" if compensated else "shared_value[0]"
+    finish = [f"result = {result}", f"if phase == {PIECES}:", "    partial[work] = result"]
+    store = ["m = work", f"r = {_np(out_dtype)}(result)"]
     for a in range(n_epi):
-        finish += [f"es{a}_{d} = epi_strides[{a * ne + d}]" for d in range(ne)]
-        finish.append(f"ep{a} = epi_offsets[{a}]")
+        store += [f"es{a}_{d} = {position}(epi_strides[{a * ne + d}])" for d in range(ne)]
+        store.append(f"ep{a} = {position}(epi_offsets[{a}])")
     for a in range(n_out):
-        finish += [f"os{a}_{d} = out_strides[{a * ne + d}]" for d in range(ne)]
-        finish.append(f"op{a} = out_offsets[{a}]")
+        store += [f"os{a}_{d} = {position}(out_strides[{a * ne + d}])" for d in range(ne)]
+        store.append(f"op{a} = {position}(out_offsets[{a}])")
     targets = [(f"ep{a}", f"es{a}_") for a in range(n_epi)]
     targets += [(f"op{a}", f"os{a}_") for a in range(n_out)]
-    finish += unravel("m", "e", ne, targets)
+    store += unravel("m", "e", ne, targets, bits)
     if epilogue is not None:
         epi_loads = [
             f"{_np(dtype)}({name}[ep{a}])"
             for a, (name, dtype) in enumerate(zip(epi_arrays, epilogue_arrays))
         ]
-        finish.append(f"res = _epilogue({', '.join(['r'] + epi_loads + epi_scalars)})")
+        store.append(f"res = _epilogue({', '.join(['r'] + epi_loads + epi_scalars)})")
         if n_out == 1:
-            finish.append(f"O0[op0] = {_np(out_dtypes[0])}(res)")
+            store.append(f"O0[op0] = {_np(out_dtypes[0])}(res)")
         else:
-            finish += [
+            store += [
                 f"{name}[op{k}] = {_np(dtype)}(res[{k}])"
                 for k, (name, dtype) in enumerate(zip(outs, out_dtypes))
             ]
     else:
-        finish.append(f"O0[op0] = {_np(out_dtypes[0])}(r)")
-    body += ["if tid == 0:"] + ["    " + s for s in finish]
-    lines += ["    " + s for s in body]
+        store.append(f"O0[op0] = {_np(out_dtypes[0])}(r)")
+    finish += ["else:"] + ["    " + line for line in store]
+    loop += ["if tid == 0:"] + ["    " + line for line in finish]
+    loop += ["cuda.syncthreads()  # shared memory is reused by the next work item"]
+    loop.append(grid_stride_next("work", "step", bits))
+    body += ["    " + line for line in loop]
+    lines += ["    " + line for line in body]
     lines.append("")
     return "\n".join(lines)

@@ -291,41 +291,78 @@ class KernelStep(Step):
 
 
 class CudaFusedReduceStep(Step):
-    """A generated CUDA reduction with its prologue and epilogue: one block per output."""
+    """A generated CUDA reduction with its prologue and epilogue
+    (``codegen.cuda_reduce_source``), launched through the backend's launcher (errors
+    name the step, ``KG_CUDA_LAUNCH_BLOCKING`` applies). A block of threads reduces one
+    output at a time; when a few outputs each reduce many elements (a fused ``.sum()``
+    to a scalar), their rows are cut into pieces spread over the device's blocks, and
+    a second launch combines each output's pieces and applies the epilogue, as the
+    backend's own reductions do."""
 
-    def __init__(
-        self,
-        kernel: Any,
-        block: int,
-        layout: dict[str, Any],
-        prologue: _Params | None,
-        prologue_view: ViewRef | None,
-        epilogue: _Params | None,
-        outputs: list[ViewRef],
-        label: str,
-        shape: tuple[int, ...],
-    ) -> None:
-        self.kernel = kernel
-        self.block = block
-        self.label = label
-        self.shape = shape
-        self.layout = layout
-        pro_views, self.pro_scalars = _split_operands(prologue, prologue_view)
-        epi_views, self.epi_scalars = _split_operands(epilogue, None)
+    def __init__(self, backend: Any, parts: ReduceParts) -> None:
+        self.backend = backend
+        self.parts = parts
+        self.label = parts.label
+        self.shape = tuple(parts.x_view.shape)
+        self.layout, out_views = parts.cuda_layout()
+        n_out, n_red = self.layout["n_out"], self.layout["n_red"]
+        policy = backend.policy
+        self.block = policy.reduce_threads if n_red > 256 else min(32, policy.reduce_threads)
+        nsplit = 1
+        if 0 < n_out < policy.reduce_blocks:
+            per_block = self.block * policy.reduce_min_per_thread
+            nsplit = max(1, min(-(-policy.reduce_blocks // n_out), n_red // per_block))
+        self.per_split = -(-n_red // nsplit) if n_red else 0
+        self.nsplit = -(-n_red // self.per_split) if self.per_split else 1  # no empty pieces
+        accumulator = codegen.cuda_accumulator(parts.kind, parts.x_dtype)
+        self.partial = backend.empty(max(n_out * self.nsplit, 1), accumulator)
+        pro_views, self.pro_scalars = _split_operands(
+            parts.prologue, None if parts.prologue else parts.x_view
+        )
+        epi_views, self.epi_scalars = _split_operands(parts.epilogue, None)
         self.pro = [_Template(v) for v in pro_views]
         self.epi = [_Template(v) for v in epi_views]
-        self.outs = [_Template(v) for v in outputs]
+        self.outs = [_Template(v) for v in out_views]
+        self.described = (
+            f"input shape {self.shape}, {n_out} outputs of {n_red} elements, "
+            f"{self.nsplit} pieces per output, block {self.block}"
+        )
+        self._kernels: dict[int, Any] = {}
+
+    def kernel(self, bits: int) -> Any:
+        """The compiled kernel with ``bits``-wide index arithmetic (loaded on first use)."""
+        kernel = self._kernels.get(bits)
+        if kernel is None:
+            from ..backends.cuda.codegen import for_simulator
+            from ..codecache import load_module
+
+            source = self.parts.cuda_source(self.block, bits)
+            if getattr(self.backend, "simulated", False):
+                source = for_simulator(source)
+            module = load_module(source, f"fused_reduce_cuda_{self.parts.kind}")
+            kernel = self._kernels[bits] = module.kernel
+        return kernel
 
     def run(self, table: list[Any], bases: list[int]) -> None:
-        for counter in LAUNCH_HOOKS:
-            counter.count += 1
-            counter.names.append(self.label)
+        from ..backends.cuda.codegen import index_bits
+
         layout = self.layout
-        if layout["n_out"] == 0:
+        n_out, nsplit = layout["n_out"], self.nsplit
+        phases = [codegen.WHOLE] if nsplit == 1 else [codegen.PIECES, codegen.COMBINE]
+        for counter in LAUNCH_HOOKS:
+            counter.count += len(phases)
+            counter.names += [self.label] * len(phases)
+        if n_out == 0:
             return
-        self.kernel[layout["n_out"], self.block, 0](
-            layout["n_out"],
+        arrays = [table[t.slot] for t in self.pro + self.epi + self.outs]
+        bits = index_bits(max(n_out * nsplit, layout["n_red"]), [*arrays, self.partial])
+        kernel = self.kernel(bits)
+        n_pro, n_epi = len(self.pro), len(self.epi)
+        common = (
+            n_out,
             layout["n_red"],
+            nsplit,
+            self.per_split,
             layout["kshape"],
             layout["rshape"],
             tuple(t.offset + bases[t.slot] for t in self.pro) or (0,),
@@ -336,12 +373,24 @@ class CudaFusedReduceStep(Step):
             layout["epi_strides"],
             tuple(t.offset + bases[t.slot] for t in self.outs),
             layout["out_strides"],
-            *[table[t.slot] for t in self.pro],
+            self.partial,
+            *arrays[:n_pro],
             *self.pro_scalars,
-            *[table[t.slot] for t in self.epi],
+            *arrays[n_pro : n_pro + n_epi],
             *self.epi_scalars,
-            *[table[t.slot] for t in self.outs],
+            *arrays[n_pro + n_epi :],
         )
+        max_blocks = self.backend.policy.max_blocks
+        for phase in phases:
+            work = n_out * nsplit if phase == codegen.PIECES else n_out
+            self.backend.launcher.launch(
+                self.label,
+                kernel,
+                min(work, max_blocks),
+                self.block,
+                self.described,
+                (phase, *common),
+            )
 
 
 def _split_operands(params: _Params | None, single: ViewRef | None) -> tuple[list, list]:
@@ -585,20 +634,19 @@ class ReduceParts:
             [v.dtype for v in self.outputs],
         )
 
-    def cuda_layout(self) -> tuple[dict[str, Any], int, list[ViewRef]]:
+    def cuda_layout(self) -> tuple[dict[str, Any], list[ViewRef]]:
         pro_views, _ = _split_operands(self.prologue, None if self.prologue else self.x_view)
         epi_views, _ = _split_operands(self.epilogue, None)
         out_views = self.outputs if self.eshape else [_scalar_view(v) for v in self.outputs]
         layout = _cuda_layout(
             self.x_view.shape, self.axes, pro_views, self.eshape or (1,), epi_views, out_views
         )
-        block = 32 if layout["n_red"] <= 256 else 128
-        return layout, block, out_views
+        return layout, out_views
 
-    def cuda_source(self) -> str:
-        layout, block, _ = self.cuda_layout()
+    def cuda_source(self, block: int, bits: int) -> str:
+        layout, _ = self.cuda_layout()
         return codegen.cuda_reduce_source(
-            self.kind, *self.source_arguments(), layout["dims"], block
+            self.kind, *self.source_arguments(), layout["dims"], block, bits
         )
 
 
@@ -664,26 +712,7 @@ def _fused_reduce(analysis: Analysis, group: Group) -> Step:
     parts = reduce_parts(analysis, group)
     reduce_op = analysis.ops[group.reduce_op]
     if getattr(reduce_op.attrs["backend"], "name", "") == "cuda":
-        layout, block, out_views = parts.cuda_layout()
-        source = parts.cuda_source()
-        import numba
-
-        if numba.config.ENABLE_CUDASIM:
-            from ..backends.cuda.codegen import for_simulator
-
-            source = for_simulator(source)
-        kernel = load_module(source, f"fused_reduce_cuda_{parts.kind}").kernel
-        return CudaFusedReduceStep(
-            kernel,
-            block,
-            layout,
-            parts.prologue,
-            None if parts.prologue else parts.x_view,
-            parts.epilogue,
-            out_views,
-            parts.label,
-            tuple(parts.x_view.shape),
-        )
+        return CudaFusedReduceStep(reduce_op.attrs["backend"], parts)
 
     source = codegen.reduce_source(parts.kind, *parts.source_arguments())
     module = load_module(source, f"fused_reduce_{parts.kind}")

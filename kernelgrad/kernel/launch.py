@@ -25,6 +25,9 @@ from . import arrays, transform
 
 _CUDA_THREADS = 256
 _MAX_CUDA_BLOCK = 1024
+# CUDA's grid limits: 2**31 - 1 blocks along x, 65,535 along y and z.
+MAX_GRID_X = 2**31 - 1
+MAX_GRID_YZ = 65535
 
 
 def _as_sizes(value: Any, what: str, kernel_name: str) -> tuple[int, ...]:
@@ -143,12 +146,15 @@ class Kernel:
         target = self._device(converted, device)
         try:
             self._prepare_arrays(converted, target)
+            narrow = _narrow_floats(converted)
             if prod(sizes) == 0:
                 return
+            if _recording().active():
+                self._record(converted, sizes, group, narrow)
             if target.type == "cpu":
-                self._launch_cpu(converted, sizes, group)
+                self._launch_cpu(converted, sizes, group, narrow)
             else:
-                self._launch_cuda(converted, sizes, group, target)
+                self._launch_cuda(converted, sizes, group, target, narrow)
         finally:
             self._finish(converted)
 
@@ -277,9 +283,37 @@ class Kernel:
             elif argument.name in self.info.written:
                 tensor._storage.version += 1
 
+    def _record(
+        self, converted: Sequence[_Argument], sizes: tuple, group: Any, narrow: bool
+    ) -> None:
+        """Report this launch, in its CUDA form, to the compile check's recording
+        (``backends/cuda/recording.py``); a CPU launch is recorded with the types its
+        arguments would have on CUDA (arrays of the same dtype, rank and layout), so that
+        examples too large for the simulator can run on the CPU."""
+        recording = _recording()
+        info = self.info
+        ndim, workgroup = len(sizes), group is not None
+        _, _, folded, counts = self._cuda_grid(sizes, group)
+        recording.record_source(
+            f"kernel {info.name}",
+            (id(self), ndim, workgroup, narrow, folded),
+            lambda: transform.cuda_source(info, ndim, workgroup, self.fastmath, narrow, folded),
+            f"kernel_cuda_{info.name}",
+            recording.argument_types([*sizes, *counts] + [a.value for a in converted]),
+            info.injected,
+        )
+
     # --- compilation ------------------------------------------------------------------------
-    def _launcher(self, device_type: str, ndim: int, workgroup: bool, types: Any) -> Any:
-        key = (device_type, ndim, workgroup, types)
+    def _launcher(
+        self,
+        device_type: str,
+        ndim: int,
+        workgroup: bool,
+        types: Any,
+        narrow: bool,
+        folded: bool = False,
+    ) -> Any:
+        key = (device_type, ndim, workgroup, types, narrow, folded)
         launcher = self._launchers.get(key)
         if launcher is not None:
             return launcher
@@ -287,9 +321,13 @@ class Kernel:
 
         if device_type == "cpu":
             arg_types = dict(zip(self.info.params, types)) if workgroup else None
-            source = transform.cpu_source(self.info, ndim, workgroup, arg_types, self.fastmath)
+            source = transform.cpu_source(
+                self.info, ndim, workgroup, arg_types, self.fastmath, narrow
+            )
         else:
-            source = transform.cuda_source(self.info, ndim, workgroup, self.fastmath)
+            source = transform.cuda_source(
+                self.info, ndim, workgroup, self.fastmath, narrow, folded
+            )
         module = load_module(source, f"kernel_{device_type}_{self.info.name}")
         for name, value in self.info.injected.items():
             setattr(module, name, value)
@@ -326,10 +364,10 @@ class Kernel:
                 )
 
     def _launch_cpu(
-        self, converted: Sequence[_Argument], sizes: tuple[int, ...], group: Any
+        self, converted: Sequence[_Argument], sizes: tuple[int, ...], group: Any, narrow: bool
     ) -> None:
         types = tuple(a.type_code for a in converted)
-        parallel, serial = self._launcher("cpu", len(sizes), group is not None, types)
+        parallel, serial = self._launcher("cpu", len(sizes), group is not None, types, narrow)
         values = [a.value for a in converted]
         if group is None:
             arguments = list(sizes) + values
@@ -347,43 +385,69 @@ class Kernel:
         launcher = parallel if spread else serial
         self._run(launcher, lambda: launcher(*arguments), "cpu", sizes)
 
+    def _cuda_grid(self, sizes: tuple[int, ...], group: Any) -> tuple[Any, Any, bool, tuple]:
+        """(grid, block, folded, group counts passed as arguments) of a CUDA launch.
+
+        A workgroup launch puts index dimension d on grid axis z, y, x (the last on x);
+        when a leading dimension has more groups than grid y and z allow (65,535), the
+        groups are numbered along x alone and the kernel recovers their coordinates
+        (``transform.cuda_source(folded=True)``)."""
+        name = self.info.name
+        if group is None:
+            blocks = -(-prod(sizes) // _CUDA_THREADS)
+            if blocks > MAX_GRID_X:
+                raise KernelError(
+                    f"kernel '{name}': ndrange {sizes} needs {blocks} blocks of "
+                    f"{_CUDA_THREADS} threads; CUDA allows at most {MAX_GRID_X}. Let each "
+                    "work item handle several elements (a loop in the kernel)"
+                )
+            return blocks, _CUDA_THREADS, False, ()
+        if len(sizes) > 3:
+            raise KernelError(
+                f"kernel '{name}': a workgroup launch on CUDA supports at most "
+                f"3 index dimensions, got {len(sizes)}"
+            )
+        if prod(group) > _MAX_CUDA_BLOCK:
+            raise KernelError(
+                f"kernel '{name}': workgroup {group} has {prod(group)} work "
+                f"items; CUDA allows at most {_MAX_CUDA_BLOCK} per block"
+            )
+        counts = tuple(-(-n // w) for n, w in zip(sizes, group))
+        grid = tuple(reversed(counts))
+        block = tuple(reversed(group))
+        if max(grid[1:], default=0) <= MAX_GRID_YZ and grid[0] <= MAX_GRID_X:
+            return grid, block, False, ()
+        if prod(counts) > MAX_GRID_X:
+            raise KernelError(
+                f"kernel '{name}': ndrange {sizes} with workgroup {group} makes "
+                f"{prod(counts)} groups; CUDA allows at most {MAX_GRID_X}. Use larger "
+                "workgroups, or let each work item handle several elements"
+            )
+        return prod(counts), block, True, counts
+
     def _launch_cuda(
         self,
         converted: Sequence[_Argument],
         sizes: tuple[int, ...],
         group: Any,
         device: Device,
+        narrow: bool,
     ) -> None:
-        launcher = self._launcher("cuda", len(sizes), group is not None, None)
+        grid, block, folded, counts = self._cuda_grid(sizes, group)
+        launcher = self._launcher("cuda", len(sizes), group is not None, None, narrow, folded)
         values = [a.value for a in converted]
         stream = 0
         for argument in converted:
             if argument.tensor is not None:
                 stream = getattr(argument.tensor._backend, "stream", 0) or 0
                 break
-        if group is None:
-            total = prod(sizes)
-            blocks = -(-total // _CUDA_THREADS)
-            configured = launcher[blocks, _CUDA_THREADS, stream]
-        else:
-            if len(sizes) > 3:
-                raise KernelError(
-                    f"kernel '{self.info.name}': a workgroup launch on CUDA supports at most "
-                    f"3 index dimensions, got {len(sizes)}"
-                )
-            if prod(group) > _MAX_CUDA_BLOCK:
-                raise KernelError(
-                    f"kernel '{self.info.name}': workgroup {group} has {prod(group)} work "
-                    f"items; CUDA allows at most {_MAX_CUDA_BLOCK} per block"
-                )
-            grid = tuple(reversed([-(-n // w) for n, w in zip(sizes, group)]))
-            block = tuple(reversed(group))
-            configured = launcher[grid, block, stream]
-        self._run(launcher, lambda: configured(*sizes, *values), str(device), sizes)
+        configured = launcher[grid, block, stream]
+        self._run(launcher, lambda: configured(*sizes, *counts, *values), str(device), sizes)
 
 
 _TENSOR: list[type] = []
 _TRACE: list[Any] = []
+_RECORDING: list[Any] = []
 
 
 def _trace() -> Any:
@@ -395,6 +459,15 @@ def _trace() -> Any:
     return _TRACE[0]
 
 
+def _recording() -> Any:
+    """kernelgrad.backends.cuda.recording (a small module without numba imports)."""
+    if not _RECORDING:
+        from ..backends.cuda import recording
+
+        _RECORDING.append(recording)
+    return _RECORDING[0]
+
+
 def _tensor_class() -> type:
     """kernelgrad's Tensor class (imported on first use: this module loads before it)."""
     if not _TENSOR:
@@ -402,6 +475,28 @@ def _tensor_class() -> type:
 
         _TENSOR.append(Tensor)
     return _TENSOR[0]
+
+
+def _narrow_floats(converted: Sequence[_Argument]) -> bool:
+    """The float32 rule: a kernel whose floating-point array arguments are all float32
+    computes in float32. Its float literals become float32 (``transform.narrow_floats``)
+    and so do Python float arguments (weak, as Python numbers are next to tensors);
+    NumPy scalars keep their type. Returns whether the rule applies."""
+    float32_arrays = wider = False
+    for argument in converted:
+        code = argument.type_code
+        if isinstance(code, tuple):  # an array: ("A", dtype name, ndim)
+            if code[1] == "float32":
+                float32_arrays = True
+            elif code[1].startswith("float"):
+                wider = True
+    if not float32_arrays or wider:
+        return False
+    for argument in converted:
+        if argument.type_code == "f64" and type(argument.value) is float:
+            argument.value = np.float32(argument.value)
+            argument.type_code = "f32"
+    return True
 
 
 def _check_writable(kernel_name: str, name: str, shape: tuple, strides: tuple) -> None:

@@ -20,6 +20,8 @@ compiler knows that every index is non-negative and vectorises the loop.
 
 from __future__ import annotations
 
+import numpy as np
+
 import kernelgrad as kg
 
 
@@ -142,20 +144,20 @@ def conv_weight_grad_direct(
     channel = (o // group_out) * group_in + c
     w_row = ((o * group_in + c) * kh + i) * kw
     bias_item = i == 0 and c == 0
-    tb = 0.0
+    tb = np.float64(0.0)
     if kw == 5 and dw == 1 and pairs:
         filter_size = group_in * kh * kw
-        t0 = 0.0
-        t1 = 0.0
-        t2 = 0.0
-        t3 = 0.0
-        t4 = 0.0
-        u0 = 0.0
-        u1 = 0.0
-        u2 = 0.0
-        u3 = 0.0
-        u4 = 0.0
-        ub = 0.0
+        t0 = np.float64(0.0)
+        t1 = np.float64(0.0)
+        t2 = np.float64(0.0)
+        t3 = np.float64(0.0)
+        t4 = np.float64(0.0)
+        u0 = np.float64(0.0)
+        u1 = np.float64(0.0)
+        u2 = np.float64(0.0)
+        u3 = np.float64(0.0)
+        u4 = np.float64(0.0)
+        ub = np.float64(0.0)
         for oh in range(out_rows):
             g_start = (o * out_rows + oh) * run
             g = grad_out[g_start : g_start + run]
@@ -231,13 +233,13 @@ def conv_weight_grad_direct(
         for half in range(2 if pairs else 1):
             oo = o + half
             row_start = w_row + half * filter_size
-            tb = 0.0
+            tb = np.float64(0.0)
             if kw == 5 and dw == 1:
-                t0 = 0.0
-                t1 = 0.0
-                t2 = 0.0
-                t3 = 0.0
-                t4 = 0.0
+                t0 = np.float64(0.0)
+                t1 = np.float64(0.0)
+                t2 = np.float64(0.0)
+                t3 = np.float64(0.0)
+                t4 = np.float64(0.0)
                 for oh in range(out_rows):
                     g_start = (oo * out_rows + oh) * run
                     g = grad_out[g_start : g_start + run]
@@ -273,9 +275,9 @@ def conv_weight_grad_direct(
                 grad_weight[row_start + 3] = t3
                 grad_weight[row_start + 4] = t4
             elif kw == 3 and dw == 1:
-                t0 = 0.0
-                t1 = 0.0
-                t2 = 0.0
+                t0 = np.float64(0.0)
+                t1 = np.float64(0.0)
+                t2 = np.float64(0.0)
                 for oh in range(out_rows):
                     g_start = (oo * out_rows + oh) * run
                     g = grad_out[g_start : g_start + run]
@@ -302,7 +304,7 @@ def conv_weight_grad_direct(
                 grad_weight[row_start + 2] = t2
             else:
                 for j in range(kw):
-                    total = 0.0
+                    total = np.float64(0.0)
                     for oh in range(out_rows):
                         g_start = (oo * out_rows + oh) * run
                         g = grad_out[g_start : g_start + run]

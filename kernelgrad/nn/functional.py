@@ -1489,9 +1489,9 @@ def cross_entropy(
         stats = empty((3, rows), dtype=x.dtype, device=x.device)
         error = zeros(2, dtype=int64, device=x.device)
         if rows:
-            kernels.cross_entropy_rows(
+            kernels.row_statistics(
                 _flat(stats), error, _flat(logits), _flat(targets), _flat(weights), classes,
-                rows, ignore_index, smoothing, has_weight, ndrange=rows,
+                rows, ignore_index, smoothing, has_weight,
             )  # fmt: skip
             bad, found = error._host_copy().tolist()
             if found:
@@ -1517,11 +1517,11 @@ def cross_entropy(
             if rows:
                 total = weight.sum().reshape(1) if has_weight else logits
                 upstream = grad.detach().contiguous().reshape(-1)
-                kernels.cross_entropy_grad(
+                kernels.gradient(
                     _flat(grad_x), _flat(logits), _flat(targets), _flat(weights),
                     _flat(stats), upstream, denominator if denominator is not None else upstream,
                     total, classes, rows, ignore_index, smoothing, has_weight,
-                    reduction == "none", reduction == "mean", ndrange=rows,
+                    reduction == "none", reduction == "mean",
                 )  # fmt: skip
             return grad_x, None
 

@@ -168,7 +168,7 @@ def test_sum_longer_than_a_block_splits_rows(cuda, backend, tiny_policy):
     total = x.sum()
     assert total.item() == pytest.approx(float(values.astype(np.float64).sum()), rel=1e-5)
     passes = recent_launches(backend, "reduce_sum")[-2:]
-    assert "mode='block'" in str(passes[0].operands)
+    assert "mode='32 threads per row'" in str(passes[0].operands)
     assert "nsplit=2" in str(passes[0].operands)  # two blocks share the row
     assert "nsplit=1" in str(passes[1].operands)  # the combining pass
 

@@ -205,7 +205,9 @@ class CUDABackend:
             else:
                 ndim = len(run_shape)
         kinds = tuple(["array" if isinstance(x, View) else "scalar" for x in inputs])
-        key = (fn.key, kinds, tuple(compute_dtypes), tuple([o.dtype for o in outputs]), ndim)
+        bits = codegen.index_bits(n, [v.buffer for v in views])
+        key = (fn.key, kinds, tuple(compute_dtypes), tuple([o.dtype for o in outputs]), bits)
+        key += (ndim,)
         kernel = self._elementwise_kernels.get(key)
         if kernel is None:
             source = codegen.elementwise_source(
@@ -216,6 +218,7 @@ class CUDABackend:
                 compute_dtypes,
                 [o.dtype for o in outputs],
                 ndim,
+                bits,
             )
             kernel = self._elementwise_kernels[key] = _load_kernel(source, f"cuda_{fn.name}")
         offsets = tuple(v.offset for v in views)
@@ -245,7 +248,9 @@ class CUDABackend:
         rshape, (rstrides,) = coalesce(red_shape, [tuple(x.strides[d] for d in axes)])
         n_red = prod(red_shape)
         if kind == "sum":
-            acc = float64 if x.dtype.is_floating_point else int64
+            # Floating-point sums accumulate in their own dtype with compensation
+            # (codegen.compensated_add): float64-accurate without float64 arithmetic.
+            acc = x.dtype if x.dtype.is_floating_point else int64
         else:
             acc = int32 if x.dtype.is_bool else x.dtype
         self._reduce_pass(
@@ -280,14 +285,24 @@ class CUDABackend:
         out: View,
         index_input: Any,
     ) -> None:
-        """One pass; splits long rows (first pass only) and runs the combining pass."""
+        """One pass; splits long rows (first pass only) and runs the combining pass.
+
+        Contiguous rows are reduced by a group of threads each: a whole block for long
+        rows, a group of 2-32 threads (several per block) for short ones, so that
+        neighbouring threads read neighbouring elements; rows over a strided dim
+        (``sum(dim=0)``) by one thread each, neighbouring threads taking neighbouring
+        outputs."""
         policy = self.policy
         block = policy.reduce_threads
         is_arg = kind in ("argmax", "argmin")
-        mode = "block" if rstrides[-1] == 1 and n_red >= 2 * block else "thread"
+        if n_red >= 2 * block:
+            lanes = block
+        else:
+            lanes = min(_next_power_of_two(n_red), block, policy.row_threads)
+        mode = "group" if rstrides[-1] == 1 and lanes > 1 else "thread"
         nsplit = 1
         if index_input is None:
-            if mode == "block" and n_out < policy.reduce_blocks:
+            if mode == "group" and lanes == block and n_out < policy.reduce_blocks:
                 per_thread = block * policy.reduce_min_per_thread
                 nsplit = min(-(-policy.reduce_blocks // n_out), n_red // per_thread)
             elif mode == "thread" and n_out < policy.reduce_blocks * block:
@@ -298,13 +313,17 @@ class CUDABackend:
         if per_split:
             nsplit = -(-n_red // per_split)  # no empty pieces
         total = n_out * nsplit
-        if mode == "block":
-            grid, threads = min(total, policy.max_blocks), block
+        if mode == "group":
+            groups = block // lanes
+            grid, threads = min(-(-total // groups), policy.max_blocks), block
         else:
             grid, threads = policy.grid_for(total)
+            lanes = 1
+        buffers = [x_buffer, out.buffer] + ([index_input] if index_input is not None else [])
+        bits = codegen.index_bits(max(total, n_red), buffers)
 
         key = (kind, x_dtype.name, acc.name, out.dtype.name, mode, len(kshape), len(rshape))
-        key += (index_input is not None, block)
+        key += (index_input is not None, block, lanes, bits)
         kernel = self._reduce_kernels.get(key)
         if kernel is None:
             source = codegen.reduce_source(
@@ -317,6 +336,8 @@ class CUDABackend:
                 len(rshape),
                 index_input is not None,
                 block,
+                lanes,
+                bits,
             )
             kernel = self._reduce_kernels[key] = _load_kernel(source, f"cuda_reduce_{kind}")
 
@@ -350,7 +371,7 @@ class CUDABackend:
             ("kept", kshape),
             ("reduced", rshape),
             ("reduced_strides", rstrides),
-            ("mode", mode),
+            ("mode", mode if mode == "thread" else f"{lanes} threads per row"),
             ("nsplit", nsplit),
         )
         self.launcher.launch(f"reduce_{kind}", kernel, grid, threads, described, args)
@@ -618,6 +639,10 @@ class CUDABackend:
     def __repr__(self) -> str:
         kind = "simulated" if self.simulated else self.properties.name
         return f"<CUDABackend {self.device} ({kind}), matmul={self.matmul_impl}>"
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
 
 
 def _load_kernel(source: str, prefix: str) -> Any:

@@ -45,6 +45,8 @@ import math
 
 import numpy as np
 from numba import cuda, float32, float64, int32, int64
+
+KIND = {kind!r}  # for the compile check (recording.py)
 '''
 
 
@@ -64,7 +66,9 @@ def for_simulator(source: str) -> str:
     tree = _PythonBoolComparisons().visit(ast.parse(source))
     adapted = ast.unparse(ast.fix_missing_locations(tree))
     simulated_math = "from kernelgrad.backends.cuda import simmath as math\n"
-    return adapted.replace("import math\n", simulated_math, 1)
+    adapted = adapted.replace("import math\n", simulated_math, 1)
+    # The source a GPU would compile, for the compile check's recordings (recording.py).
+    return f"{adapted}\n\nDEVICE_SOURCE = {source!r}\n"
 
 
 def numba_type(dtype: DType) -> str:
@@ -74,23 +78,81 @@ def numba_type(dtype: DType) -> str:
     return dtype.name
 
 
-def _hoist(tuple_name: str, prefix: str, count: int) -> list[str]:
-    """``prefix0 = tuple_name[0]`` ... : tuple entries as scalars before the loops."""
-    return [f"{prefix}{i} = {tuple_name}[{i}]" for i in range(count)]
+# --- index arithmetic ---------------------------------------------------------------------
+# Kernels whose work items and buffers all have fewer than 2**31 elements do their index
+# arithmetic in 32 bits: a 64-bit integer division is a long software sequence on a GPU
+# (dozens of instructions), and unravelling a linear index over a shape takes one per
+# dimension for every element. Larger problems get a 64-bit variant of the same kernel.
+INDEX_LIMIT = 2**31
 
 
-def unravel(index: str, shape: str, ndim: int, targets: Sequence[tuple[str, str]]) -> list[str]:
+def index_bits(count: int, buffers: Sequence[object]) -> int:
+    """32 when ``count`` work items and every buffer's length are below
+    :data:`INDEX_LIMIT` (every position then fits in an int32), else 64."""
+    if count >= INDEX_LIMIT:
+        return 64
+    for buffer in buffers:
+        if buffer.size >= INDEX_LIMIT:  # type: ignore[attr-defined]
+            return 64
+    return 32
+
+
+def counter_type(bits: int) -> str:
+    """The type of linear indices and sizes: ``np.uint32`` (unsigned, so that ``//``
+    and ``%`` need no sign fix-ups) or ``np.int64``."""
+    return "np.uint32" if bits == 32 else "np.int64"
+
+
+def position_type(bits: int) -> str:
+    """The type of memory positions (offsets plus index times stride; strides may be
+    negative): ``np.int32`` or ``np.int64``."""
+    return "np.int32" if bits == 32 else "np.int64"
+
+
+def _hoist(tuple_name: str, prefix: str, count: int, kind: str = "") -> list[str]:
+    """``prefix0 = tuple_name[0]`` ... : tuple entries as scalars before the loops,
+    converted with ``kind`` (``np.uint32``, ...) when given."""
+    if not kind:
+        return [f"{prefix}{i} = {tuple_name}[{i}]" for i in range(count)]
+    return [f"{prefix}{i} = {kind}({tuple_name}[{i}])" for i in range(count)]
+
+
+def unravel(
+    index: str, shape: str, ndim: int, targets: Sequence[tuple[str, str]], bits: int = 64
+) -> list[str]:
     """Lines that add the offset of the row-major ``index`` over the shape scalars
-    ``{shape}0..`` to each ``position += i_d * {strides}d`` of ``targets``."""
+    ``{shape}0..`` to each ``position += i_d * {strides}d`` of ``targets``.
+
+    With ``bits=32`` the index and shape scalars are uint32 and positions and strides
+    int32 (see :data:`INDEX_LIMIT`): every result is converted back, because Numba
+    computes with 64-bit integers and only the conversion lets the compiler narrow the
+    division and the products to 32 bits."""
+    if bits == 32:
+        step = "{p} = np.int32({p} + np.int32({i}) * {s}{d})"
+        divide = ["i = np.uint32(rem % {n})", "rem = np.uint32(rem // {n})"]
+    else:
+        step = "{p} += {i} * {s}{d}"
+        divide = ["i = rem % {n}", "rem = rem // {n}"]
     if ndim == 1:
-        return [f"{position} += {index} * {strides}0" for position, strides in targets]
+        return [step.format(p=position, i=index, s=strides, d=0) for position, strides in targets]
     lines = [f"rem = {index}"]
     for d in range(ndim - 1, 0, -1):
-        lines.append(f"i = rem % {shape}{d}")
-        lines.append(f"rem = rem // {shape}{d}")
-        lines += [f"{position} += i * {strides}{d}" for position, strides in targets]
-    lines += [f"{position} += rem * {strides}0" for position, strides in targets]
+        lines += [line.format(n=f"{shape}{d}") for line in divide]
+        lines += [step.format(p=p, i="i", s=s, d=d) for p, s in targets]
+    lines += [step.format(p=p, i="rem", s=s, d=0) for p, s in targets]
     return lines
+
+
+def grid_stride(index: str, start: str, stop: str, bits: int) -> list[str]:
+    """The head of a grid-stride loop from ``start`` while below ``stop``, as a
+    ``while`` loop whose body ends with :func:`grid_stride_next` (Numba computes the
+    trip count of a ``range`` with a 64-bit division)."""
+    kind = counter_type(bits)
+    return [f"{index} = {kind}({start})", f"while {index} < {stop}:"]
+
+
+def grid_stride_next(index: str, step: str, bits: int) -> str:
+    return f"{index} = {counter_type(bits)}({index} + {step})"
 
 
 def _indent(lines: Sequence[str], depth: int) -> list[str]:
@@ -106,6 +168,7 @@ def elementwise_source(
     compute_dtypes: Sequence[DType],
     out_dtypes: Sequence[DType],
     ndim: int,
+    bits: int = 32,
 ) -> str:
     """A module defining ``kernel``.
 
@@ -113,7 +176,8 @@ def elementwise_source(
     contiguous (element ``i`` of every array operand is at ``offset + i``).
     ``ndim >= 1``: ``kernel(n, shape, offsets, strides, *operands)`` where ``shape`` has
     ``ndim`` entries and ``strides`` holds ``ndim`` entries per array operand (outputs
-    first), flattened. Operands are the outputs, then the inputs (arrays or scalars)."""
+    first), flattened. Operands are the outputs, then the inputs (arrays or scalars).
+    ``bits`` is the width of the index arithmetic (:func:`index_bits`)."""
     names = [f"out{k}" for k in range(nout)]
     params = list(names)
     array_of_input: list[int | None] = []
@@ -126,28 +190,30 @@ def elementwise_source(
             array_of_input.append(None)
             params.append(f"scalar{i}")
     n_arrays = len(names)
+    counter, position = counter_type(bits), position_type(bits)
 
     fn_source = narrow_literals(fn_source, compute_dtypes)
-    lines = [_HEADER, "", fn_source.rstrip(), "", ""]
+    lines = [_HEADER.format(kind="elementwise"), "", fn_source.rstrip(), "", ""]
     lines.append(f"_scalar_fn = cuda.jit(device=True)({fn_name})")
     lines += ["", "", "@cuda.jit(cache=True)"]
     if ndim == 0:
         lines.append(f"def kernel(n, offsets, {', '.join(params)}):")
     else:
         lines.append(f"def kernel(n, shape, offsets, strides, {', '.join(params)}):")
-    body = _hoist("offsets", "o", n_arrays)
+    body = _hoist("offsets", "o", n_arrays, position)
     if ndim:
-        body += _hoist("shape", "n", ndim)
+        body += _hoist("shape", "n", ndim, counter)
         for a in range(n_arrays):
-            body += [f"s{a}_{d} = strides[{a * ndim + d}]" for d in range(ndim)]
-    body += ["start = cuda.grid(1)", "step = cuda.gridsize(1)"]
-    body.append("for linear in range(start, n, step):")
+            body += [f"s{a}_{d} = {position}(strides[{a * ndim + d}])" for d in range(ndim)]
+    body += [f"stop = {counter}(n)", f"step = {counter}(cuda.gridsize(1))"]
+    body += grid_stride("linear", "cuda.grid(1)", "stop", bits)
     loop: list[str] = []
     if ndim == 0:
         positions = [f"o{a} + linear" for a in range(n_arrays)]
     else:
         loop += [f"p{a} = o{a}" for a in range(n_arrays)]
-        loop += unravel("linear", "n", ndim, [(f"p{a}", f"s{a}_") for a in range(n_arrays)])
+        targets = [(f"p{a}", f"s{a}_") for a in range(n_arrays)]
+        loop += unravel("linear", "n", ndim, targets, bits)
         positions = [f"p{a}" for a in range(n_arrays)]
     arguments = []
     for i, array in enumerate(array_of_input):
@@ -162,6 +228,7 @@ def elementwise_source(
         loop.append(f"result = {call}")
         for k in range(nout):
             loop.append(f"out{k}[{positions[k]}] = {cast(f'result[{k}]', out_dtypes[k])}")
+    loop.append(grid_stride_next("linear", "step", bits))
     body += _indent(loop, 1)
     lines += _indent(body, 1)
     lines.append("")
@@ -179,6 +246,19 @@ def reduce_init(base: str, acc: DType) -> str:
     return cast(str(info.min if base == "max" else info.max), acc)
 
 
+def compensated_add(acc: str, comp: str, value: str) -> list[str]:
+    """``acc += value`` with the rounding error added to ``comp`` (Knuth's TwoSum,
+    branch-free): ``acc + comp`` then carries about twice the working precision, so a
+    float32 sum accumulated in float32 is as accurate as one accumulated in float64 for
+    any realistic length, without float64 arithmetic (slow on most GPUs)."""
+    return [
+        f"summed = {acc} + {value}",
+        f"back = summed - {acc}",
+        f"{comp} += ({acc} - (summed - back)) + ({value} - back)",
+        f"{acc} = summed",
+    ]
+
+
 def reduce_source(
     kind: str,
     x_dtype: DType,
@@ -189,6 +269,8 @@ def reduce_source(
     r_ndim: int,
     index_input: bool,
     block: int,
+    lanes: int = 0,
+    bits: int = 32,
 ) -> str:
     """A module defining ``kernel(n_out, n_red, nsplit, per_split, kshape, kstrides,
     rshape, rstrides, x, x_offset, xi, out, out_offset, partial, partial_index,
@@ -202,15 +284,29 @@ def reduce_source(
     element's position (a second pass over argmax/argmin partials; -1 marks an empty
     piece) instead of being its position along the reduced dims.
 
-    ``mode`` is ``"block"`` (``block`` threads share a piece and combine through shared
-    memory) or ``"thread"`` (one thread per piece)."""
+    ``mode`` is ``"group"`` (``lanes`` threads share a piece, striding over it, and
+    combine their results through shared memory; a block of ``block`` threads holds
+    ``block // lanes`` such groups: ``lanes == block`` for long rows, 2-32 for short
+    contiguous rows, so that neighbouring threads read neighbouring elements) or
+    ``"thread"`` (one thread per piece, for reductions over strided dims, where
+    neighbouring threads reduce neighbouring outputs). Floating-point sums are
+    compensated (:func:`compensated_add`); ``bits`` is the width of the index
+    arithmetic."""
     is_arg = kind in ("argmax", "argmin")
     base = {"argmax": "max", "argmin": "min"}.get(kind, kind)
     floating = acc_dtype.is_floating_point
+    compensated = base == "sum" and floating
     better = ">" if base == "max" else "<"
+    counter, position_kind = counter_type(bits), position_type(bits)
+    group_mode = mode == "group"
+    if group_mode:
+        lanes = lanes or block
+        assert block % lanes == 0 and lanes & (lanes - 1) == 0, (block, lanes)
 
     def update(v: str, candidate: str) -> list[str]:
         """Fold one element ``v`` (index ``candidate``) into ``acc`` / ``acc_index``."""
+        if compensated:
+            return compensated_add("acc", "comp", v)
         if base == "sum":
             return [f"acc += {v}"]
         if not is_arg:
@@ -226,115 +322,165 @@ def reduce_source(
             lines = [f"if {candidate} >= 0:"] + _indent(lines, 1)
         return lines
 
-    lines = [_HEADER, "", "", "@cuda.jit(cache=True)"]
+    lines = [_HEADER.format(kind="reduce"), "", "", "@cuda.jit(cache=True)"]
     lines.append(
         "def kernel(n_out, n_red, nsplit, per_split, kshape, kstrides, rshape, rstrides, "
         "x, x_offset, xi, out, out_offset, partial, partial_index, write_partial):"
     )
-    body = _hoist("kshape", "kn", k_ndim) + _hoist("kstrides", "ks", k_ndim)
-    body += _hoist("rshape", "rn", r_ndim) + _hoist("rstrides", "rs", r_ndim)
-    body.append("total = n_out * nsplit")
-    if mode == "block":
+    body = _hoist("kshape", "kn", k_ndim, counter) + _hoist("kstrides", "ks", k_ndim, position_kind)
+    body += _hoist("rshape", "rn", r_ndim, counter) + _hoist(
+        "rstrides", "rs", r_ndim, position_kind
+    )
+    body += [
+        f"outputs = {counter}(n_out)",
+        f"length = {counter}(n_red)",
+        f"pieces = {counter}(nsplit)",
+        f"piece = {counter}(per_split)",
+        f"total = {counter}(outputs * pieces)",
+        f"x_base = {position_kind}(x_offset)",
+    ]
+
+    def reduce_piece(first: str, stride: str) -> list[str]:
+        """Fold the elements of piece ``split`` of output ``m`` that this thread reads."""
+        piece_lines = ["base = x_base"]
+        piece_lines += unravel("m", "kn", k_ndim, [("base", "ks")], bits)
+        piece_lines += [
+            f"k0 = {counter}(split * piece)",
+            f"k1 = {counter}(min(k0 + piece, length))",
+        ]
+        piece_lines += grid_stride("k", first, "k1", bits)
+        inner = ["position = base"]
+        inner += unravel("k", "rn", r_ndim, [("position", "rs")], bits)
+        value = "x[position]" if x_dtype is acc_dtype else cast("x[position]", acc_dtype)
+        inner.append(f"value = {value}")
+        if is_arg:
+            inner.append(f"candidate = {'xi[position]' if index_input else 'np.int64(k)'}")
+        inner += update("value", "candidate")
+        inner.append(grid_stride_next("k", stride, bits))
+        return piece_lines + _indent(inner, 1)
+
+    start = [f"acc = {reduce_init(base, acc_dtype)}", "acc_index = np.int64(-1)"]
+    if compensated:
+        start.append(f"comp = {cast('0', acc_dtype)}")
+    locate = [f"m = {counter}(work // pieces)", f"split = {counter}(work - m * pieces)"]
+
+    if group_mode:
+        groups = block // lanes
         acc_type = numba_type(acc_dtype)
         body.append(f"shared_value = cuda.shared.array({block}, {acc_type})")
+        if compensated:
+            body.append(f"shared_comp = cuda.shared.array({block}, {acc_type})")
         if is_arg:
             body.append(f"shared_index = cuda.shared.array({block}, int64)")
         body += [
-            "tid = cuda.threadIdx.x",
-            "for work in range(cuda.blockIdx.x, total, cuda.gridDim.x):",
-            "    m = work // nsplit",
-            "    split = work - m * nsplit",
+            f"tid = {counter}(cuda.threadIdx.x)",
+            f"lane = {counter}(tid % {lanes})",
+            f"group = {counter}(tid // {lanes})",
+            f"stride = {counter}({counter}(cuda.gridDim.x) * {groups})",
         ]
-        first, stride = "k0 + tid", str(block)
-    else:
-        body += [
-            "for work in range(cuda.grid(1), total, cuda.gridsize(1)):",
-            "    split = work // n_out",
-            "    m = work - split * n_out",
-        ]
-        first, stride = "k0", "1"
-    loop = ["base = x_offset"]
-    loop += unravel("m", "kn", k_ndim, [("base", "ks")])
-    loop += [
-        f"acc = {reduce_init(base, acc_dtype)}",
-        "acc_index = -1",
-        "k0 = split * per_split",
-        "k1 = min(k0 + per_split, n_red)",
-        f"for k in range({first}, k1, {stride}):",
-        "    position = base",
-    ]
-    loop += _indent(unravel("k", "rn", r_ndim, [("position", "rs")]), 1)
-    value = "x[position]" if x_dtype is acc_dtype else cast("x[position]", acc_dtype)
-    loop.append(f"    value = {value}")
-    if is_arg:
-        loop.append(f"    candidate = {'xi[position]' if index_input else 'k'}")
-    loop += _indent(update("value", "candidate"), 1)
-
-    if mode == "block":
+        # Every thread of the block runs the same number of rounds (the barriers inside
+        # must be reached by all); a group past the end just contributes nothing.
+        body += grid_stride("first", f"{counter}(cuda.blockIdx.x) * {groups}", "total", bits)
+        loop = [f"work = {counter}(first + group)"] + start
+        loop += ["if work < total:"] + _indent(locate + reduce_piece("k0 + lane", f"{lanes}"), 1)
         loop.append("shared_value[tid] = acc")
+        if compensated:
+            loop.append("shared_comp[tid] = comp")
         if is_arg:
             loop.append("shared_index[tid] = acc_index")
-        loop += ["cuda.syncthreads()", f"half = {block // 2}", "while half > 0:"]
-        loop.append("    if tid < half:")
-        combine = ["other = shared_value[tid + half]"]
-        if base == "sum":
-            combine.append("shared_value[tid] += other")
-        elif not is_arg:
-            nan = " or other != other" if floating else ""
-            combine += [
-                f"if other {better} shared_value[tid]{nan}:",
-                "    shared_value[tid] = other",
-            ]
-        else:
-            mine = "shared_value[tid]"
-            take = [
-                "other_index = shared_index[tid + half]",
-                "mine_index = shared_index[tid]",
-                "take = False",
-                "if other_index >= 0:",
-                "    if mine_index < 0:",
-                "        take = True",
-            ]
-            if floating:
-                take += [
-                    "    elif other != other:",
-                    f"        take = {mine} == {mine} or other_index < mine_index",
-                    f"    elif {mine} != {mine}:",
-                    "        take = False",
-                ]
-            take += [
-                f"    elif other {better} {mine}:",
-                "        take = True",
-                f"    elif other == {mine} and other_index < mine_index:",
-                "        take = True",
-                "if take:",
-                "    shared_value[tid] = other",
-                "    shared_index[tid] = other_index",
-            ]
-            combine += take
-        loop += _indent(combine, 2)
-        loop += ["    cuda.syncthreads()", "    half //= 2", "if tid == 0:"]
-        result_value, result_index = "shared_value[0]", "shared_index[0]"
+        loop += ["cuda.syncthreads()", f"half = {lanes // 2}", "while half > 0:"]
+        loop.append("    if lane < half:")
+        loop += _indent(_tree_combine(base, is_arg, floating, compensated, better), 2)
+        loop += ["    cuda.syncthreads()", "    half //= 2", "if lane == 0 and work < total:"]
+        result_value, result_index = "shared_value[tid]", "shared_index[tid]"
+        if compensated:
+            result_value = "shared_value[tid] + shared_comp[tid]"
+        write_lines = locate
         writer_depth = 1
+        next_round = [
+            "cuda.syncthreads()  # shared memory is reused by the next round",
+            grid_stride_next("first", "stride", bits),
+        ]
     else:
-        result_value, result_index = "acc", "acc_index"
+        body += [f"step = {counter}(cuda.gridsize(1))"]
+        body += grid_stride("work", "cuda.grid(1)", "total", bits)
+        # Neighbouring threads take neighbouring outputs (coalesced for strided dims).
+        loop = [f"split = {counter}(work // outputs)", f"m = {counter}(work - split * outputs)"]
+        loop += start + reduce_piece("k0", "1")
+        result_value, result_index = ("acc + comp" if compensated else "acc"), "acc_index"
+        write_lines = []
         writer_depth = 0
-    write = [
+        next_round = [grid_stride_next("work", "step", bits)]
+    write = write_lines + [
         "if write_partial:",
-        f"    partial[m * nsplit + split] = {result_value}",
+        f"    partial[m * pieces + split] = {result_value}",
     ]
     if is_arg:
-        write.append(f"    partial_index[m * nsplit + split] = {result_index}")
+        write.append(f"    partial_index[m * pieces + split] = {result_index}")
         write += ["else:", f"    out[out_offset + m] = {result_index}"]
     else:
         write += ["else:", f"    out[out_offset + m] = {cast(result_value, out_dtype)}"]
     loop += _indent(write, writer_depth)
-    if mode == "block":
-        loop.append("cuda.syncthreads()  # shared memory is reused by the next work item")
+    loop += next_round
     body += _indent(loop, 1)
     lines += _indent(body, 1)
     lines.append("")
     return "\n".join(lines)
+
+
+COMPENSATED_TREE_STEP = [
+    "mine = shared_value[tid]",
+    "other = shared_value[tid + half]",
+    "summed = mine + other",
+    "back = summed - mine",
+    "shared_comp[tid] += shared_comp[tid + half] + ((mine - (summed - back)) + (other - back))",
+    "shared_value[tid] = summed",
+]
+"""One step of a shared-memory tree of compensated sums (``shared_value`` and
+``shared_comp``): slot ``tid + half`` is folded into ``tid`` with TwoSum."""
+
+
+def _tree_combine(
+    base: str, is_arg: bool, floating: bool, compensated: bool, better: str
+) -> list[str]:
+    """One step of the shared-memory tree: fold slot ``tid + half`` into ``tid``."""
+    if compensated:
+        return list(COMPENSATED_TREE_STEP)
+    combine = ["other = shared_value[tid + half]"]
+    if base == "sum":
+        return combine + ["shared_value[tid] += other"]
+    if not is_arg:
+        nan = " or other != other" if floating else ""
+        return combine + [
+            f"if other {better} shared_value[tid]{nan}:",
+            "    shared_value[tid] = other",
+        ]
+    mine = "shared_value[tid]"
+    take = [
+        "other_index = shared_index[tid + half]",
+        "mine_index = shared_index[tid]",
+        "take = False",
+        "if other_index >= 0:",
+        "    if mine_index < 0:",
+        "        take = True",
+    ]
+    if floating:
+        take += [
+            "    elif other != other:",
+            f"        take = {mine} == {mine} or other_index < mine_index",
+            f"    elif {mine} != {mine}:",
+            "        take = False",
+        ]
+    take += [
+        f"    elif other {better} {mine}:",
+        "        take = True",
+        f"    elif other == {mine} and other_index < mine_index:",
+        "        take = True",
+        "if take:",
+        "    shared_value[tid] = other",
+        "    shared_index[tid] = other_index",
+    ]
+    return combine + take
 
 
 # --- matmul -------------------------------------------------------------------------------
@@ -349,7 +495,7 @@ def matmul_source(dtype: DType, acc_dtype: DType, batch_ndim: int, tile: int, wp
     (blocks loop over tiles)."""
     block_m = tile * wpt
     acc_type = numba_type(acc_dtype)
-    lines = [_HEADER, ""]
+    lines = [_HEADER.format(kind="matmul"), ""]
     lines += [f"TILE = {tile}", f"WPT = {wpt}", f"BLOCK_M = {block_m}", ""]
     lines.append("@cuda.jit(cache=True)")
     lines.append(

@@ -8,12 +8,14 @@ size runs with any grid; the policy only decides how much of the device to occup
   (``8 x`` the number of SMs); a larger problem loops;
 * reductions use ``reduce_threads`` per block for long rows (a shared-memory tree) and
   aim at ``reduce_blocks`` busy blocks, splitting rows when there are few of them;
+  short contiguous rows get up to ``row_threads`` threads each (a warp);
 * the tiled matmul uses ``tile x tile`` threads per block, each computing
   ``work_per_thread**2`` outputs.
 
 Under the simulator every thread is a Python thread (~0.1-0.4 ms each, and much more
 around ``syncthreads``), so the policy shrinks to blocks of 32 threads and grids of 2
-blocks, and matmul to 4x4 threads computing 16x16 output tiles. Tests
+blocks, matmul to 4x4 threads computing 16x16 output tiles, and short rows to one
+thread each (tests that install a policy with ``row_threads`` > 1 cover groups). Tests
 still cross block and tile edges because the shapes they use (33, 100, ...) exceed one
 block, and grid-stride loops make several passes.
 
@@ -37,6 +39,7 @@ from typing import Any
 
 from ...debug import debug_level, log
 from ...errors import KernelError
+from . import recording
 from .runtime import DeviceProperties
 
 
@@ -52,6 +55,9 @@ class LaunchPolicy:
     tile: int
     work_per_thread: int
     max_matmul_blocks: int
+    # threads that share a short contiguous row of a reduction (at most a warp); the
+    # simulator uses 1 (one thread per row: each simulated thread is a Python thread)
+    row_threads: int = 32
 
     @classmethod
     def for_device(cls, properties: DeviceProperties) -> LaunchPolicy:
@@ -67,6 +73,7 @@ class LaunchPolicy:
                 tile=4,
                 work_per_thread=4,
                 max_matmul_blocks=2,
+                row_threads=1,
             )
         sms = max(properties.multiprocessors, 1)
         return cls(
@@ -131,6 +138,8 @@ class Launcher:
     ) -> None:
         record = LaunchRecord(name, grid, block, operands)
         self.recent.append(record)  # for error messages about asynchronous failures
+        if recording.active():  # the compile check's workload (recording.py)
+            recording.record(name, kernel, args)
         level = debug_level()
         compiled_before = len(getattr(kernel, "overloads", ())) if level >= 1 else 0
         start = time.perf_counter() if level >= 1 else 0.0

@@ -1,0 +1,605 @@
+"""The CUDA compile check: every kernel a representative workload launches, compiled
+for the real target without a GPU.
+
+Numba's CUDA simulator runs kernels as Python: it never types them, so a kernel that
+numba-cuda cannot compile, or that computes a float32 result in float64, passes every
+simulated test. This check closes that gap in two processes::
+
+    python -m kernelgrad.cuda_compile_check [--cc 9.0] [--jobs 2] [--verbose]
+
+1. **Record** (``NUMBA_ENABLE_CUDASIM=1``): :func:`workload` runs on the simulated CUDA
+   device with a real GPU's launch policy (so generated kernels have a GPU's block
+   sizes): every elementwise op for the dtype patterns programs use, reductions in each
+   mode, matmul, indexing, random numbers, nn layers and losses with their backward
+   passes, SGD/Adam/AdamW steps, ``kg.compile`` plans (fused elementwise kernels and
+   reductions), ``@kg.elementwise`` functions, ``@kg.kernel`` kernels (workgroups,
+   shared and private memory, helpers, ``kg.nn.device_function`` in both weight
+   modes), and the ``@kg.kernel`` examples of README.md and docs/*.md. Those run on the
+   CPU at their documented sizes, which the simulator could not run in time; their
+   launches are recorded with the argument types they would have on CUDA (same dtypes,
+   ranks and layouts). ``backends/cuda/recording.py`` keeps each distinct (kernel,
+   argument types) pair.
+2. **Compile** (no simulator): ``backends/cuda/compilecheck.py`` compiles each pair with
+   NVVM for ``sm_90`` and assembles it with nvJitLink to read registers and spills. It
+   fails on a compile error, float64 arithmetic in a float32 kernel, a register spill,
+   or 64-bit integer division in an elementwise kernel, and prints as its last line
+   ``N kernels compiled for sm_90, F failed, D with float64 arithmetic in float32
+   kernels, S spilling``.
+
+Exit status: 0 all checks passed, 1 some failed, 77 no compiler here (``pip install
+"numba-cuda[cu13]"``). It verifies what compilers can tell; not timing, real memory
+behaviour or stream ordering (docs/cuda.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import runpy
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import kernelgrad as kg
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVICE_LINE = 'device = "cuda" if kg.cuda.is_available() else "cpu"'
+# The GPU whose launch policy the recording uses: an H100/H200 (132 multiprocessors).
+TARGET_MULTIPROCESSORS = 132
+
+
+# --- the workload -------------------------------------------------------------------------
+def _tensor(values: Any, dtype: Any, device: str, requires_grad: bool = False) -> Any:
+    return kg.tensor(np.asarray(values), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _operands(dtype: Any, device: str) -> dict[str, Any]:
+    """Operands of one dtype: a contiguous (5, 7) tensor, a transposed view of the same
+    shape, a row to broadcast, and a Python number."""
+    rng = np.random.default_rng(0)
+    if dtype is kg.bool:
+        base = rng.random((5, 7)) > 0.5
+        other = rng.random((7, 5)) > 0.5
+        number: Any = True
+    elif dtype.is_floating_point:
+        base = rng.uniform(0.25, 2.0, (5, 7))
+        other = rng.uniform(0.25, 2.0, (7, 5))
+        number = 1.5
+    else:
+        base = rng.integers(1, 9, (5, 7))
+        other = rng.integers(1, 9, (7, 5))
+        number = 3
+    return {
+        "contiguous": _tensor(base, dtype, device),
+        "transposed": _tensor(other, dtype, device).T,
+        "row": _tensor(base[0], dtype, device),
+        "number": number,
+    }
+
+
+# What PyTorch defines for bool tensors (bool subtraction, say, is an error there).
+_BOOL_OPS = {
+    "add", "mul", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+    "logical_or", "logical_xor", "logical_not", "where", "identity",
+}  # fmt: skip
+
+
+def elementwise_ops(device: str) -> None:
+    """Every elementwise primitive on every dtype its rule accepts, in the operand
+    patterns programs use: all contiguous and with a Python number as the second
+    operand, and for floating point also strided (a transposed operand) and broadcast
+    (a row)."""
+    from .errors import KernelError
+    from .ops.elementwise import OPS, apply
+
+    samples = {d: _operands(d, device) for d in (kg.float32, kg.int64, kg.bool)}
+    samples[kg.int32] = _operands(kg.int32, device)
+    condition = samples[kg.bool]["contiguous"]
+    for name, op in sorted(OPS.items()):
+        nin = op.scalar.nin
+        for dtype, operands in samples.items():
+            if dtype is kg.int32 and name not in ("add", "mul", "identity", "lt"):
+                continue  # int32 appears in index arithmetic, not in models
+            if dtype is kg.bool and name not in _BOOL_OPS:
+                continue
+            x, t, row, number = (operands[k] for k in ("contiguous", "transposed", "row", "number"))
+            patterns = [[x] * nin]
+            if nin > 1:
+                patterns.append([x, number] + [x] * (nin - 2))
+            if dtype.is_floating_point:  # the strided index code; once per op is enough
+                patterns += [[t] + [x] * (nin - 1), [x, row] + [x] * (nin - 2)][:nin]
+            for inputs in patterns:
+                if name == "where":
+                    inputs = [condition, *inputs[1:]]
+                try:
+                    apply(op, *inputs)
+                except KernelError:
+                    raise
+                except (TypeError, ValueError):
+                    continue  # a dtype the op's rule refuses (bool arithmetic, ...)
+    x = samples[kg.float32]["contiguous"]
+    for target in (kg.float64, kg.int64, kg.int32, kg.bool):
+        x.to(target).to(kg.float32)
+    x64 = x.to(kg.float64)
+    ((x64 * 2.5).exp() + x64.T.T).sqrt().sum()
+
+
+def reductions(device: str) -> None:
+    """Every reduction kind over short rows, long rows (block mode), strided dims and
+    everything, for float32, int64 and bool inputs."""
+    rng = np.random.default_rng(1)
+    short = _tensor(rng.standard_normal((5, 7)), kg.float32, device)
+    long = _tensor(rng.standard_normal((2, 600)), kg.float32, device)
+    longest = _tensor(rng.standard_normal(4200), kg.float32, device)
+    longest.sum(), longest.argmax(), (longest > 0).sum()  # split rows: two passes
+    wide = _tensor(rng.standard_normal((3, 40, 6)), kg.float32, device)
+    for x in (short, long, wide, short.to(kg.int64), short > 0):
+        for dims in ((-1,), (0,), None):
+            x.sum(dim=dims) if dims else x.sum()
+            x.amax(dim=dims) if dims else x.amax()
+            x.amin(dim=dims) if dims else x.amin()
+            x.argmax(dim=dims[0] if dims else None)
+            x.argmin(dim=dims[0] if dims else None)
+    wide.sum(dim=(0, 2))
+    for x in (short, long):
+        x.mean(1), x.var(1), x.std(0), x.logsumexp(1), x.softmax(1), x.log_softmax(1)
+        (x > 0).any(), (x > 0).all(1)
+
+
+def movement_and_indexing(device: str) -> None:
+    """Copies of views, matmul, gather/scatter, random numbers."""
+    rng = np.random.default_rng(2)
+    a = _tensor(rng.standard_normal((5, 7)), kg.float32, device, requires_grad=True)
+    b = _tensor(rng.standard_normal((7, 3)), kg.float32, device, requires_grad=True)
+    batch = _tensor(rng.standard_normal((2, 5, 7)), kg.float32, device)
+    (a @ b).sum().backward()
+    batch @ b, a.T.contiguous() @ a, batch.transpose(1, 2) @ batch
+    (a.to(kg.float64) @ b.to(kg.float64)).sum()
+    index = _tensor([4, 0, 2, 2], kg.int64, device)
+    picked = a[index]
+    picked.sum().backward()
+    a[kg.arange(5, device=device), index.repeat(2)[:5]]
+    kg.cat([a, a.detach() * 2], 0), kg.stack([a, a], 1), a.flip(0), a.unfold(1, 3, 2)
+    kg.nn.functional.pad(a, (1, 2)), a.T.reshape(-1), a[1:, ::2].contiguous()
+    kg.rand(5, 7, device=device), kg.randn(5, 7, device=device)
+    kg.randint(0, 10, (5, 7), device=device), kg.rand(4, dtype=kg.float64, device=device)
+    kg.where(a > 0, a, 0.0), a.clamp(-1, 1), kg.zeros(3, device=device), kg.arange(9.0)
+
+
+def nn_layers(device: str) -> None:
+    """Layers and losses, forward and backward, in training and evaluation mode."""
+    nn, functional = kg.nn, kg.nn.functional
+    kg.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(3, 2, 2, stride=2), nn.GELU(), nn.Flatten(), nn.LayerNorm(2), nn.SiLU(),
+        nn.Dropout(0.25), nn.Linear(2, 5), nn.BatchNorm1d(5), nn.Tanh(), nn.Softplus(),
+        nn.LeakyReLU(0.1), nn.Sigmoid(),
+    ).to(device)  # fmt: skip
+    images = kg.randn(2, 1, 4, 4, device=device)
+    labels = _tensor([1, 4], kg.int64, device)
+    logits = model(images)
+    weight = kg.rand(5, device=device)
+    soft = functional.softmax(logits.detach(), 1)
+    half = logits.detach() * 0.5
+    positive = (logits.detach() > 0).float()
+    losses = [
+        functional.cross_entropy(logits, labels),
+        functional.cross_entropy(logits, labels, weight=weight, label_smoothing=0.1),
+        functional.cross_entropy(logits, _tensor([1, -100], kg.int64, device), reduction="sum"),
+        functional.cross_entropy(logits, labels, reduction="none").mean(),
+        functional.nll_loss(functional.log_softmax(logits, 1), labels),
+        functional.cross_entropy(logits, soft),
+        functional.mse_loss(logits, half),
+        functional.l1_loss(logits, half),
+        functional.binary_cross_entropy(logits.sigmoid(), positive),
+        functional.binary_cross_entropy_with_logits(logits, positive),
+    ]
+    sum(losses[1:], losses[0]).backward()
+    model.eval()
+    with kg.no_grad():
+        model(images)
+    sequence = kg.randn(1, 2, 6, device=device, requires_grad=True)
+    conv1d = nn.Conv1d(2, 2, 3, stride=2, padding=1).to(device)
+    features = conv1d(sequence)
+    (nn.MaxPool1d(2)(features) + nn.AvgPool1d(2)(features)).sum().backward()
+    pooled = nn.AdaptiveAvgPool2d(2)(kg.randn(1, 2, 3, 3, device=device, requires_grad=True))
+    pooled.sum().backward()
+    embedding = nn.Embedding(10, 4).to(device)
+    embedding(_tensor([[1, 2], [9, 1]], kg.int64, device)).sum().backward()
+    functional.max_pool2d(images, 3, stride=2, padding=1).sum()
+    functional.one_hot(labels, 5)
+
+
+def optimizers(device: str) -> None:
+    """Two steps of each optimizer kind (fused and unfused updates) on a matrix, a
+    vector and a 0-d parameter (a loss without products: matmul is covered elsewhere)."""
+    kg.manual_seed(1)
+    x = kg.randn(3, 4, device=device)
+    settings: list[tuple[Any, dict[str, Any]]] = [
+        (kg.optim.SGD, {"lr": 0.1}),
+        (kg.optim.SGD, {"lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4}),
+        (kg.optim.SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True, "fused": False}),
+        (kg.optim.Adam, {"lr": 1e-2}),
+        (kg.optim.Adam, {"lr": 1e-2, "amsgrad": True, "weight_decay": 1e-3}),
+        (kg.optim.Adam, {"lr": 1e-2, "fused": False}),
+        (kg.optim.AdamW, {"lr": 1e-2}),
+        (kg.optim.AdamW, {"lr": 1e-2, "fused": False, "maximize": True}),
+    ]
+    for optimizer_class, options in settings:
+        weight = kg.nn.Parameter(kg.randn(3, 4, device=device))
+        bias = kg.nn.Parameter(kg.zeros(4, device=device))
+        scale = kg.nn.Parameter(kg.ones((), device=device))
+        optimizer = optimizer_class([weight, bias, scale], **options)
+        for _ in range(2):
+            optimizer.zero_grad()
+            ((weight * x + bias) * scale).tanh().square().mean().backward()
+            optimizer.step()
+
+
+def compiled_functions(device: str) -> None:
+    """kg.compile plans: a training step, fused elementwise chains and reductions
+    (prologues, epilogues, to a scalar and over dims), a kernel inside a trace."""
+    nn, functional = kg.nn, kg.nn.functional
+    kg.manual_seed(2)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3)).to(device)
+    optimizer = kg.optim.Adam(model.parameters(), lr=1e-2)
+    x = kg.randn(8, 6, device=device)
+    labels = _tensor(np.arange(8) % 3, kg.int64, device)
+
+    def train_step(x, labels):
+        optimizer.zero_grad()
+        loss = functional.cross_entropy(model(x), labels)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    a = kg.randn(4, 7, device=device)
+    b = kg.randn(7, device=device)
+    long = kg.randn(3, 700, device=device)
+    ints = _tensor(np.arange(28).reshape(4, 7) % 5 - 2, kg.int64, device)
+    programs: list[tuple[Callable[..., Any], tuple]] = [
+        (train_step, (x, labels)),
+        (lambda a, b: ((a - b) ** 2).mean(), (a, b)),
+        (lambda a, b: (a * b).sum() + (a.exp() * 2).sum(1).amax(), (a, b)),
+        (lambda a: a.softmax(1) * 3 + a.exp().sum(), (a,)),
+        (lambda a: (a.sigmoid() * a).sum(0) / 4, (a,)),
+        (lambda a: ((a * 0.5).tanh().amax(1), (a + 1).amin(0)), (a,)),
+        (lambda a, n: (n.to(kg.float32) - a).amin(0).sum() + (a > 0).sum(1).float(), (a, ints)),
+        (lambda long: (long * long).sum(1).sqrt() + (long * 2).sum(), (long,)),
+        (lambda long: long.abs().sum(), (long,)),
+    ]
+    for fn, args in programs:
+        compiled = kg.compile(fn)
+        for _ in range(3):  # eager warm-up, trace, replay
+            compiled(*args)
+
+
+def elementwise_functions(device: str) -> None:
+    """@kg.elementwise functions: traced, typed for float32 and float64, several
+    outputs, integers, untraceable sources with a given backward; and gradients."""
+
+    @kg.elementwise
+    def soft_clip(x, limit):
+        return limit * kg.tanh(x / limit)
+
+    @kg.elementwise
+    def mixture(x, y):
+        blend = kg.sigmoid(x - y)
+        return kg.where(x > y, blend * kg.exp(-y * y), kg.log1p(x * x) + kg.maximum(x, 0.5 * y))
+
+    @kg.elementwise
+    def polar(x, y):
+        radius = kg.sqrt(x * x + y * y)
+        return radius, kg.exp(-radius) * x
+
+    @kg.elementwise
+    def inside(x, low, high):
+        return (x >= low) & (x <= high)
+
+    @kg.elementwise
+    def twice_plus_one(n):
+        return n * 2 + 1
+
+    @kg.elementwise
+    def leaky(x):
+        if x > 0:
+            return x
+        return 0.1 * x
+
+    @leaky.defvjp
+    def leaky_vjp(x, grad):
+        return kg.where(x > 0, grad, 0.1 * grad)
+
+    for dtype in (kg.float32, kg.float64):
+        x = kg.randn(4, 5, dtype=dtype, device=device, requires_grad=True)
+        y = kg.randn(4, 5, dtype=dtype, device=device, requires_grad=True)
+        radius, damped = polar(x, y)
+        total = soft_clip(x, 2.0).sum() + soft_clip(x, y.detach().abs() + 1).sum()
+        total = total + mixture(x, y).sum() + radius.sum() + damped.sum() + leaky(x).sum()
+        total.backward()
+        inside(x.detach(), -0.5, 0.5)
+    twice_plus_one(_tensor([[1, 2, 3]], kg.int32, device))
+
+
+# Representative @kg.kernel kernels: the forms the code generator has that the documented
+# examples (documented_kernels, e.g. docs/kernels.md's tiled matmul) leave out.
+GROUP = 64
+
+
+def _softplus(v):
+    return math.log1p(math.exp(-abs(v))) + max(v, 0.0)
+
+
+def _cumulative(x, out, n):
+    scratch = kg.private((2, 8), kg.float32)
+    total = 0.0
+    for k in range(n):
+        total += x[k]
+        scratch[1, k] = total
+    for k in range(n):
+        out[k] = scratch[1, k]
+
+
+def _kernels() -> dict[str, Any]:
+
+    @kg.kernel
+    def fill_coordinates(out):
+        i, j, k = kg.index(3)
+        out[i, j, k] = 100 * i + 10 * j + k
+
+    @kg.kernel
+    def softplus_(x, n):
+        i = kg.index()
+        if i >= n:
+            return
+        x[i] = _softplus(x[i]) + kg.exp(0.0)
+
+    @kg.kernel
+    def group_sums(out, x, n):
+        i = kg.index()
+        lane = kg.local_index()
+        partial = kg.shared(GROUP, kg.float32)
+        if i < n:
+            partial[lane] = x[i]
+        else:
+            partial[lane] = 0.0
+        kg.barrier()
+        stride = GROUP // 2
+        while stride > 0:
+            if lane < stride:
+                partial[lane] += partial[lane + stride]
+            kg.barrier()
+            stride //= 2
+        if lane == 0:
+            out[kg.group_index()] = partial[0]
+
+    @kg.kernel
+    def positions(local_out, group_out, global_out):
+        i, j = kg.index(2)
+        li, lj = kg.local_index(2)
+        gi, gj = kg.group_index(2)
+        if i < global_out.shape[0] and j < global_out.shape[1]:
+            local_out[i, j] = 10 * li + lj
+            group_out[i, j] = 10 * gi + gj
+            global_out[i, j] = kg.index()
+
+    @kg.kernel
+    def row_scan(out, x):
+        i = kg.index()
+        row = kg.private(8, kg.float32)
+        for k in range(8):
+            row[k] = x[i, k]
+        _cumulative(row, out[i, :], 8)
+
+    return dict(locals())
+
+
+def user_kernels(device: str) -> None:
+    """The representative kernels above, and kg.nn.device_function networks in both
+    weight modes, on tiny ranges."""
+    k = _kernels()
+    k["fill_coordinates"](kg.zeros(2, 3, 4, dtype=kg.int64, device=device), ndrange=(2, 3, 4))
+    k["softplus_"](kg.randn(6, device=device), 6, ndrange=6)
+    k["group_sums"](kg.zeros(1, device=device), kg.randn(40, device=device), 40, ndrange=64,
+                    workgroup=64)  # fmt: skip
+    outs = [kg.zeros(3, 3, dtype=kg.int64, device=device) for _ in range(3)]
+    k["positions"](*outs, ndrange=(4, 4), workgroup=(2, 2))
+    k["row_scan"](kg.zeros(3, 8, device=device), kg.rand(3, 8, device=device), ndrange=3)
+
+    kg.manual_seed(0)
+    nn = kg.nn
+    model = nn.Sequential(
+        nn.Linear(3, 8), nn.GELU(), nn.Linear(8, 8), nn.Softplus(beta=2.0), nn.SiLU(),
+        nn.Linear(8, 4), nn.LeakyReLU(0.1), nn.Linear(4, 2), nn.LogSoftmax(-1),
+    )  # fmt: skip
+    constants = kg.nn.device_function(model, weights="constants")
+    arrays = kg.nn.device_function(model, weights="arrays")
+
+    @kg.kernel
+    def evaluate_network(out, inputs):
+        i = kg.index()
+        constants(inputs[i, :], out[i, :])
+
+    @kg.kernel
+    def evaluate_network_with_weights(out, weights, inputs):
+        i = kg.index()
+        arrays(weights, inputs[i, :], out[i, :])
+
+    inputs = kg.randn(4, 3, device=device)
+    evaluate_network(kg.empty(4, 2, device=device), inputs, ndrange=4)
+    weights = arrays.weights.to(device)
+    evaluate_network_with_weights(kg.empty(4, 2, device=device), weights, inputs, ndrange=4)
+
+
+def _python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
+
+
+def documented_kernels(device: str) -> None:
+    """The @kg.kernel examples of README.md and docs/*.md, run as documented on the
+    CPU; their launches are recorded with the argument types they would have on CUDA.
+    docs/kernels.md's blocks form one program; the others stand alone."""
+    del device  # at their documented sizes they would take minutes in the simulator
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    programs: list[str] = []
+    for path in documents:
+        if not path.exists():
+            continue
+        blocks = _python_blocks(path)
+        if path.name == "kernels.md":
+            programs.append("\n\n".join(blocks).replace(DEVICE_LINE, 'device = "cpu"'))
+        else:
+            programs += [b for b in blocks if "@kg.kernel" in b and 'device="cuda"' not in b]
+    with tempfile.TemporaryDirectory() as folder:
+        for number, program in enumerate(programs):
+            # Kernels need their source in a real file, so each program runs from one.
+            script = Path(folder) / f"documented_example_{number}.py"
+            script.write_text(program)
+            cwd = os.getcwd()
+            os.chdir(folder)  # examples may write files
+            try:
+                runpy.run_path(str(script), run_name="documented_example")
+            finally:
+                os.chdir(cwd)
+
+
+PARTS: dict[str, Callable[[str], None]] = {
+    "elementwise": elementwise_ops,
+    "reductions": reductions,
+    "movement": movement_and_indexing,
+    "nn": nn_layers,
+    "optim": optimizers,
+    "compile": compiled_functions,
+    "functions": elementwise_functions,
+    "kernels": user_kernels,
+    "docs": documented_kernels,
+}
+
+
+def use_target_policy() -> None:
+    """Give the (simulated) CUDA backend a real GPU's launch policy where it shapes the
+    generated code (reduction blocks, matmul tiles, when rows are split), so the
+    recorded kernels are the ones a GPU run compiles; elementwise launches keep to one
+    block of at most 64 threads, which the simulator runs quickly (their code does not
+    depend on the launch configuration)."""
+    import dataclasses
+
+    from .backends import get_backend
+    from .backends.cuda.launch import LaunchPolicy
+    from .backends.cuda.runtime import DeviceProperties
+    from .device import as_device
+
+    target = DeviceProperties("compile-check target", TARGET_MULTIPROCESSORS, (9, 0), 1024, False)
+    policy = LaunchPolicy.for_device(target)
+    policy = dataclasses.replace(policy, threads=64, max_blocks=1, warp=1)
+    get_backend(as_device("cuda")).policy = policy
+
+
+def workload(parts: list[str] | None = None, verbose: bool = False) -> Any:
+    """Run the workload's ``parts`` (all by default) on the CUDA device under a
+    :class:`~kernelgrad.backends.cuda.recording.Recording`; return the recording."""
+    import warnings
+
+    from .backends.cuda.recording import Recording
+
+    use_target_policy()
+    with Recording() as recording, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in parts or list(PARTS):
+            start, before = time.perf_counter(), len(recording.kernels)
+            PARTS[name]("cuda")
+            if verbose:
+                new = len(recording.kernels) - before
+                elapsed = time.perf_counter() - start
+                print(f"workload {name}: {new} new kernels in {elapsed:.1f} s", file=sys.stderr)
+    return recording
+
+
+# --- the command --------------------------------------------------------------------------
+def _record_in_simulator(folder: Path, parts: list[str], jobs: int, verbose: bool) -> list[Any]:
+    """Run the workload's ``parts`` under the simulator in ``jobs`` processes at once
+    (each records its share); the recorded kernels, without repeats."""
+    from .backends.cuda.recording import Recording
+
+    environment = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
+    )
+    processes = []
+    for job in range(min(jobs, len(parts))):
+        path = folder / f"recording_{job}.pickle"
+        command = [sys.executable, "-m", "kernelgrad.cuda_compile_check", "--record", str(path)]
+        command += ["--parts", ",".join(parts[job::jobs])]
+        if verbose:
+            command.append("--verbose")
+        processes.append((path, subprocess.Popen(command, env=environment)))
+    kernels: dict[Any, Any] = {}
+    for path, process in processes:
+        if process.wait() != 0:
+            raise RuntimeError(f"the workload failed under the simulator ({process.args})")
+        for kernel in Recording.load(path):
+            known = kernels.setdefault(kernel.key, kernel)
+            if known is not kernel:
+                known.launches += kernel.launches
+    return list(kernels.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cc", default="9.0", help="compute capability, e.g. 8.0 or 9.0")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--parts", help=f"comma-separated subset of: {', '.join(PARTS)}")
+    parser.add_argument("--verbose", action="store_true", help="every kernel's resources")
+    parser.add_argument("--record", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--recorded", metavar="FILE", help="compile a saved recording")
+    args = parser.parse_args(argv)
+    parts = args.parts.split(",") if args.parts else None
+    if parts and not set(parts) <= set(PARTS):
+        parser.error(f"unknown parts {sorted(set(parts) - set(PARTS))}; known: {list(PARTS)}")
+    if args.record:  # the first process, under the simulator
+        if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+            parser.error("--record runs under NUMBA_ENABLE_CUDASIM=1")
+        recording = workload(parts, args.verbose)
+        recording.save(args.record)
+        print(
+            f"recorded {len(recording.kernels)} distinct kernels in {recording.launches} launches",
+            file=sys.stderr,
+        )
+        return 0
+
+    from .backends.cuda import compilecheck
+    from .backends.cuda.recording import Recording
+
+    cc = tuple(int(part) for part in args.cc.split("."))
+    assert len(cc) == 2
+    status = compilecheck.prepare(cc)  # before the workload: no compiler, no point
+    if status is not None:
+        return status
+    start = time.perf_counter()
+    if args.recorded:
+        kernels = Recording.load(args.recorded)
+    else:
+        with tempfile.TemporaryDirectory() as folder:
+            kernels = _record_in_simulator(
+                Path(folder), parts or list(PARTS), max(args.jobs, 1), args.verbose
+            )
+    recorded = time.perf_counter()
+    reports = compilecheck.compile_all(kernels, cc, max(args.jobs, 1))
+    print(
+        f"workload {recorded - start:.0f} s, compiling {time.perf_counter() - recorded:.0f} s "
+        f"({max(args.jobs, 1)} processes)"
+    )
+    return compilecheck.report(reports, cc, args.verbose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

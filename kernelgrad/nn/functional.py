@@ -819,7 +819,7 @@ def _max_grad_fn(taps: int, relu: bool = False) -> Any:
     if relu:
         lines.append("    g = g if m > 0 else 0")
     if taps == 1:
-        lines.append("    return (g,)")
+        lines.append("    return g")
     else:
         lines.append("    e0 = x0 == m or x0 != x0")
         lines.append("    found = e0")
@@ -828,7 +828,7 @@ def _max_grad_fn(taps: int, relu: bool = False) -> Any:
             lines.append(f"    found = found or e{k}")
         lines.append(f"    e{taps - 1} = not found")
         picks = ", ".join(f"g if e{k} else 0.0" for k in range(taps))
-        lines.append(f"    return ({picks},)")
+        lines.append(f"    return ({picks})")
     return _fused.from_source(name, "\n".join(lines) + "\n", taps + 2, taps)
 
 
@@ -842,7 +842,9 @@ def _sum_fn(taps: int) -> Any:
 
 
 def _broadcast_fn(taps: int) -> Any:
-    source = f"def spread_window_{taps}(g):\n    return ({', '.join(['g'] * taps)},)\n"
+    # One tap returns the value itself: a scalar function with one output returns a
+    # value, not a 1-tuple (which the kernels would try to store as one).
+    source = f"def spread_window_{taps}(g):\n    return {', '.join(['g'] * taps)}\n"
     return _fused.from_source(f"spread_window_{taps}", source, 1, taps)
 
 

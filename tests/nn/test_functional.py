@@ -299,6 +299,20 @@ def test_pooling_matches_numpy_windows(device):
     assert_close(F.avg_pool2d(kg.tensor(x, device=device), 2), windows.mean(axis=(3, 5)), rtol=1e-5)
 
 
+@pytest.mark.parametrize("pool", ["max", "avg"])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_pooling_with_a_one_element_window_selects_and_routes_the_gradient(pool, stride, device):
+    # kernel_size=1 used to fail to compile: its one-output gradient kernel returned a tuple.
+    values = randn(2, 3, 5, 4)
+    x = kg.tensor(values, device=device, requires_grad=True)
+    out = getattr(F, f"{pool}_pool2d")(x, 1, stride)
+    np.testing.assert_array_equal(as_numpy(out), values[:, :, ::stride, ::stride])
+    out.backward(kg.ones(*out.shape, device=device) * 3.0)
+    expected = np.zeros_like(values)
+    expected[:, :, ::stride, ::stride] = 3.0
+    np.testing.assert_array_equal(as_numpy(x.grad), expected)
+
+
 def test_max_pool2d_gives_a_tied_window_gradient_to_its_first_maximum(device):
     x = kg.ones(1, 1, 2, 4, device=device, requires_grad=True)
     F.max_pool2d(x, 2).sum().backward()

@@ -5,12 +5,11 @@
 * ``matmul`` calls NumPy's BLAS (OpenBLAS in the NumPy wheels), which beats any loop
   Numba generates;
 * gather and scatter-add are hand-written kernels (``kernels.py``);
-* random numbers come from NumPy's PCG64 generator.
+* random numbers come from Philox4x32-10 (``rng.py``), bit for bit as on CUDA.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import time
 from math import prod
@@ -22,8 +21,9 @@ from ...debug import debug_level, log
 from ...device import Device
 from ...dtypes import DType, float64, int64
 from ...shapes import coalesce, contiguous_strides
+from .. import philox
 from ..base import ScalarFunction, View, strided_array, whole_number_setting
-from . import blas, codegen
+from . import blas, codegen, rng
 from .memory import HostBufferCache
 
 _ACC_SUM = {"float32": float64, "float64": float64}
@@ -168,7 +168,7 @@ class CPUBackend:
         self.buffers = HostBufferCache()
         self._elementwise_modules: dict[tuple, Any] = {}
         self._reduce_modules: dict[tuple, Any] = {}
-        self._rng = np.random.default_rng()
+        self.random_stream = philox.Stream()
         self._dummy: dict[str, np.ndarray] = {}
 
     # --- memory ---------------------------------------------------------------------
@@ -502,28 +502,22 @@ class CPUBackend:
 
     # --- random -----------------------------------------------------------------------
     def manual_seed(self, seed: int) -> None:
-        self._rng = np.random.default_rng(seed)
+        self.random_stream.manual_seed(seed)
 
     def get_rng_state(self) -> Any:
-        return copy.deepcopy(self._rng.bit_generator.state)
+        return self.random_stream.get_state()
 
     def set_rng_state(self, state: Any) -> None:
-        generator = np.random.default_rng()
-        generator.bit_generator.state = copy.deepcopy(state)
-        self._rng = generator
+        self.random_stream.set_state(state)
 
     def random(self, out: View, distribution: str, low: float, high: float) -> None:
+        """Philox4x32-10 (``backends/philox.py``): the same numbers as the CUDA backend."""
         n = prod(out.shape)
         target = out.buffer[out.offset : out.offset + n]
-        if distribution == "uniform":
-            target[:] = self._rng.random(n, dtype=out.dtype.numpy.type) * (high - low) + low
-        elif distribution == "normal":
-            samples = self._rng.standard_normal(n, dtype=out.dtype.numpy.type)
-            target[:] = samples * high + low
-        elif distribution == "integers":
-            target[:] = self._rng.integers(int(low), int(high), n, dtype=out.dtype.numpy.type)
-        else:
-            raise ValueError(f"unknown distribution {distribution!r}")
+        start = time.perf_counter() if debug_level() >= 2 else 0.0
+        rng.fill(target, distribution, low, high, self.random_stream, n >= PARALLEL_THRESHOLD)
+        if debug_level() >= 2:
+            _log_launch(f"random_{distribution}", out.shape, start)
 
 
 def _load_module(source: str, prefix: str) -> Any:

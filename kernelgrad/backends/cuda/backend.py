@@ -8,7 +8,6 @@ scatter-add, random numbers); launches go through ``launch.py``.
 
 from __future__ import annotations
 
-import secrets
 import warnings
 from collections.abc import Sequence
 from math import prod
@@ -20,14 +19,14 @@ from ...device import Device
 from ...dtypes import DType, float64, int32, int64
 from ...errors import format_shape
 from ...shapes import coalesce, contiguous_strides, is_contiguous
+from .. import philox
 from ..base import ScalarFunction, View
-from . import codegen, runtime
+from . import codegen, rng, runtime
 from .launch import Launcher, LaunchPolicy
 from .memory import CachingPool
 from .vendor import CupyGemm, load_cupy, requested_matmul
 
 _IDENTITY = ScalarFunction("identity", "def identity(x):\n    return x\n", 1)
-_MASK64 = (1 << 64) - 1
 
 
 class _Operands:
@@ -100,8 +99,7 @@ class CUDABackend:
         self._matmul_kernels: dict[tuple, Any] = {}
         self._dummies: dict[str, Any] = {}
         self._index_error: Any = None
-        self._seed = secrets.randbits(63)
-        self._counter = 0
+        self.random_stream = philox.Stream()
         from . import kernels
 
         self._kernels = kernels
@@ -575,41 +573,35 @@ class CUDABackend:
 
     # --- random numbers ---------------------------------------------------------------------
     def manual_seed(self, seed: int) -> None:
-        self._seed = int(seed) & _MASK64
-        self._counter = 0
+        self.random_stream.manual_seed(seed)
 
     def get_rng_state(self) -> dict[str, int]:
-        # Counter-based generator: the seed and the count of numbers drawn are the state.
-        return {"seed": self._seed, "counter": self._counter}
+        return self.random_stream.get_state()
 
     def set_rng_state(self, state: dict[str, int]) -> None:
-        self._seed = int(state["seed"]) & _MASK64
-        self._counter = int(state["counter"])
+        self.random_stream.set_state(state)
 
     def random(self, out: View, distribution: str, low: float, high: float) -> None:
+        """Philox4x32-10 (``backends/philox.py``): the same numbers as the CPU backend."""
         n = prod(out.shape)
         if n == 0:
             return
-        seed_low = np.uint64(self._seed & 0xFFFFFFFF)
-        seed_high = np.uint64((self._seed >> 32) & 0xFFFFFFFF)
-        counter = self._counter
-        self._counter += n
-        kernels = self._kernels
-        wide = out.dtype is float64
+        if distribution not in ("uniform", "normal", "integers"):
+            raise ValueError(f"unknown distribution {distribution!r}")
+        seed_low, seed_high, counter = self.random_stream.take(n)
+        kernels = rng.kernels()
         if distribution == "uniform":
             kernel = kernels.uniform_kernel
             args: tuple = (n, out.buffer, out.offset, float(low), float(high))
-            args += (seed_low, seed_high, counter, wide)
+            args += (seed_low, seed_high, counter, out.dtype is float64)
         elif distribution == "normal":
             kernel = kernels.normal_kernel
             args = (n, out.buffer, out.offset, float(low), float(high))
-            args += (seed_low, seed_high, counter, wide)
-        elif distribution == "integers":
+            args += (seed_low, seed_high, counter)
+        else:
             kernel = kernels.integers_kernel
             span = np.uint64(int(high) - int(low))
             args = (n, out.buffer, out.offset, int(low), span, seed_low, seed_high, counter)
-        else:
-            raise ValueError(f"unknown distribution {distribution!r}")
         blocks, threads = self.policy.grid_for(n)
         described = _Operands(("out", out), ("distribution", distribution))
         self.launcher.launch(f"random_{distribution}", kernel, blocks, threads, described, args)

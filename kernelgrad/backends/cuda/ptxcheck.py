@@ -199,8 +199,7 @@ def static_cases() -> Iterator[tuple[str, Any, tuple]]:
     from ...dtypes import float32, float64, int32, int64
     from . import kernels
 
-    types = _types()
-    i64, u64 = types.int64, types.uint64
+    i64 = _types().int64
     for dtype in (float32, float64, int32, int64):
         take = (i64, i64, i64, i64, _array(dtype), i64, i64, i64, i64, i64, _array(int64))
         take += (i64, i64, _array(dtype), i64, _array(int64))
@@ -208,13 +207,38 @@ def static_cases() -> Iterator[tuple[str, Any, tuple]]:
         scatter = (i64, i64, i64, i64, _array(dtype), i64, i64, i64, i64, i64, _array(int64))
         scatter += (i64, i64, _array(dtype), i64, _array(int64))
         yield f"index_add[{dtype.name}]", kernels.index_add_kernel.py_func, scatter
+
+
+def random_cases() -> Iterator[tuple[str, Any, tuple]]:
+    """(name, python function, signature) for the Philox kernels (``rng.py``)."""
+    from ...dtypes import float32, float64, int32, int64
+    from . import rng
+
+    types = _types()
+    i64, u64 = types.int64, types.uint64
+    kernels = rng.kernels()
     for dtype in (float32, float64):
         real = (i64, _array(dtype), i64, types.float64, types.float64, u64, u64, i64)
-        yield f"uniform[{dtype.name}]", kernels.uniform_kernel.py_func, real + (types.boolean,)
-        yield f"normal[{dtype.name}]", kernels.normal_kernel.py_func, real + (types.boolean,)
+        uniform = kernels.uniform_kernel.py_func
+        yield f"uniform[{dtype.name}]", uniform, real + (types.boolean,)
+        yield f"normal[{dtype.name}]", kernels.normal_kernel.py_func, real
     for dtype in (int32, int64, float32):
         integers = (i64, _array(dtype), i64, i64, u64, u64, u64, i64)
         yield f"integers[{dtype.name}]", kernels.integers_kernel.py_func, integers
+
+
+def unfused_products(ptx: str) -> str | None:
+    """Why ``ptx`` may round differently from the CPU, or None: a fused multiply-add, or
+    a product without an explicit rounding mode (which ptxas may still fuse). The random
+    kernels must have neither (see ``backends/philox.py``)."""
+    for line in ptx.splitlines():
+        parts = line.split()
+        instruction = parts[0] if parts else ""
+        if instruction.startswith("fma.") and instruction.endswith(("f64", "f32")):
+            return f"a fused multiply-add: {line.strip()}"
+        if instruction in ("mul.f64", "mul.f32"):
+            return f"a product ptxas may fuse: {line.strip()}"
+    return None
 
 
 def compiler_available(cc: tuple[int, int]) -> str | None:
@@ -267,11 +291,15 @@ def load_kernel(source: str, prefix: str, injected: dict[str, Any] | None = None
 
 
 def compile_to_ptx(
-    cases: list[tuple[str, Callable[[], Any], tuple]], cc: tuple[int, int], verbose: bool
+    cases: list[tuple[str, Callable[[], Any], tuple]],
+    cc: tuple[int, int],
+    verbose: bool,
+    check: Callable[[str], str | None] | None = None,
 ) -> int:
     """Compile the function each case's ``load()`` gives for its signature (a module that
-    fails to load is a failure like one that fails to compile); print failures, with
-    ``verbose`` successes and tracebacks, and a summary. 1 if any failed, else 0."""
+    fails to load is a failure like one that fails to compile), and apply ``check`` to
+    the PTX (a reason it is wrong, or None); print failures, with ``verbose`` successes
+    and tracebacks, and a summary. 1 if any failed, else 0."""
     from numba import cuda
 
     failures = []
@@ -280,6 +308,9 @@ def compile_to_ptx(
         try:
             ptx, _ = cuda.compile_ptx(load(), signature, cc=cc)
             assert ".entry" in ptx
+            problem = check(ptx) if check is not None else None
+            if problem is not None:
+                raise AssertionError(problem)
             if verbose:
                 print(f"ok   {name}")
         except Exception as error:
@@ -312,7 +343,18 @@ def run(cc: tuple[int, int], everything: bool, verbose: bool) -> int:
         (name, functools.partial(_same, function), signature)
         for name, function, signature in static_cases()
     ]
-    return compile_to_ptx(cases, cc, verbose)
+    status = compile_to_ptx(cases, cc, verbose)
+    return max(status, check_random_kernels(cc, verbose))
+
+
+def check_random_kernels(cc: tuple[int, int], verbose: bool) -> int:
+    """Compile the Philox kernels and check that they round every product as the CPU
+    does (:func:`unfused_products`). Call :func:`prepare` first."""
+    cases = [
+        (name, functools.partial(_same, function), signature)
+        for name, function, signature in random_cases()
+    ]
+    return compile_to_ptx(cases, cc, verbose, check=unfused_products)
 
 
 def _same(value: Any) -> Any:

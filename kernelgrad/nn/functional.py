@@ -1489,15 +1489,20 @@ def cross_entropy(
         # without class weights the kernels never read `weights`; any flat tensor will do
         weights = weight.detach().contiguous() if has_weight else logits
         stats = empty((3, rows), dtype=x.dtype, device=x.device)
-        error = zeros(2, dtype=int64, device=x.device)
         if rows:
+            # A target out of range is reported through a flag: read at once on the CPU,
+            # at the next synchronisation on CUDA (no device round trip per call).
+            error, check = _fused.error_flag(
+                x.device,
+                lambda bad: _class_index_error(
+                    op, f"target class index {bad}", classes, ignore_index
+                ),
+            )
             kernels.cross_entropy_rows(
                 _flat(stats), error, _flat(logits), _flat(targets), _flat(weights), classes,
                 rows, ignore_index, smoothing, has_weight, ndrange=rows,
             )  # fmt: skip
-            bad, found = error._host_copy().tolist()
-            if found:
-                raise _class_index_error(op, f"target class index {bad}", classes, ignore_index)
+            check()
         denominator = None
         if reduction == "mean":
             totals = stats[:2].sum(1)

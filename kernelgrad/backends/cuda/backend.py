@@ -22,6 +22,7 @@ from ...shapes import coalesce, contiguous_strides, is_contiguous
 from .. import philox
 from ..base import ScalarFunction, View
 from . import codegen, rng, runtime
+from .flags import DeferredErrors
 from .launch import Launcher, LaunchPolicy
 from .memory import CachingPool
 from .vendor import CupyGemm, load_cupy, requested_matmul
@@ -35,22 +36,32 @@ class _Operands:
     Keeps only metadata (a view without its buffer): launch records must never keep a
     buffer, and its pool block, alive."""
 
-    __slots__ = ("items",)
+    __slots__ = ("items", "raw")
 
     def __init__(self, *items: tuple[str, Any]) -> None:
         self.items = [(name, item[1:] if isinstance(item, View) else item) for name, item in items]
+        self.raw: Any = None
 
     @classmethod
     def of(cls, outputs: Sequence[Any], inputs: Sequence[Any]) -> _Operands:
-        described = cls()
-        described.items = [(f"out{k}", o[1:]) for k, o in enumerate(outputs)] + [
-            (f"in{i}", x[1:] if isinstance(x, View) else x) for i, x in enumerate(inputs)
-        ]
+        """The operands of an elementwise launch; named only when formatted (this runs on
+        every launch)."""
+        described = cls.__new__(cls)
+        described.items = None
+        described.raw = (
+            [o[1:] for o in outputs],
+            [x[1:] if type(x) is View else x for x in inputs],
+        )
         return described
 
     def __str__(self) -> str:
+        items = self.items
+        if items is None:
+            outputs, inputs = self.raw
+            items = [(f"out{k}", o) for k, o in enumerate(outputs)]
+            items += [(f"in{i}", x) for i, x in enumerate(inputs)]
         parts = []
-        for name, item in self.items:
+        for name, item in items:
             if isinstance(item, tuple) and len(item) == 4 and isinstance(item[3], DType):
                 shape, strides, offset, dtype = item
                 parts.append(
@@ -59,6 +70,20 @@ class _Operands:
             else:
                 parts.append(f"{name}={item!r}")
         return ", ".join(parts)
+
+
+class _ElementwisePlan:
+    """What an elementwise launch of one pattern (function, dtypes, shape, strides)
+    needs besides the buffers and offsets, worked out once and reused: the kernel, the
+    coalesced shape and strides, the grid, and how each input is passed."""
+
+    __slots__ = ("blocks", "converters", "flat_strides", "kernel", "n", "ndim", "run_shape")
+
+    def __init__(self, kernel: Any, n: int, ndim: int, run_shape: tuple, flat_strides: tuple,
+                 converters: tuple, blocks: int, threads: int) -> None:  # fmt: skip
+        self.kernel, self.n, self.ndim = kernel, n, ndim
+        self.run_shape, self.flat_strides, self.converters = run_shape, flat_strides, converters
+        self.blocks = (blocks, threads)
 
 
 def _check_device(device: Device) -> None:
@@ -92,13 +117,17 @@ class CUDABackend:
         self.memory = runtime.DeviceMemory(self.index)
         self.pool = CachingPool(self.memory, str(device))
         self.policy = LaunchPolicy.for_device(self.properties)
-        self.launcher = Launcher(str(device), cuda, self.simulated, self.memory.context)
+        self.stream = self.memory.stream  # every launch and copy is queued on it
+        self.launcher = Launcher(
+            str(device), cuda, self.simulated, self.memory.context, self.stream
+        )
         self._cuda = cuda
         self._elementwise_kernels: dict[tuple, Any] = {}
+        self._elementwise_plans: dict[tuple, _ElementwisePlan] = {}
         self._reduce_kernels: dict[tuple, Any] = {}
         self._matmul_kernels: dict[tuple, Any] = {}
         self._dummies: dict[str, Any] = {}
-        self._index_error: Any = None
+        self.errors = DeferredErrors(self.memory)
         self.random_stream = philox.Stream()
         from . import kernels
 
@@ -115,7 +144,7 @@ class CUDABackend:
         buffer = self.pool.allocate(flat.size, flat.dtype)
         if flat.size:
             with self.memory.context():
-                buffer.copy_to_device(flat)
+                buffer.copy_to_device(flat, stream=self.stream)
         return buffer
 
     def to_numpy(self, view: View) -> np.ndarray:
@@ -149,9 +178,14 @@ class CUDABackend:
         return self._copy_to_host(packed, 0, n).reshape(view.shape)
 
     def _copy_to_host(self, buffer: Any, start: int, count: int) -> np.ndarray:
+        """Copy on the stream and wait for it; kernels' error flags come back with the
+        data (see ``flags.py``), and an error they reported is raised here."""
         host = np.empty(count, dtype=buffer.dtype)
         with self.memory.context():
-            buffer[start : start + count].copy_to_host(host)
+            buffer[start : start + count].copy_to_host(host, stream=self.stream)
+            flags = self.errors.read()
+            self.stream.synchronize()
+        self.errors.raise_reported(flags)
         return host
 
     def copy_from(self, tensor: Any) -> Any:
@@ -169,7 +203,8 @@ class CUDABackend:
             return buffer
         if is_contiguous(view.shape, view.strides):
             with self.memory.context():
-                buffer.copy_to_device(view.buffer[view.offset : view.offset + n])
+                source = view.buffer[view.offset : view.offset + n]
+                buffer.copy_to_device(source, stream=self.stream)
         else:
             target = View(buffer, view.shape, contiguous_strides(view.shape), 0, view.dtype)
             self.elementwise(_IDENTITY, [target], [view], [view.dtype])
@@ -177,6 +212,18 @@ class CUDABackend:
 
     def synchronize(self) -> None:
         self.launcher.synchronize()
+        self.errors.check()
+
+    def error_slot(self, make_error: Any) -> tuple[Any, Any]:
+        """A two-element int64 device buffer (zero) for a kernel to report a bad value
+        into (``[value, 1]``), and what to call after the launch. The error
+        ``make_error(value)`` is raised at the next device-to-host read or synchronise
+        (see ``flags.py``), or by that call with ``KG_CUDA_LAUNCH_BLOCKING=1``."""
+        return self.errors.slot(make_error), self._after_flagged_launch
+
+    def _after_flagged_launch(self) -> None:
+        if self.launcher.blocking:
+            self.errors.check(late=False)
 
     def _dummy(self, dtype: np.dtype) -> Any:
         """A one-element device array standing in for an unused kernel argument."""
@@ -184,15 +231,47 @@ class CUDABackend:
         array = self._dummies.get(key)
         if array is None:
             with self.memory.context():
-                array = self._dummies[key] = self._cuda.device_array(1, dtype=dtype)
+                array = self._cuda.device_array(1, dtype=dtype, stream=self.stream)
+                self._dummies[key] = array
         return array
 
     # --- elementwise ------------------------------------------------------------------------
     def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
         shape = outputs[0].shape
+        key = (
+            fn.key,
+            shape,
+            *compute_dtypes,
+            *[(o.strides, o.dtype) for o in outputs],
+            *[x.strides if type(x) is View else None for x in inputs],
+        )
+        plan = self._elementwise_plans.get(key)
+        if plan is None:
+            if prod(shape) == 0:
+                return
+            plan = self._plan_elementwise(fn, outputs, inputs, compute_dtypes)
+            if len(self._elementwise_plans) >= 4096:
+                self._elementwise_plans.clear()
+            self._elementwise_plans[key] = plan
+        operands: list[Any] = [o.buffer for o in outputs]
+        offsets = [o.offset for o in outputs]
+        for x, convert in zip(inputs, plan.converters):
+            if convert is None:
+                operands.append(x.buffer)
+                offsets.append(x.offset)
+            else:
+                operands.append(convert(x))
+        if plan.ndim == 0:
+            args = (plan.n, tuple(offsets), *operands)
+        else:
+            args = (plan.n, plan.run_shape, tuple(offsets), plan.flat_strides, *operands)
+        blocks, threads = plan.blocks
+        described = _Operands.of(outputs, inputs)
+        self.launcher.launch(fn.name, plan.kernel, blocks, threads, described, args)
+
+    def _plan_elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes):
+        shape = outputs[0].shape
         n = prod(shape)
-        if n == 0:
-            return
         views = list(outputs) + [x for x in inputs if isinstance(x, View)]
         if n == 1:
             ndim, run_shape, run_strides = 0, (1,), [(1,)] * len(views)
@@ -216,18 +295,15 @@ class CUDABackend:
                 ndim,
             )
             kernel = self._elementwise_kernels[key] = _load_kernel(source, f"cuda_{fn.name}")
-        offsets = tuple(v.offset for v in views)
-        operands: list[Any] = [v.buffer for v in outputs]
-        for x, dtype in zip(inputs, compute_dtypes):
-            operands.append(x.buffer if isinstance(x, View) else dtype.numpy.type(x))
-        if ndim == 0:
-            args = (n, offsets, *operands)
-        else:
-            flat_strides = tuple(s for strides in run_strides for s in strides)
-            args = (n, tuple(run_shape), offsets, flat_strides, *operands)
+        converters = tuple(
+            None if isinstance(x, View) else dtype.numpy.type
+            for x, dtype in zip(inputs, compute_dtypes)
+        )
+        flat_strides = tuple(s for strides in run_strides for s in strides)
         blocks, threads = self.policy.grid_for(n)
-        described = _Operands.of(outputs, inputs)
-        self.launcher.launch(fn.name, kernel, blocks, threads, described, args)
+        return _ElementwisePlan(
+            kernel, n, ndim, tuple(run_shape), flat_strides, converters, blocks, threads
+        )
 
     # --- reductions -------------------------------------------------------------------------
     def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
@@ -486,22 +562,6 @@ class CUDABackend:
         self.elementwise(_IDENTITY, [target], [view], [view.dtype])
         return target
 
-    def _error_flag(self) -> Any:
-        if self._index_error is None:
-            with self.memory.context():
-                self._index_error = self._cuda.to_device(np.zeros(2, dtype=np.int64))
-        return self._index_error
-
-    def _read_error(self) -> int | None:
-        """The offending index a gather/scatter kernel reported, if any (one device read)."""
-        flag = self._index_error
-        with self.memory.context():
-            host = flag.copy_to_host()
-            if host[1]:
-                flag.copy_to_device(np.zeros(2, dtype=np.int64))
-                return int(host[0])
-        return None
-
     def take(self, out: View, x: View, dim: int, index: View) -> Any:
         split = self._split(x, dim)
         if split is None:
@@ -530,11 +590,12 @@ class CUDABackend:
             index.strides[0] if index.strides else 0,
             out.buffer,
             out.offset,
-            self._error_flag(),
+            self._index_error(dim, x.shape),
         )
         described = _Operands(("out", out), ("x", x), ("dim", dim), ("index", index))
         self.launcher.launch("take", self._kernels.take_kernel, blocks, threads, described, args)
-        return self._read_error()
+        self._after_flagged_launch()
+        return None
 
     def index_add(self, out: View, dim: int, index: View, source: View) -> Any:
         split = self._split(out, dim)
@@ -564,12 +625,26 @@ class CUDABackend:
             index.strides[0] if index.strides else 0,
             source.buffer,
             source.offset,
-            self._error_flag(),
+            self._index_error(dim, out.shape),
         )
         described = _Operands(("out", out), ("dim", dim), ("index", index), ("source", source))
         kernel = self._kernels.index_add_kernel
         self.launcher.launch("index_add", kernel, blocks, threads, described, args)
-        return self._read_error()
+        self._after_flagged_launch()
+        return None
+
+    def _index_error(self, dim: int, shape: tuple[int, ...]) -> Any:
+        """The error flag of a gather or scatter along ``dim`` of a tensor of ``shape``:
+        an out-of-range index raises the IndexError the front end would raise."""
+        size = shape[dim]
+
+        def make_error(bad: int) -> IndexError:
+            return IndexError(
+                f"index {bad} is out of bounds for dimension {dim} with size {size} "
+                f"(tensor of shape {format_shape(shape)})"
+            )
+
+        return self.errors.slot(make_error)
 
     # --- random numbers ---------------------------------------------------------------------
     def manual_seed(self, seed: int) -> None:

@@ -6,7 +6,8 @@ GPU, caches it beside this file). All loops are grid-stride loops; every shape, 
 and offset is a scalar argument.
 
 Index errors are reported through a small ``error`` array instead of a device-side
-assert: ``error[0]`` receives an offending index and ``error[1]`` is set to 1.
+assert: ``error[0]`` receives an offending index and ``error[1]`` is set to 1. The
+backend checks it lazily, at the next synchronisation (``flags.py``).
 """
 
 from __future__ import annotations

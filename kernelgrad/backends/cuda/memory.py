@@ -13,13 +13,14 @@ every step. The pool keeps freed blocks and hands them out again:
   A training loop asks for the same sizes on every step, so after the first step every
   request is a cache hit (``num_raw_allocs`` stops growing, which the tests check).
 * **Return on garbage collection.** A tensor's buffer is a typed 1-D numba device array
-  laid over a block. A ``weakref.finalize`` on that array puts the block on a pending
-  queue when the last reference goes (the last tensor that shares the storage); the next
-  pool call moves pending blocks back to their free lists. Finalizers never take the
+  laid over a block. A weak reference to that array puts the block on a pending queue
+  when the last reference goes (the last tensor that shares the storage); the next pool
+  call moves pending blocks back to their free lists. The callbacks never take the
   pool's lock, so a garbage collection that runs inside a pool call cannot deadlock.
-* **Stream order.** Every kernel and copy of the backend runs on the device's default
-  stream, so a block reused by a later kernel is only written after earlier kernels that
-  read it have finished: no synchronisation is needed on free.
+* **Stream order.** Every kernel, copy and vendor call of the backend runs on the
+  device's one stream (``runtime.DeviceMemory.stream``), so a block reused by a later
+  kernel is only written after earlier kernels that read it have finished: no
+  synchronisation is needed on free.
 * **Out of memory.** When the device (or an artificial limit, ``set_limit``) refuses a
   raw block, the pool returns its cached blocks to the driver, runs the garbage
   collector (reference cycles may hold dead tensors) and tries once more before raising
@@ -94,6 +95,9 @@ def round_size(nbytes: int) -> int:
     return -(-nbytes // step) * step
 
 
+_SIZE_CLASSES: dict[int, int] = {}  # round_size of the request sizes seen so far
+
+
 def format_bytes(count: int | None) -> str:
     if count is None:
         return "unknown"
@@ -135,6 +139,8 @@ class CachingPool:
         self.limit: int | None = None
         self._free: dict[int, list[Any]] = {}
         self._pending: deque[tuple[int, int, Any]] = deque()
+        self._watched: dict[int, tuple[weakref.ref, tuple[int, int, Any]]] = {}
+        self._released = self._release  # one bound method for every weak reference
         self._lock = threading.RLock()
         self._allocated = 0
         self._requested = 0
@@ -150,7 +156,11 @@ class CachingPool:
     def allocate(self, numel: int, dtype: np.dtype) -> Any:
         """A typed 1-D device array of ``numel`` elements (contents undefined)."""
         nbytes = numel * dtype.itemsize
-        size = round_size(nbytes)
+        size = _SIZE_CLASSES.get(nbytes)
+        if size is None:
+            size = round_size(nbytes)
+            if len(_SIZE_CLASSES) < 65536:
+                _SIZE_CLASSES[nbytes] = size
         with self._lock:
             self._drain()
             block = self._take_cached(size)
@@ -162,9 +172,15 @@ class CachingPool:
             self._requested += nbytes
             self._peak_allocated = max(self._peak_allocated, self._allocated)
         buffer = self.memory.typed(block, numel, dtype)
-        finalizer = weakref.finalize(buffer, self._pending.append, (size, nbytes, block))
-        finalizer.atexit = False
+        # A weak reference whose callback queues the block when the buffer is collected
+        # (weakref.finalize does the same with twice the bookkeeping per allocation).
+        watch = weakref.ref(buffer, self._released)
+        self._watched[id(watch)] = (watch, (size, nbytes, block))
         return buffer
+
+    def _release(self, watch: weakref.ref) -> None:
+        """A buffer was collected: queue its block (no lock; see the module docstring)."""
+        self._pending.append(self._watched.pop(id(watch))[1])
 
     def _take_cached(self, size: int) -> Any:
         blocks = self._free.get(size)

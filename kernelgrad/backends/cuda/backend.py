@@ -8,7 +8,6 @@ scatter-add, random numbers); launches go through ``launch.py``.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from math import prod
 from typing import Any
@@ -17,15 +16,23 @@ import numpy as np
 
 from ...device import Device
 from ...dtypes import DType, float64, int32, int64
-from ...errors import format_shape
+from ...errors import KernelError, format_shape
 from ...shapes import coalesce, contiguous_strides, is_contiguous
 from .. import philox
 from ..base import ScalarFunction, View
 from . import codegen, rng, runtime
 from .flags import DeferredErrors
 from .launch import Launcher, LaunchPolicy
-from .memory import CachingPool
-from .vendor import CupyGemm, load_cupy, requested_matmul
+from .memory import CachingPool, OutOfMemoryError, format_bytes
+from .vendor import (
+    CupyGemm,
+    cublas_error,
+    cupy_package,
+    fix_command,
+    load_cupy,
+    requested_matmul,
+    warn_once,
+)
 
 _IDENTITY = ScalarFunction("identity", "def identity(x):\n    return x\n", 1)
 
@@ -451,15 +458,24 @@ class CUDABackend:
         if choice == "kernel" or self.simulated:
             return "kernel"
         cupy = load_cupy()
-        if cupy is None:
+        missing = "CuPy is not installed or sees no GPU" if cupy is None else cublas_error()
+        if missing is not None:
+            message = (
+                f"cuBLAS is not available ({missing}): matmul and convolutions on "
+                f"{self.device} use kernelgrad's own tiled kernel, several times slower. "
+                f"Fix: {fix_command()}"
+            )
             if choice == "cublas":
-                raise RuntimeError(
-                    "KG_CUDA_MATMUL=cublas needs CuPy: `pip install cupy-cuda13x` (or "
-                    "cupy-cuda12x for a CUDA 12 driver); see docs/cuda.md"
-                )
+                raise RuntimeError(f"KG_CUDA_MATMUL=cublas, but {message}")
+            if cupy is not None or cupy_package() is not None:
+                warn_once("cublas", message)  # installed but broken: say it once
             return "kernel"
-        self._gemm = CupyGemm(cupy, self.index)
+        self._use_gemm(cupy)
         return "cublas"
+
+    def _use_gemm(self, cupy: Any) -> None:
+        self._gemm = CupyGemm(cupy, self.index, self.memory.stream_handle)
+        self.pool.release_hooks.append(self._gemm.free_cached)
 
     def set_matmul(self, impl: str) -> None:
         """Choose ``"cublas"`` (CuPy) or ``"kernel"`` (the own tiled kernel) for matmul."""
@@ -467,26 +483,68 @@ class CUDABackend:
             raise ValueError(f"matmul implementation must be 'cublas' or 'kernel', got {impl!r}")
         if impl == "cublas" and self._gemm is None:
             cupy = None if self.simulated else load_cupy()
-            if cupy is None:
-                raise RuntimeError("cuBLAS matmul needs CuPy and a real GPU")
-            self._gemm = CupyGemm(cupy, self.index)
+            if cupy is None or cublas_error() is not None:
+                raise RuntimeError(
+                    f"cuBLAS matmul needs CuPy, cuBLAS and a real GPU: {fix_command()}"
+                )
+            self._use_gemm(cupy)
         self.matmul_impl = impl
 
     def matmul(self, out: View, a: View, b: View) -> None:
         gemm = self._gemm
         if self.matmul_impl == "cublas" and gemm is not None and gemm.supports(out.dtype.name):
-            try:
-                gemm.matmul(out, a, b)
-                return
-            except Exception as error:  # pragma: no cover - needs a GPU
-                warnings.warn(
-                    f"cuBLAS matmul through CuPy failed ({type(error).__name__}: {error}); "
-                    "using kernelgrad's own matmul kernel from now on",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                self.matmul_impl = "kernel"
+            self._vendor_call("matmul (cuBLAS through CuPy)", gemm, gemm.matmul, out, a, b)
+            return
         self.matmul_kernel(out, a, b)
+
+    def _vendor_call(self, name: str, vendor: Any, call: Any, *views: View) -> None:
+        """Run a vendor-library call on the backend's stream. Out of memory inside it: free
+        both pools' cached blocks and try once more. Any other failure is a KernelError
+        naming the call (the backend keeps using the library afterwards)."""
+        for attempt in range(2):
+            try:
+                call(*views)
+                return
+            except Exception as error:
+                if not vendor.is_out_of_memory(error):
+                    operands = _Operands.of(views[:1], views[1:])
+                    raise KernelError(
+                        f"{name} failed on {self.device}: {type(error).__name__}: {error}. "
+                        f"Operands: {operands}. KG_CUDA_MATMUL=kernel uses kernelgrad's own "
+                        "kernel instead."
+                    ) from error
+                if attempt == 1:
+                    raise OutOfMemoryError(
+                        f"CUDA out of memory on {self.device} in {name}, also after freeing "
+                        f"the cached blocks of kernelgrad's and CuPy's pools: {error}. "
+                        f"{self.memory_summary()} Free tensors you no longer need or use a "
+                        "smaller batch."
+                    ) from error
+                self.release_cached_memory()
+
+    def release_cached_memory(self) -> None:
+        """Collect dead tensors and hand every cached block (kernelgrad's pool and the
+        vendor library's) back to the driver."""
+        import gc
+
+        gc.collect()
+        self.pool.empty_cache()  # also runs the vendor pools' release hooks
+
+    def memory_stats(self) -> dict[str, Any]:
+        """The pool's statistics, and the vendor library's pool (CuPy's, 0 without it)."""
+        stats = self.pool.stats()
+        if self._gemm is not None:
+            stats.update(self._gemm.pool_stats())
+        return stats
+
+    def memory_summary(self) -> str:
+        stats = self.memory_stats()
+        return (
+            f"kernelgrad's pool: {format_bytes(stats['allocated_bytes'])} in use, "
+            f"{format_bytes(stats['reserved_bytes'])} reserved; CuPy's pool: "
+            f"{format_bytes(stats['vendor_pool_used_bytes'])} in use, "
+            f"{format_bytes(stats['vendor_pool_reserved_bytes'])} reserved."
+        )
 
     def matmul_kernel(self, out: View, a: View, b: View) -> None:
         """The own shared-memory tiled matmul (the fallback and the test reference)."""

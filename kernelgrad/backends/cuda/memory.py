@@ -22,7 +22,8 @@ every step. The pool keeps freed blocks and hands them out again:
   kernel is only written after earlier kernels that read it have finished: no
   synchronisation is needed on free.
 * **Out of memory.** When the device (or an artificial limit, ``set_limit``) refuses a
-  raw block, the pool returns its cached blocks to the driver, runs the garbage
+  raw block, the pool returns its cached blocks (and CuPy's, through
+  ``release_hooks``) to the driver, runs the garbage
   collector (reference cycles may hold dead tensors) and tries once more before raising
   :class:`OutOfMemoryError` with the request, the bytes in use, reserved and free. The
   pool stays usable afterwards.
@@ -65,6 +66,8 @@ STAT_KEYS = (
     "num_raw_frees",
     "num_ooms",
     "limit_bytes",
+    "vendor_pool_used_bytes",
+    "vendor_pool_reserved_bytes",
 )
 
 
@@ -137,6 +140,9 @@ class CachingPool:
         self.memory = memory
         self.device_name = device_name
         self.limit: int | None = None
+        # Called when cached memory is handed back (empty_cache, out of memory): the
+        # vendor libraries' pools (CuPy's) free their cached blocks too.
+        self.release_hooks: list[Any] = []
         self._free: dict[int, list[Any]] = {}
         self._pending: deque[tuple[int, int, Any]] = deque()
         self._watched: dict[int, tuple[weakref.ref, tuple[int, int, Any]]] = {}
@@ -244,6 +250,8 @@ class CachingPool:
             self._counts["frees"] += 1
 
     def _release_cached(self) -> None:
+        for release in self.release_hooks:
+            release()
         released = sum(len(blocks) for blocks in self._free.values())
         if released:
             for size, blocks in self._free.items():
@@ -284,6 +292,8 @@ class CachingPool:
                 "num_raw_frees": self._counts["raw_frees"],
                 "num_ooms": self._counts["ooms"],
                 "limit_bytes": self.limit,
+                "vendor_pool_used_bytes": 0,
+                "vendor_pool_reserved_bytes": 0,
             }
 
     def reset_peak(self) -> None:

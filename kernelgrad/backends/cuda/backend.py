@@ -20,7 +20,7 @@ from ...errors import KernelError, format_shape
 from ...shapes import coalesce, contiguous_strides, is_contiguous
 from .. import philox
 from ..base import ScalarFunction, View
-from . import codegen, rng, runtime
+from . import codegen, foreach, rng, runtime
 from .flags import DeferredErrors
 from .launch import Launcher, LaunchPolicy
 from .memory import CachingPool, OutOfMemoryError, format_bytes
@@ -311,6 +311,77 @@ class CUDABackend:
         return _ElementwisePlan(
             kernel, n, ndim, tuple(run_shape), flat_strides, converters, blocks, threads
         )
+
+    def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
+        """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each with its
+        own shape), in as few launches as the kernel's parameters allow (``foreach.py``):
+        items whose views are contiguous and whose operands have the same kinds and dtypes
+        run together; the others run one by one."""
+        groups: dict[tuple, list[tuple[Any, Any, int]]] = {}
+        for outputs, inputs in items:
+            shape = outputs[0].shape
+            numel = prod(shape)
+            if numel == 0:
+                continue
+            contiguous = contiguous_strides(shape)
+            kinds = tuple(_foreach_kind(x, outputs) for x in inputs)
+            arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
+            if any(v.strides != contiguous for v in arrays):
+                self.elementwise(fn, outputs, inputs, compute_dtypes)
+                continue
+            key = (kinds, tuple(v.dtype for v in arrays))
+            groups.setdefault(key, []).append((outputs, inputs, numel))
+        for (kinds, _), members in groups.items():
+            if len(members) == 1:
+                self.elementwise(fn, members[0][0], members[0][1], compute_dtypes)
+                continue
+            self._foreach(fn, kinds, members, compute_dtypes)
+
+    def _foreach(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes) -> None:
+        final_kinds = list(kinds)
+        for i, kind in enumerate(kinds):
+            if kind == "scalar" and len({inputs[i] for _, inputs, _ in members}) > 1:
+                final_kinds[i] = "scalars"  # a different value per item
+        n_arrays = fn.nout + kinds.count("array")
+        per_launch = foreach.items_per_launch(
+            n_arrays, final_kinds.count("scalars"), final_kinds.count("scalar")
+        )
+        key = ("foreach", fn.key, tuple(final_kinds), tuple(compute_dtypes))
+        key += tuple(o.dtype for o in members[0][0])
+        kernel = self._elementwise_kernels.get(key)
+        if kernel is None:
+            source = foreach.foreach_source(
+                fn.name,
+                fn.source,
+                fn.nout,
+                final_kinds,
+                compute_dtypes,
+                [o.dtype for o in members[0][0]],
+            )
+            kernel = self._elementwise_kernels[key] = _load_kernel(source, f"cuda_each_{fn.name}")
+        for first in range(0, len(members), per_launch):
+            chunk = members[first : first + per_launch]
+            numels = tuple(numel for _, _, numel in chunk)
+            offsets: list[int] = []
+            for outputs, inputs, _ in chunk:
+                offsets += [o.offset for o in outputs]
+                offsets += [x.offset for x, kind in zip(inputs, kinds) if kind == "array"]
+            args: list[Any] = [numels, tuple(offsets)]
+            args += [tuple(outputs[k].buffer for outputs, _, _ in chunk) for k in range(fn.nout)]
+            for i, (kind, dtype) in enumerate(zip(final_kinds, compute_dtypes)):
+                convert = dtype.numpy.type
+                if kind == "array":
+                    args.append(tuple(inputs[i].buffer for _, inputs, _ in chunk))
+                elif kind == "scalars":
+                    args.append(tuple(convert(inputs[i]) for _, inputs, _ in chunk))
+                elif kind == "scalar":
+                    args.append(convert(chunk[0][1][i]))
+            blocks, threads = self.policy.grid_for(max(numels))
+            described = _Operands(("items", len(chunk)), ("numels", numels))
+            name = f"{fn.name}[{len(chunk)} tensors]"
+            self.launcher.launch(
+                name, kernel, (blocks, len(chunk)), threads, described, tuple(args)
+            )
 
     # --- reductions -------------------------------------------------------------------------
     def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
@@ -743,6 +814,17 @@ class CUDABackend:
     def __repr__(self) -> str:
         kind = "simulated" if self.simulated else self.properties.name
         return f"<CUDABackend {self.device} ({kind}), matmul={self.matmul_impl}>"
+
+
+def _foreach_kind(x: Any, outputs: Sequence[View]) -> str:
+    """How a foreach input is passed: ``"scalar"``, ``"array"``, or ``"out<k>"`` when it
+    is exactly output ``k``'s view (an in-place update: read from that output)."""
+    if type(x) is not View:
+        return "scalar"
+    for k, out in enumerate(outputs):
+        if x.buffer is out.buffer and x.offset == out.offset and x.strides == out.strides:
+            return f"out{k}"
+    return "array"
 
 
 def _load_kernel(source: str, prefix: str) -> Any:

@@ -194,6 +194,33 @@ def matmul_cases(everything: bool) -> Iterator[tuple[str, str, tuple]]:
             yield f"matmul[{dtype.name},batch_ndim={batch}]", source, signature
 
 
+def foreach_cases() -> Iterator[tuple[str, str, tuple]]:
+    """(name, source, signature) for the foreach kernels the optimizers launch, with as
+    many items as one launch takes (``foreach.items_per_launch``)."""
+    from ...dtypes import float32, float64
+    from ...optim.adam import ADAM_UPDATE, SET_COUNT
+    from . import foreach
+
+    types = _types()
+    for dtype in (float32, float64):
+        kinds = ["out0", "array", "out1", "out2"] + ["scalar"] * 9
+        count = foreach.items_per_launch(4, 0, 9)
+        source = foreach.foreach_source(
+            ADAM_UPDATE.name, ADAM_UPDATE.source, 3, kinds, [dtype] * 13, [dtype] * 3
+        )
+        arrays = types.UniTuple(_array(dtype), count)
+        signature = (types.UniTuple(types.int64, count), types.UniTuple(types.int64, 4 * count))
+        signature += (arrays,) * 4 + (_scalar_type(dtype),) * 9
+        yield f"foreach adam_update[{dtype.name}, {count} items]", source, signature
+        count = foreach.items_per_launch(1, 0, 1)
+        source = foreach.foreach_source(
+            SET_COUNT.name, SET_COUNT.source, 1, ["scalar"], [dtype], [dtype]
+        )
+        signature = (types.UniTuple(types.int64, count), types.UniTuple(types.int64, count))
+        signature += (types.UniTuple(_array(dtype), count), _scalar_type(dtype))
+        yield f"foreach set_count[{dtype.name}, {count} items]", source, signature
+
+
 def static_cases() -> Iterator[tuple[str, Any, tuple]]:
     """(name, python function, signature) for the hand-written kernels."""
     from ...dtypes import float32, float64, int32, int64
@@ -334,6 +361,7 @@ def run(cc: tuple[int, int], everything: bool, verbose: bool) -> int:
         list(elementwise_cases(everything))
         + list(reduce_cases(everything))
         + list(matmul_cases(everything))
+        + list(foreach_cases())
     )
     cases: list[tuple[str, Callable[[], Any], tuple]] = [
         (name, functools.partial(load_kernel, source, "ptxcheck"), signature)

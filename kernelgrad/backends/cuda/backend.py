@@ -79,17 +79,44 @@ class _Operands:
         return ", ".join(parts)
 
 
+class _PatternOperands:
+    """The operands of an elementwise launch, described from its plan's key, offsets and
+    scalars when formatted (nothing is copied per launch; buffers are not kept)."""
+
+    __slots__ = ("nout", "offsets", "pattern", "scalars")
+
+    def __init__(self, pattern: tuple, offsets: list[int], operands: list[Any], nout: int) -> None:
+        self.pattern, self.offsets, self.nout = pattern, offsets, nout
+        self.scalars = [x for x in operands if isinstance(x, np.generic)]
+
+    def __str__(self) -> str:
+        shape = self.pattern[1]
+        pairs = list(zip(self.pattern[2::2], self.pattern[3::2]))
+        offsets, scalars = iter(self.offsets), iter(self.scalars)
+        parts = []
+        for k, (strides, dtype) in enumerate(pairs):
+            name = f"out{k}" if k < self.nout else f"in{k - self.nout}"
+            if strides is None:
+                parts.append(f"{name}={next(scalars)} ({dtype.name})")
+            else:
+                parts.append(
+                    f"{name} {dtype.name}{format_shape(shape)} strides {strides} "
+                    f"offset {next(offsets)}"
+                )
+        return ", ".join(parts)
+
+
 class _ElementwisePlan:
     """What an elementwise launch of one pattern (function, dtypes, shape, strides)
     needs besides the buffers and offsets, worked out once and reused: the kernel, the
-    coalesced shape and strides, the grid, and how each input is passed."""
+    coalesced shape and strides, and the grid."""
 
-    __slots__ = ("blocks", "converters", "flat_strides", "kernel", "n", "ndim", "run_shape")
+    __slots__ = ("blocks", "flat_strides", "kernel", "n", "ndim", "run_shape")
 
     def __init__(self, kernel: Any, n: int, ndim: int, run_shape: tuple, flat_strides: tuple,
-                 converters: tuple, blocks: int, threads: int) -> None:  # fmt: skip
+                 blocks: int, threads: int) -> None:  # fmt: skip
         self.kernel, self.n, self.ndim = kernel, n, ndim
-        self.run_shape, self.flat_strides, self.converters = run_shape, flat_strides, converters
+        self.run_shape, self.flat_strides = run_shape, flat_strides
         self.blocks = (blocks, threads)
 
 
@@ -244,36 +271,38 @@ class CUDABackend:
 
     # --- elementwise ------------------------------------------------------------------------
     def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
-        shape = outputs[0].shape
-        key = (
-            fn.key,
-            shape,
-            *compute_dtypes,
-            *[(o.strides, o.dtype) for o in outputs],
-            *[x.strides if type(x) is View else None for x in inputs],
-        )
-        plan = self._elementwise_plans.get(key)
+        # One pass over the operands: the plan's key (the pattern), the buffers (or
+        # scalars, converted to their compute dtype) and the offsets of this call.
+        key: list[Any] = [fn.key, outputs[0].shape]
+        operands: list[Any] = []
+        offsets: list[int] = []
+        for o in outputs:
+            key += (o.strides, o.dtype)
+            operands.append(o.buffer)
+            offsets.append(o.offset)
+        for x, dtype in zip(inputs, compute_dtypes):
+            if type(x) is View:
+                key += (x.strides, dtype)
+                operands.append(x.buffer)
+                offsets.append(x.offset)
+            else:
+                key += (None, dtype)
+                operands.append(dtype.numpy.type(x))
+        pattern = tuple(key)
+        plan = self._elementwise_plans.get(pattern)
         if plan is None:
-            if prod(shape) == 0:
+            if prod(outputs[0].shape) == 0:
                 return
             plan = self._plan_elementwise(fn, outputs, inputs, compute_dtypes)
             if len(self._elementwise_plans) >= 4096:
                 self._elementwise_plans.clear()
-            self._elementwise_plans[key] = plan
-        operands: list[Any] = [o.buffer for o in outputs]
-        offsets = [o.offset for o in outputs]
-        for x, convert in zip(inputs, plan.converters):
-            if convert is None:
-                operands.append(x.buffer)
-                offsets.append(x.offset)
-            else:
-                operands.append(convert(x))
+            self._elementwise_plans[pattern] = plan
         if plan.ndim == 0:
             args = (plan.n, tuple(offsets), *operands)
         else:
             args = (plan.n, plan.run_shape, tuple(offsets), plan.flat_strides, *operands)
         blocks, threads = plan.blocks
-        described = _Operands.of(outputs, inputs)
+        described = _PatternOperands(pattern, offsets, operands, len(outputs))
         self.launcher.launch(fn.name, plan.kernel, blocks, threads, described, args)
 
     def _plan_elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes):
@@ -302,15 +331,9 @@ class CUDABackend:
                 ndim,
             )
             kernel = self._elementwise_kernels[key] = _load_kernel(source, f"cuda_{fn.name}")
-        converters = tuple(
-            None if isinstance(x, View) else dtype.numpy.type
-            for x, dtype in zip(inputs, compute_dtypes)
-        )
         flat_strides = tuple(s for strides in run_strides for s in strides)
         blocks, threads = self.policy.grid_for(n)
-        return _ElementwisePlan(
-            kernel, n, ndim, tuple(run_shape), flat_strides, converters, blocks, threads
-        )
+        return _ElementwisePlan(kernel, n, ndim, tuple(run_shape), flat_strides, blocks, threads)
 
     def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
         """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each with its

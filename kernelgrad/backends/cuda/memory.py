@@ -168,15 +168,20 @@ class CachingPool:
             if len(_SIZE_CLASSES) < 65536:
                 _SIZE_CLASSES[nbytes] = size
         with self._lock:
-            self._drain()
-            block = self._take_cached(size)
-            if block is None:
+            if self._pending:
+                self._drain()
+            blocks = self._free.get(size)
+            if blocks:  # the common case after the first training step
+                self._counts["cache_hits"] += 1
+                block = blocks.pop()
+            else:
                 block = self._allocate_raw(size, nbytes, numel, dtype)
             self._counts["allocs"] += 1
             self._active_blocks += 1
             self._allocated += size
             self._requested += nbytes
-            self._peak_allocated = max(self._peak_allocated, self._allocated)
+            if self._allocated > self._peak_allocated:
+                self._peak_allocated = self._allocated
         buffer = self.memory.typed(block, numel, dtype)
         # A weak reference whose callback queues the block when the buffer is collected
         # (weakref.finalize does the same with twice the bookkeeping per allocation).

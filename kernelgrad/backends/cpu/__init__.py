@@ -22,7 +22,14 @@ from ...device import Device
 from ...dtypes import DType, float64, int64
 from ...shapes import coalesce, contiguous_strides
 from .. import philox
-from ..base import ScalarFunction, View, strided_array, whole_number_setting
+from ..base import (
+    ScalarFunction,
+    View,
+    group_foreach_items,
+    operand_kind,
+    strided_array,
+    whole_number_setting,
+)
 from . import blas, codegen, rng
 from .memory import HostBufferCache
 
@@ -138,18 +145,6 @@ def _interleave(arrays: list[Any], kinds: Any, scalars: list[Any], n_outputs: in
     return args
 
 
-def _operand_kind(x: Any, outputs: Any) -> str:
-    """How an elementwise input is passed: ``"scalar"``, ``"array"``, or ``"out<k>"`` when
-    it is exactly the view of output ``k`` (same buffer, offset and strides: an in-place
-    update), which the kernel then reads from that output (see codegen.elementwise_source)."""
-    if type(x) is not View:
-        return "scalar"
-    for k, out in enumerate(outputs):
-        if x.buffer is out.buffer and x.offset == out.offset and x.strides == out.strides:
-            return f"out{k}"
-    return "array"
-
-
 def _numpy_view(view: View) -> np.ndarray:
     """A NumPy array that shares the view's memory."""
     return strided_array(view.buffer, view.shape, view.strides, view.offset)
@@ -204,7 +199,7 @@ class CPUBackend:
             return
         if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
             return
-        kinds = tuple(_operand_kind(x, outputs) for x in inputs)
+        kinds = tuple(operand_kind(x, outputs) for x in inputs)
         module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
 
         arrays = [x for x, kind in zip(inputs, kinds) if kind == "array"]
@@ -255,28 +250,15 @@ class CPUBackend:
         update of every parameter of a small network is then one launch, not one per
         parameter (an Adam step of LeNet-5's ten parameters: 290 -> 245 us, most of the
         rest being the optimizer's Python per parameter)."""
-        groups: dict[tuple, list[tuple[Any, Any, int]]] = {}
-        for outputs, inputs in items:
-            shape = outputs[0].shape
-            numel = prod(shape)
-            if numel == 0:
-                continue
-            kinds = tuple(_operand_kind(x, outputs) for x in inputs)
-            contiguous = contiguous_strides(shape)
-            arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
-            if (
-                numel >= PARALLEL_THRESHOLD
-                or fn.library is not None
-                or any(v.strides != contiguous for v in arrays)
-            ):
-                self.elementwise(fn, outputs, inputs, compute_dtypes)
-                continue
-            dtypes = tuple(v.dtype for v in arrays)
-            groups.setdefault((kinds, dtypes), []).append((outputs, inputs, numel))
+
+        def run_alone(outputs: Any, inputs: Any) -> None:
+            self.elementwise(fn, outputs, inputs, compute_dtypes)
+
+        def alone(numel: int) -> bool:
+            return numel >= PARALLEL_THRESHOLD or fn.library is not None
+
+        groups = group_foreach_items(items, alone, run_alone)
         for (kinds, _), members in groups.items():
-            if len(members) == 1:
-                self.elementwise(fn, members[0][0], members[0][1], compute_dtypes)
-                continue
             self._foreach(fn, kinds, members, compute_dtypes)
 
     def _foreach(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes) -> None:

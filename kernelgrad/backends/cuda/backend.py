@@ -19,7 +19,7 @@ from ...dtypes import DType, float64, int32, int64
 from ...errors import KernelError, format_shape
 from ...shapes import coalesce, contiguous_strides, is_contiguous
 from .. import philox
-from ..base import ScalarFunction, View
+from ..base import ScalarFunction, View, group_foreach_items
 from . import codegen, foreach, rng, runtime
 from .flags import DeferredErrors
 from .launch import Launcher, LaunchPolicy
@@ -340,24 +340,12 @@ class CUDABackend:
         own shape), in as few launches as the kernel's parameters allow (``foreach.py``):
         items whose views are contiguous and whose operands have the same kinds and dtypes
         run together; the others run one by one."""
-        groups: dict[tuple, list[tuple[Any, Any, int]]] = {}
-        for outputs, inputs in items:
-            shape = outputs[0].shape
-            numel = prod(shape)
-            if numel == 0:
-                continue
-            contiguous = contiguous_strides(shape)
-            kinds = tuple(_foreach_kind(x, outputs) for x in inputs)
-            arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
-            if any(v.strides != contiguous for v in arrays):
-                self.elementwise(fn, outputs, inputs, compute_dtypes)
-                continue
-            key = (kinds, tuple(v.dtype for v in arrays))
-            groups.setdefault(key, []).append((outputs, inputs, numel))
+
+        def run_alone(outputs: Any, inputs: Any) -> None:
+            self.elementwise(fn, outputs, inputs, compute_dtypes)
+
+        groups = group_foreach_items(items, lambda numel: False, run_alone)
         for (kinds, _), members in groups.items():
-            if len(members) == 1:
-                self.elementwise(fn, members[0][0], members[0][1], compute_dtypes)
-                continue
             self._foreach(fn, kinds, members, compute_dtypes)
 
     def _foreach(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes) -> None:
@@ -837,17 +825,6 @@ class CUDABackend:
     def __repr__(self) -> str:
         kind = "simulated" if self.simulated else self.properties.name
         return f"<CUDABackend {self.device} ({kind}), matmul={self.matmul_impl}>"
-
-
-def _foreach_kind(x: Any, outputs: Sequence[View]) -> str:
-    """How a foreach input is passed: ``"scalar"``, ``"array"``, or ``"out<k>"`` when it
-    is exactly output ``k``'s view (an in-place update: read from that output)."""
-    if type(x) is not View:
-        return "scalar"
-    for k, out in enumerate(outputs):
-        if x.buffer is out.buffer and x.offset == out.offset and x.strides == out.strides:
-            return f"out{k}"
-    return "array"
 
 
 def _load_kernel(source: str, prefix: str) -> Any:

@@ -8,15 +8,17 @@ Prints, for each measurement, kernelgrad's figure, PyTorch's and their ratio:
 
 * matmul 4096 x 4096 float32: TFLOP/s with the vendor GEMM (cuBLAS through CuPy), with
   kernelgrad's own tiled kernel, and ``torch.matmul`` (TF32 off on both sides);
-* elementwise (``a * b + c``) and reduction (``sum``) throughput, as a fraction of the
-  device-to-device copy bandwidth measured in the same run;
+* matmul also through CuPy's ``matmul`` directly (the cuBLAS reference);
+* elementwise (``a * b + c``, ``a + b``) and reduction (``sum``) throughput, as a
+  fraction of the device-to-device copy bandwidth measured in the same run;
 * per-op launch overhead: microseconds per tiny elementwise op, launched back to back;
 * host <-> device transfer bandwidth (pageable NumPy memory on both sides);
 * one training step of a 2-layer MLP (784-1024-10, batch 512, SGD), forward + backward
   + update.
 
 Every timing is the best of several repeats, each synchronised with the device.
-Refuses to run without a GPU (and under the CUDA simulator).
+Refuses to run without a GPU (and under the CUDA simulator). The ``measure_*`` functions
+return the figures; ``benchmarks/gpu_report.py`` puts them into its Markdown report.
 """
 
 from __future__ import annotations
@@ -81,7 +83,10 @@ class Peer:
             self.torch.cuda.synchronize()
 
 
-def bench_matmul(kg: Any, peer: Peer, n: int, repeat: int) -> None:
+def measure_matmul(kg: Any, peer: Peer, n: int, repeat: int) -> dict[str, float | None]:
+    """TFLOP/s of an ``n x n`` float32 product: kernelgrad with cuBLAS (through CuPy) and
+    with its own tiled kernel, CuPy's ``matmul`` called directly, and PyTorch. None
+    where one is unavailable (the reason is in ``unavailable``)."""
     from kernelgrad.backends import get_backend
     from kernelgrad.device import as_device
 
@@ -89,23 +94,46 @@ def bench_matmul(kg: Any, peer: Peer, n: int, repeat: int) -> None:
     flops = 2 * n**3
     a = kg.randn(n, n, device="cuda")
     b = kg.randn(n, n, device="cuda")
-    results = {}
+    results: dict[str, Any] = {"unavailable": {}}
+    chosen = backend.matmul_impl
     for impl in ("cublas", "kernel"):
         try:
             backend.set_matmul(impl)
         except RuntimeError as error:
-            print(f"matmul {impl:<7}: unavailable ({error})")
+            results[f"kernelgrad {impl}"] = None
+            results["unavailable"][f"kernelgrad {impl}"] = str(error)
             continue
         seconds = timed(lambda: a @ b, kg.cuda.synchronize, repeat)
-        results[impl] = flops / seconds / 1e12
-    backend.set_matmul("cublas" if "cublas" in results else "kernel")
-    torch_tflops = None
+        results[f"kernelgrad {impl}"] = flops / seconds / 1e12
+    backend.set_matmul(chosen)
+    results["cupy"] = None
+    try:
+        import cupy
+
+        ca, cb = cupy.random.standard_normal((2, n, n), dtype=cupy.float32)
+        seconds = timed(lambda: ca @ cb, cupy.cuda.Device().synchronize, repeat)
+        results["cupy"] = flops / seconds / 1e12
+    except Exception as error:  # CuPy missing or without cuBLAS: no reference figure
+        results["unavailable"]["cupy"] = f"{type(error).__name__}: {error}"
+    results["torch"] = None
     if peer.torch is not None:
         ta = peer.torch.randn(n, n, device="cuda")
         tb = peer.torch.randn(n, n, device="cuda")
-        torch_tflops = flops / timed(lambda: ta @ tb, peer.synchronize, repeat) / 1e12
+        results["torch"] = flops / timed(lambda: ta @ tb, peer.synchronize, repeat) / 1e12
+    return results
+
+
+def bench_matmul(kg: Any, peer: Peer, n: int, repeat: int) -> None:
+    results = measure_matmul(kg, peer, n, repeat)
+    torch_tflops = results["torch"]
+    if torch_tflops is not None:
         print(f"matmul torch  : {torch_tflops:7.2f} TFLOP/s  ({n}x{n} float32, TF32 off)")
-    for impl, tflops in results.items():
+    for name, reason in results["unavailable"].items():
+        print(f"matmul {name}: unavailable ({reason})")
+    for impl in ("cublas", "kernel"):
+        tflops = results[f"kernelgrad {impl}"]
+        if tflops is None:
+            continue
         label = "cuBLAS/CuPy" if impl == "cublas" else "own tiled kernel"
         print(f"matmul {impl:<7}: {tflops:7.2f} TFLOP/s  {ratio(tflops, torch_tflops)}  [{label}]")
 
@@ -121,15 +149,19 @@ def copy_bandwidth(kg: Any, numel: int, repeat: int) -> float:
     return 2 * numel * 4 / seconds
 
 
-def bench_memory_bound(kg: Any, peer: Peer, numel: int, repeat: int) -> None:
+def measure_memory_bound(
+    kg: Any, peer: Peer, numel: int, repeat: int
+) -> tuple[float, list[dict[str, Any]]]:
+    """The copy bandwidth, and for each memory-bound op: GB/s, the fraction of the copy
+    bandwidth, and PyTorch's GB/s (None without it)."""
     bandwidth = copy_bandwidth(kg, numel, repeat)
-    print(f"copy bandwidth (cuMemcpyDtoD): {bandwidth / 1e9:8.1f} GB/s ({numel * 4 / 1e6:.0f} MB)")
     a = kg.randn(numel, device="cuda")
     b = kg.randn(numel, device="cuda")
     c = kg.randn(numel, device="cuda")
-    rows = kg.randn(numel // 1024, 1024, device="cuda")
+    rows = kg.randn(max(numel // 1024, 1), 1024, device="cuda")
     cases = {
         "elementwise a*b+c": (lambda: a * b + c, 2 * 3 * 4 + 2 * 4),  # two kernels
+        "elementwise a+b": (lambda: a + b, 3 * 4),
         "clone (copy kernel)": (lambda: a.clone(), 2 * 4),
         "sum (all)": (lambda: a.sum(), 4),
         "sum(dim=1) rows": (lambda: rows.sum(dim=1), 4),
@@ -139,26 +171,45 @@ def bench_memory_bound(kg: Any, peer: Peer, numel: int, repeat: int) -> None:
     if peer.torch is not None:
         torch = peer.torch
         ta, tb, tc = (torch.randn(numel, device="cuda") for _ in range(3))
-        trows = torch.randn(numel // 1024, 1024, device="cuda")
+        trows = torch.randn(max(numel // 1024, 1), 1024, device="cuda")
         torch_cases = {
             "elementwise a*b+c": lambda: ta * tb + tc,
+            "elementwise a+b": lambda: ta + tb,
             "clone (copy kernel)": lambda: ta.clone(),
             "sum (all)": lambda: ta.sum(),
             "sum(dim=1) rows": lambda: trows.sum(dim=1),
             "sum(dim=0) columns": lambda: trows.sum(dim=0),
         }
+    results = []
     for name, (fn, bytes_per_element) in cases.items():
-        seconds = timed(fn, kg.cuda.synchronize, repeat)
-        achieved = numel * bytes_per_element / seconds
-        line = f"{name:<20}: {achieved / 1e9:8.1f} GB/s = {achieved / bandwidth:5.2f} of copy"
+        achieved = numel * bytes_per_element / timed(fn, kg.cuda.synchronize, repeat)
+        torch_rate = None
         if name in torch_cases:
             torch_seconds = timed(torch_cases[name], peer.synchronize, repeat)
-            line += f"   torch {numel * bytes_per_element / torch_seconds / 1e9:8.1f} GB/s, "
-            line += time_ratio(seconds, torch_seconds)
+            torch_rate = numel * bytes_per_element / torch_seconds
+        results.append(
+            {"op": name, "bytes_per_s": achieved, "of_copy": achieved / bandwidth,
+             "torch_bytes_per_s": torch_rate}
+        )  # fmt: skip
+    return bandwidth, results
+
+
+def bench_memory_bound(kg: Any, peer: Peer, numel: int, repeat: int) -> None:
+    bandwidth, results = measure_memory_bound(kg, peer, numel, repeat)
+    print(f"copy bandwidth (cuMemcpyDtoD): {bandwidth / 1e9:8.1f} GB/s ({numel * 4 / 1e6:.0f} MB)")
+    for row in results:
+        line = (
+            f"{row['op']:<20}: {row['bytes_per_s'] / 1e9:8.1f} GB/s = {row['of_copy']:5.2f} of copy"
+        )
+        if row["torch_bytes_per_s"] is not None:
+            line += f"   torch {row['torch_bytes_per_s'] / 1e9:8.1f} GB/s, "
+            line += ratio(row["bytes_per_s"], row["torch_bytes_per_s"])
         print(line)
 
 
-def bench_launch_overhead(kg: Any, peer: Peer, count: int) -> None:
+def measure_launch_overhead(kg: Any, peer: Peer, count: int) -> tuple[float, float | None]:
+    """Seconds per tiny op (``y = y + 1`` on 8 elements, back to back): kernelgrad's and
+    PyTorch's (None without it)."""
     x = kg.ones(8, device="cuda")
 
     def ours() -> None:
@@ -167,16 +218,22 @@ def bench_launch_overhead(kg: Any, peer: Peer, count: int) -> None:
             y = y + 1.0
 
     seconds = timed(ours, kg.cuda.synchronize, 3) / count
+    if peer.torch is None:
+        return seconds, None
+    tx = peer.torch.ones(8, device="cuda")
+
+    def theirs() -> None:
+        y = tx
+        for _ in range(count):
+            y = y + 1.0
+
+    return seconds, timed(theirs, peer.synchronize, 3) / count
+
+
+def bench_launch_overhead(kg: Any, peer: Peer, count: int) -> None:
+    seconds, torch_seconds = measure_launch_overhead(kg, peer, count)
     line = f"launch overhead     : {seconds * 1e6:8.1f} us per tiny op (y = y + 1, 8 elements)"
-    if peer.torch is not None:
-        tx = peer.torch.ones(8, device="cuda")
-
-        def theirs() -> None:
-            y = tx
-            for _ in range(count):
-                y = y + 1.0
-
-        torch_seconds = timed(theirs, peer.synchronize, 3) / count
+    if torch_seconds is not None:
         line += f"   torch {torch_seconds * 1e6:.1f} us, {time_ratio(seconds, torch_seconds)}"
     print(line)
 

@@ -27,6 +27,7 @@ from .device import Device, as_device, default_device
 __all__ = [
     "OutOfMemoryError",
     "current_device",
+    "current_stream",
     "device_count",
     "empty_cache",
     "get_device_name",
@@ -41,6 +42,7 @@ __all__ = [
     "reset_peak_memory_stats",
     "set_memory_limit",
     "synchronize",
+    "vendor_libraries",
 ]
 
 
@@ -130,9 +132,38 @@ def get_device_name(device: Any = None) -> str:
     return _backend(device).properties.name
 
 
+def current_stream(device: Any = None) -> Any:
+    """The stream the device's kernels, copies and cuBLAS calls are queued on (one per
+    device, owned by kernelgrad): a numba-cuda ``Stream``. Order your own work on a
+    tensor's memory after kernelgrad's with it, e.g. numba kernels
+    ``kernel[grid, block, kg.cuda.current_stream()]`` or CuPy
+    ``cupy.cuda.ExternalStream(int(kg.cuda.current_stream().handle))``; or call
+    :func:`synchronize` first."""
+    return _backend(device).stream
+
+
+def vendor_libraries(device: Any = None) -> dict[str, str]:
+    """The vendor libraries the CUDA backend uses, and whether they load: ``cupy`` (the
+    package), ``cublas`` ("loaded", or why not and the pip command that fixes it), and
+    ``matmul`` (what the device's matmul runs: ``cublas`` or kernelgrad's own ``kernel``;
+    only once the device has been used). Needs no GPU.
+
+    >>> import kernelgrad as kg
+    >>> sorted(kg.cuda.vendor_libraries())[:2]
+    ['cublas', 'cupy']
+    """
+    from .backends.cuda import vendor
+
+    status = vendor.library_status()
+    backend = _loaded_backend(device) if is_available() else None
+    if backend is not None:
+        status["matmul"] = backend.matmul_impl
+    return status
+
+
 def synchronize(device: Any = None) -> None:
     """Wait until every kernel queued on the device has finished. Raises KernelError if
-    one of them failed."""
+    one of them failed, and IndexError if one reported an index out of range."""
     backend = _loaded_backend(device)
     if backend is not None:
         backend.synchronize()
@@ -148,11 +179,13 @@ def memory_stats(device: Any = None) -> dict[str, Any]:
     ``peak_allocated_bytes`` / ``peak_reserved_bytes``; ``active_blocks`` /
     ``cached_blocks``; ``num_allocs`` (requests), ``num_frees``, ``num_cache_hits``,
     ``num_raw_allocs`` / ``num_raw_frees`` (driver allocations and frees),
-    ``num_ooms``; ``limit_bytes`` (see :func:`set_memory_limit`)."""
+    ``num_ooms``; ``limit_bytes`` (see :func:`set_memory_limit`);
+    ``vendor_pool_used_bytes`` / ``vendor_pool_reserved_bytes``: CuPy's own pool on the
+    device (cuBLAS calls through CuPy allocate there; 0 when CuPy is not in use)."""
     backend = _loaded_backend(device)
     if backend is None:
         return zero_stats()
-    return backend.pool.stats()
+    return backend.memory_stats()
 
 
 def memory_allocated(device: Any = None) -> int:

@@ -472,6 +472,15 @@ def documented_kernels(device: str) -> None:
                 os.chdir(cwd)
 
 
+def random_numbers(device: str) -> None:
+    """Every distribution of the Philox kernels in every dtype a fill asks for."""
+    for dtype in (kg.float32, kg.float64):
+        kg.rand(5, dtype=dtype, device=device)
+        kg.randn(5, dtype=dtype, device=device)
+    for dtype in (kg.int32, kg.int64, kg.float32):
+        kg.randint(0, 7, (5,), dtype=dtype, device=device)
+
+
 PARTS: dict[str, Callable[[str], None]] = {
     "elementwise": elementwise_ops,
     "reductions": reductions,
@@ -482,6 +491,7 @@ PARTS: dict[str, Callable[[str], None]] = {
     "functions": elementwise_functions,
     "kernels": user_kernels,
     "docs": documented_kernels,
+    "random": random_numbers,
 }
 
 

@@ -30,8 +30,9 @@ def _version(distribution: str) -> str | None:
 
 
 def cuda_status() -> dict[str, Any]:
-    """``{"available": bool, "devices": [...], "reason": str}`` without failing when the
-    CUDA backend, numba-cuda or a driver is missing."""
+    """``{"available": bool, "devices": [...], "reason": str, "libraries": {...}}``
+    without failing when the CUDA backend, numba-cuda or a driver is missing;
+    ``libraries`` says which vendor libraries (CuPy, cuBLAS) load."""
     simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
     try:
         from . import cuda
@@ -43,6 +44,10 @@ def cuda_status() -> dict[str, Any]:
         return {"available": False, "devices": [], "simulator": simulated, "reason": str(error)}
     devices: list[str] = []
     reason = ""
+    try:
+        libraries = cuda.vendor_libraries()
+    except Exception as error:  # a broken CuPy install must not break `info`
+        libraries = {"cupy": f"unknown ({type(error).__name__}: {error})"}
     if available:
         simulated = bool(cuda.is_simulated())
         for index in range(cuda.device_count()):
@@ -53,7 +58,13 @@ def cuda_status() -> dict[str, Any]:
             devices.append(f"cuda:{index} ({name})")
     else:
         reason = "no CUDA GPU or driver was found"
-    return {"available": available, "devices": devices, "simulator": simulated, "reason": reason}
+    return {
+        "available": available,
+        "devices": devices,
+        "simulator": simulated,
+        "reason": reason,
+        "libraries": libraries,
+    }
 
 
 def _folder_summary(folder: Path) -> dict[str, Any]:
@@ -122,6 +133,7 @@ def collect(data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
                 "engine": "numba-cuda",
                 "simulator": cuda["simulator"],
                 "reason": cuda["reason"],
+                "libraries": cuda.get("libraries", {}),
             },
         },
         "devices": devices,
@@ -160,6 +172,8 @@ def format_report(report: dict[str, Any]) -> str:
         if not backend["available"] and backend.get("reason"):
             extra += f" ({backend['reason']})"
         lines.append(f"  {name:<5} {state}: {backend['engine']}{extra}")
+        for library, status in backend.get("libraries", {}).items():
+            lines.append(f"        {library}: {status}")
     lines.append(f"Devices    {', '.join(report['devices'])} (default: {report['default_device']})")
     cache = report["kernel_cache"]
     lines.append(

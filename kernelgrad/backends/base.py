@@ -35,11 +35,13 @@ import os
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from math import prod
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from ..dtypes import DType
+from ..shapes import contiguous_strides
 
 
 class View(NamedTuple):
@@ -149,6 +151,49 @@ class Backend(Protocol):
     def set_rng_state(self, state: Any) -> None: ...
 
     def synchronize(self) -> None: ...
+
+
+def operand_kind(x: Any, outputs: Sequence[View]) -> str:
+    """How an elementwise input is passed: ``"scalar"``, ``"array"``, or ``"out<k>"`` when
+    it is exactly the view of output ``k`` (same buffer, offset and strides: an in-place
+    update), which a kernel can then read from that output instead of a second argument."""
+    if type(x) is not View:
+        return "scalar"
+    for k, out in enumerate(outputs):
+        if x.buffer is out.buffer and x.offset == out.offset and x.strides == out.strides:
+            return f"out{k}"
+    return "array"
+
+
+def group_foreach_items(
+    items: Sequence[tuple[Sequence[View], Sequence[Operand]]],
+    alone: Callable[[int], bool],
+    run_alone: Callable[[Sequence[View], Sequence[Operand]], None],
+) -> dict[tuple, list[tuple[Sequence[View], Sequence[Operand], int]]]:
+    """The items of ``elementwise_foreach`` that can share kernels, grouped by operand
+    kinds (:func:`operand_kind`) and array dtypes, as ``(outputs, inputs, numel)``.
+    ``run_alone(outputs, inputs)`` runs the others at once: items with a strided view,
+    those ``alone(numel)`` picks, and groups of one. Empty items are dropped."""
+    groups: dict[tuple, list[tuple[Sequence[View], Sequence[Operand], int]]] = {}
+    for outputs, inputs in items:
+        shape = outputs[0].shape
+        numel = prod(shape)
+        if numel == 0:
+            continue
+        kinds = tuple(operand_kind(x, outputs) for x in inputs)
+        arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
+        contiguous = contiguous_strides(shape)
+        if alone(numel) or any(v.strides != contiguous for v in arrays):
+            run_alone(outputs, inputs)
+            continue
+        groups.setdefault((kinds, tuple(v.dtype for v in arrays)), []).append(
+            (outputs, inputs, numel)
+        )
+    for key, members in list(groups.items()):
+        if len(members) == 1:
+            run_alone(members[0][0], members[0][1])
+            del groups[key]
+    return groups
 
 
 def whole_number_setting(name: str, default: int, minimum: int, unit: str) -> int:

@@ -14,7 +14,7 @@ whichever backend holds the tensors.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..backends.base import ScalarFunction
@@ -97,6 +97,35 @@ def _views(fn: ScalarFunction, outputs: Sequence[Tensor], inputs: Sequence[Any])
             )
     views = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in inputs]
     return [o._view() for o in outputs], views
+
+
+def error_flag(device: Any, make_error: Callable[[int], BaseException]) -> tuple[Tensor, Any]:
+    """A two-element int64 tensor (zero) for a kernel to report a bad value into
+    (``[value, 1]``), and a function to call after the launch, which raises
+    ``make_error(value)`` if the kernel reported one.
+
+    On the CPU (and while kg.compile traces) the function reads the flag at once. A
+    backend with ``error_slot`` (CUDA) hands out a slot of its flag table instead and
+    raises the error at its next device-to-host read, so that the call does not wait
+    for the device (see ``backends/cuda/flags.py``)."""
+    from ..backends import get_backend
+    from ..compile.trace import active_recorder
+    from ..dtypes import int64
+    from ..ops.creation import zeros
+
+    backend = get_backend(device)
+    slot = getattr(backend, "error_slot", None)
+    if slot is None or active_recorder() is not None:
+        flag = zeros(2, dtype=int64, device=device)
+
+        def check() -> None:
+            bad, found = flag._host_copy().tolist()
+            if found:
+                raise make_error(bad)
+
+        return flag, check
+    buffer, check = slot(make_error)
+    return Tensor._from_buffer(buffer, (2,), int64, device), check
 
 
 def _add(x, y):

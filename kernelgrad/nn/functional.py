@@ -819,7 +819,7 @@ def _max_grad_fn(taps: int, relu: bool = False) -> Any:
     if relu:
         lines.append("    g = g if m > 0 else 0")
     if taps == 1:
-        lines.append("    return (g,)")
+        lines.append("    return g")
     else:
         lines.append("    e0 = x0 == m or x0 != x0")
         lines.append("    found = e0")
@@ -828,7 +828,7 @@ def _max_grad_fn(taps: int, relu: bool = False) -> Any:
             lines.append(f"    found = found or e{k}")
         lines.append(f"    e{taps - 1} = not found")
         picks = ", ".join(f"g if e{k} else 0.0" for k in range(taps))
-        lines.append(f"    return ({picks},)")
+        lines.append(f"    return ({picks})")
     return _fused.from_source(name, "\n".join(lines) + "\n", taps + 2, taps)
 
 
@@ -842,7 +842,9 @@ def _sum_fn(taps: int) -> Any:
 
 
 def _broadcast_fn(taps: int) -> Any:
-    source = f"def spread_window_{taps}(g):\n    return ({', '.join(['g'] * taps)},)\n"
+    # One tap returns the value itself: a scalar function with one output returns a
+    # value, not a 1-tuple (which the kernels would try to store as one).
+    source = f"def spread_window_{taps}(g):\n    return {', '.join(['g'] * taps)}\n"
     return _fused.from_source(f"spread_window_{taps}", source, 1, taps)
 
 
@@ -1487,15 +1489,20 @@ def cross_entropy(
         # without class weights the kernels never read `weights`; any flat tensor will do
         weights = weight.detach().contiguous() if has_weight else logits
         stats = empty((3, rows), dtype=x.dtype, device=x.device)
-        error = zeros(2, dtype=int64, device=x.device)
         if rows:
+            # A target out of range is reported through a flag: read at once on the CPU,
+            # at the next synchronisation on CUDA (no device round trip per call).
+            error, check = _fused.error_flag(
+                x.device,
+                lambda bad: _class_index_error(
+                    op, f"target class index {bad}", classes, ignore_index
+                ),
+            )
             kernels.row_statistics(
                 _flat(stats), error, _flat(logits), _flat(targets), _flat(weights), classes,
                 rows, ignore_index, smoothing, has_weight,
             )  # fmt: skip
-            bad, found = error._host_copy().tolist()
-            if found:
-                raise _class_index_error(op, f"target class index {bad}", classes, ignore_index)
+            check()
         denominator = None
         if reduction == "mean":
             totals = stats[:2].sum(1)

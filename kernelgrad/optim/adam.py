@@ -10,12 +10,15 @@ For every parameter, with gradient ``g`` at step ``t``::
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
 With ``fused=True`` (the default) all of it is one elementwise kernel per parameter
-that reads p, g, m, v and writes p, m, v in place (on the CPU one kernel for all the
-small parameters of a group; see ``nn._fused.launch_each``); it sets ``m`` and ``v``
-to zero where they fall below the smallest normal float (see
-``optimizer.normal_floor``). The step count ``t`` is a 0-d tensor; one more one-element
-kernel per parameter advances it and computes the two bias corrections on the device,
-so that ``kg.compile`` records and replays them.
+that reads p, g, m, v and writes p, m, v in place (one kernel for the parameters of a
+group where the backend has ``elementwise_foreach``, the CPU and CUDA; see
+``nn._fused.launch_each``); it sets ``m`` and ``v`` to zero where they fall below the
+smallest normal float (see ``optimizer.normal_floor``). The step count ``t`` is a 0-d
+tensor on the parameter's device, as in PyTorch. Eager steps compute the bias
+corrections on the host: on the CPU from the count itself, on a GPU from a copy of it
+kept on the host (read once), writing the new counts with one launch per group. While
+kg.compile traces, a one-element kernel per parameter advances the count and computes
+the corrections on the device, so that replays advance them too.
 """
 
 from __future__ import annotations
@@ -69,7 +72,12 @@ def adam_step(step, lr, beta1, beta2, decay):
     return step, step_size, correction2_sqrt, 1 - lr * decay
 
 
+def set_count(count):
+    return count
+
+
 ADAM_STEP = ScalarFunction.from_python(adam_step, nout=4)
+SET_COUNT = ScalarFunction.from_python(set_count)
 ADAM_UPDATE = ScalarFunction.from_python(adam_update, nout=3)
 ADAM_AMSGRAD_UPDATE = ScalarFunction.from_python(adam_amsgrad_update, nout=4)
 
@@ -120,6 +128,8 @@ class Adam(Optimizer):
             "fused": fused,
         }
         super().__init__(params, defaults)
+        # parameter id -> (its step tensor, the count it holds): see _host_count
+        self._host_counts: dict[int, tuple[Tensor, int]] = {}
 
     def _update_group(self, group: dict[str, Any]) -> None:
         (beta1, beta2), eps = group["betas"], group["eps"]
@@ -128,6 +138,15 @@ class Adam(Optimizer):
         l2 = 0.0 if self._decoupled else weight_decay
         decay = weight_decay if self._decoupled else 0.0
         updates: dict[Any, list[tuple[list[Tensor], list[Any]]]] = {}  # per dtype
+        counts: dict[Any, list[tuple[list[Tensor], list[Any]]]] = {}  # device step counts
+        from ..compile.trace import active_recorder
+
+        recorder = active_recorder()
+        if recorder is not None:
+            # The traced kernels advance the device counts, now and in every replay
+            # (which does not run this code): the host copies are stale afterwards.
+            self._forget_host_counts()
+            recorder.before_replay(self._forget_host_counts)
         for p in group["params"]:
             if p.grad is None:
                 continue
@@ -142,7 +161,17 @@ class Adam(Optimizer):
             if not isinstance(step, Tensor):  # a number, from an older checkpoint
                 step = state["step"] = tensor(float(step), dtype=p.dtype, device=p.device)
             rate = self._lr_operand(group, p.device)
-            step_size, correction2_sqrt, keep = _advance(step, rate, beta1, beta2, decay)
+            if step.device.type == "cpu" or recorder is not None:
+                step_size, correction2_sqrt, keep = _advance(step, rate, beta1, beta2, decay)
+            else:
+                # Eager on a GPU: the count is known on the host, the corrections are
+                # computed there, and the device copy is written by one launch for the
+                # whole group below (instead of a one-thread kernel per parameter).
+                count = self._host_count(p, step) + 1
+                step_size, correction2_sqrt, keep = _corrections(
+                    count, rate, beta1, beta2, decay, step.dtype
+                )
+                counts.setdefault(step.dtype, []).append(([step], [float(count)]))
             m, v = state["exp_avg"], state["exp_avg_sq"]
             scalars = [step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign]
             scalars.append(normal_floor(p.dtype))
@@ -170,6 +199,23 @@ class Adam(Optimizer):
         fn = ADAM_AMSGRAD_UPDATE if amsgrad else ADAM_UPDATE
         for dtype, items in updates.items():
             launch_each(fn, items, dtype)
+        for dtype, items in counts.items():
+            launch_each(SET_COUNT, items, dtype)
+
+    def _host_count(self, p: Tensor, step: Tensor) -> int:
+        """The count of ``p``'s device step tensor before this step, known on the host
+        after the first read (one device read per parameter after creation, loading a
+        checkpoint or running compiled steps)."""
+        known = self._host_counts.get(id(p))
+        if known is not None and known[0] is step:  # the same tensor (not reloaded)
+            count = known[1]
+        else:
+            count = round(float(step.item()))
+        self._host_counts[id(p)] = (step, count + 1)
+        return count
+
+    def _forget_host_counts(self) -> None:
+        self._host_counts.clear()
 
 
 def _advance(
@@ -189,18 +235,24 @@ def _advance(
     from ..compile.trace import active_recorder
 
     if step.device.type == "cpu" and active_recorder() is None:
-        # Eager on the CPU the count is host memory: the same arithmetic in Python, the
-        # results rounded to the count's dtype as the kernel stores them (a launch per
-        # parameter and step cost ~40 us here, 0.4 ms per LeNet-5 step).
+        # Eager on the CPU the count is host memory: the same arithmetic in Python (a
+        # launch per parameter and step cost ~40 us here, 0.4 ms per LeNet-5 step).
         count = step.numpy()
         count += 1
-        n = float(count)
-        rounded = count.dtype.type
-        step_size = float(rounded(lr / (1 - beta1**n)))
-        return step_size, float(rounded(math.sqrt(1 - beta2**n))), 1.0 - lr * decay
+        return _corrections(float(count), lr, beta1, beta2, decay, step.dtype)
     outputs = [step] + [empty((), dtype=step.dtype, device=step.device) for _ in range(3)]
     launch(ADAM_STEP, outputs, [step, lr, beta1, beta2, decay], float64)
     return outputs[1], outputs[2], outputs[3]
+
+
+def _corrections(
+    count: float, lr: float, beta1: float, beta2: float, decay: float, dtype: Any
+) -> tuple[float, float, float]:
+    """:func:`adam_step`'s results for step ``count`` computed on the host, rounded to the
+    count's dtype as the kernel stores them."""
+    rounded = dtype.numpy.type
+    step_size = float(rounded(lr / (1 - beta1**count)))
+    return step_size, float(rounded(math.sqrt(1 - beta2**count))), 1.0 - lr * decay
 
 
 def _adam_reference(

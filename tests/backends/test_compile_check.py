@@ -145,7 +145,7 @@ def test_a_slice_of_the_check_passes_and_prints_the_summary(tmp_path):
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
     )
     done = subprocess.run(
-        [sys.executable, "-m", "kernelgrad.cuda_compile_check", "--parts", "kernels"],
+        [sys.executable, "-m", "kernelgrad.cuda_compile_check", "--parts", "kernels,random"],
         env=environment,
         cwd=ROOT,
         capture_output=True,
@@ -157,7 +157,7 @@ def test_a_slice_of_the_check_passes_and_prints_the_summary(tmp_path):
     summary = SUMMARY.match(lines[-1])
     assert summary, lines[-1]
     compiled, failed, float64, spilling = (int(g) for g in summary.groups())
-    assert compiled >= 8 and failed == float64 == spilling == 0
+    assert compiled >= 8 + 7 and failed == float64 == spilling == 0  # 7 random kernels
 
 
 # --- the compiled code of the backend's and kg.compile's kernels -----------------------------
@@ -241,3 +241,17 @@ def test_the_float32_rule_removes_float64_arithmetic_from_user_kernels(compilech
         report = compilecheck.compile_kernel(_generated(source, signature, "kernel"), CC)
         assert report.error is None
         assert bool(report.float64_ops) != narrow, report.summary()
+
+
+def test_random_kernels_must_round_every_product_on_its_own():
+    """One seed gives the same numbers on every device only if the CUDA kernels round
+    each product as the CPU does: a fused multiply-add or a plain product (which ptxas
+    may contract) is a failure of the check."""
+    fused = "\tfma.rn.f64 \t%fd3, %fd1, %fd2, %fd4;"
+    plain = "\tmul.f64 \t%fd3, %fd1, %fd2;"
+    rounded = "\tmul.rn.f64 \t%fd3, %fd1, %fd2;"
+    from kernelgrad.backends.cuda.compilecheck import contracted_product
+
+    assert "fused multiply-add" in contracted_product(fused)
+    assert "may fuse" in contracted_product(plain)
+    assert contracted_product(rounded) is None

@@ -91,6 +91,22 @@ def test_adam_step_count_advances_on_replays(device):
         assert count.item() == 4
 
 
+def test_eager_steps_between_replays_continue_the_adam_step_count(device):
+    # Eager steps on a GPU keep a host copy of the count; traced kernels and replays
+    # advance the device count without it.
+    compiled = Trainer(device, OPTIMIZERS["adam"])
+    eager = Trainer(device, OPTIMIZERS["adam"])
+    step = kg.compile(compiled.step)
+    x, y = _batch(device)
+    # eager, eager (a compiled function's first call), traced, eager, replay, eager
+    for call in (compiled.step, step, step, compiled.step, step, compiled.step):
+        call(x, y)
+        eager.step(x, y)
+    _assert_same(compiled, eager)
+    for p in compiled.model.parameters():
+        assert compiled.optimizer.state[p]["step"].item() == 6
+
+
 def test_the_first_call_runs_eagerly_and_the_second_is_traced(device):
     trainer = Trainer(device, OPTIMIZERS["sgd-momentum"])
     step = kg.compile(trainer.step)

@@ -33,7 +33,9 @@ def test_neural_ode_learns_the_oscillator_and_kernels_match_the_batched_form(dev
         n_initial=3 if simulated else 200,
         steps=2 if simulated else 40,
         dt=0.05,
-        iterations=300,
+        # 300 iterations left the error at 0.15-0.26 of the state's RMS depending on the
+        # initial weights (seeds 0-5, either random generator); 500 reach 0.06-0.17
+        iterations=500,
         device=device,
         verbose=False,
     )

@@ -43,7 +43,7 @@ def test_boolean_mask_indexing(values, device):
 def test_out_of_range_indices_raise(values, device):
     t = kg.tensor(values, device=device)
     with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
-        t[kg.tensor([0, 3], device=device)]
+        t[kg.tensor([0, 3], device=device)].cpu()  # CUDA reports it at the next read
     with pytest.raises(IndexError, match="out of bounds"):
         t[kg.arange(3, device=device), kg.tensor([0, 9, 1], device=device)]
     with pytest.raises(TypeError, match="integer"):

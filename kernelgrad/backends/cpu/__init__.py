@@ -5,12 +5,11 @@
 * ``matmul`` calls NumPy's BLAS (OpenBLAS in the NumPy wheels), which beats any loop
   Numba generates;
 * gather and scatter-add are hand-written kernels (``kernels.py``);
-* random numbers come from NumPy's PCG64 generator.
+* random numbers come from Philox4x32-10 (``rng.py``), bit for bit as on CUDA.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import time
 from math import prod
@@ -22,8 +21,16 @@ from ...debug import debug_level, log
 from ...device import Device
 from ...dtypes import DType, float64, int64
 from ...shapes import coalesce, contiguous_strides
-from ..base import ScalarFunction, View, strided_array, whole_number_setting
-from . import blas, codegen
+from .. import philox
+from ..base import (
+    ScalarFunction,
+    View,
+    group_foreach_items,
+    operand_kind,
+    strided_array,
+    whole_number_setting,
+)
+from . import blas, codegen, rng
 from .memory import HostBufferCache
 
 _ACC_SUM = {"float32": float64, "float64": float64}
@@ -138,18 +145,6 @@ def _interleave(arrays: list[Any], kinds: Any, scalars: list[Any], n_outputs: in
     return args
 
 
-def _operand_kind(x: Any, outputs: Any) -> str:
-    """How an elementwise input is passed: ``"scalar"``, ``"array"``, or ``"out<k>"`` when
-    it is exactly the view of output ``k`` (same buffer, offset and strides: an in-place
-    update), which the kernel then reads from that output (see codegen.elementwise_source)."""
-    if type(x) is not View:
-        return "scalar"
-    for k, out in enumerate(outputs):
-        if x.buffer is out.buffer and x.offset == out.offset and x.strides == out.strides:
-            return f"out{k}"
-    return "array"
-
-
 def _numpy_view(view: View) -> np.ndarray:
     """A NumPy array that shares the view's memory."""
     return strided_array(view.buffer, view.shape, view.strides, view.offset)
@@ -168,7 +163,7 @@ class CPUBackend:
         self.buffers = HostBufferCache()
         self._elementwise_modules: dict[tuple, Any] = {}
         self._reduce_modules: dict[tuple, Any] = {}
-        self._rng = np.random.default_rng()
+        self.random_stream = philox.Stream()
         self._dummy: dict[str, np.ndarray] = {}
 
     # --- memory ---------------------------------------------------------------------
@@ -204,7 +199,7 @@ class CPUBackend:
             return
         if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
             return
-        kinds = tuple(_operand_kind(x, outputs) for x in inputs)
+        kinds = tuple(operand_kind(x, outputs) for x in inputs)
         module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
 
         arrays = [x for x, kind in zip(inputs, kinds) if kind == "array"]
@@ -255,28 +250,15 @@ class CPUBackend:
         update of every parameter of a small network is then one launch, not one per
         parameter (an Adam step of LeNet-5's ten parameters: 290 -> 245 us, most of the
         rest being the optimizer's Python per parameter)."""
-        groups: dict[tuple, list[tuple[Any, Any, int]]] = {}
-        for outputs, inputs in items:
-            shape = outputs[0].shape
-            numel = prod(shape)
-            if numel == 0:
-                continue
-            kinds = tuple(_operand_kind(x, outputs) for x in inputs)
-            contiguous = contiguous_strides(shape)
-            arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
-            if (
-                numel >= PARALLEL_THRESHOLD
-                or fn.library is not None
-                or any(v.strides != contiguous for v in arrays)
-            ):
-                self.elementwise(fn, outputs, inputs, compute_dtypes)
-                continue
-            dtypes = tuple(v.dtype for v in arrays)
-            groups.setdefault((kinds, dtypes), []).append((outputs, inputs, numel))
+
+        def run_alone(outputs: Any, inputs: Any) -> None:
+            self.elementwise(fn, outputs, inputs, compute_dtypes)
+
+        def alone(numel: int) -> bool:
+            return numel >= PARALLEL_THRESHOLD or fn.library is not None
+
+        groups = group_foreach_items(items, alone, run_alone)
         for (kinds, _), members in groups.items():
-            if len(members) == 1:
-                self.elementwise(fn, members[0][0], members[0][1], compute_dtypes)
-                continue
             self._foreach(fn, kinds, members, compute_dtypes)
 
     def _foreach(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes) -> None:
@@ -502,28 +484,22 @@ class CPUBackend:
 
     # --- random -----------------------------------------------------------------------
     def manual_seed(self, seed: int) -> None:
-        self._rng = np.random.default_rng(seed)
+        self.random_stream.manual_seed(seed)
 
     def get_rng_state(self) -> Any:
-        return copy.deepcopy(self._rng.bit_generator.state)
+        return self.random_stream.get_state()
 
     def set_rng_state(self, state: Any) -> None:
-        generator = np.random.default_rng()
-        generator.bit_generator.state = copy.deepcopy(state)
-        self._rng = generator
+        self.random_stream.set_state(state)
 
     def random(self, out: View, distribution: str, low: float, high: float) -> None:
+        """Philox4x32-10 (``backends/philox.py``): the same numbers as the CUDA backend."""
         n = prod(out.shape)
         target = out.buffer[out.offset : out.offset + n]
-        if distribution == "uniform":
-            target[:] = self._rng.random(n, dtype=out.dtype.numpy.type) * (high - low) + low
-        elif distribution == "normal":
-            samples = self._rng.standard_normal(n, dtype=out.dtype.numpy.type)
-            target[:] = samples * high + low
-        elif distribution == "integers":
-            target[:] = self._rng.integers(int(low), int(high), n, dtype=out.dtype.numpy.type)
-        else:
-            raise ValueError(f"unknown distribution {distribution!r}")
+        start = time.perf_counter() if debug_level() >= 2 else 0.0
+        rng.fill(target, distribution, low, high, self.random_stream, n >= PARALLEL_THRESHOLD)
+        if debug_level() >= 2:
+            _log_launch(f"random_{distribution}", out.shape, start)
 
 
 def _load_module(source: str, prefix: str) -> Any:

@@ -6,10 +6,14 @@
   compiles, with ``cuda.jit(device=True)`` (``codegen.py``); reductions use shared
   memory and split long rows over blocks; matmul is a tiled shared-memory kernel, or
   cuBLAS through CuPy on a real GPU (``vendor.py``);
-* gather uses plain loads, scatter-add uses atomics, random numbers come from a
-  counter-based Philox generator (``kernels.py``);
-* every launch uses grid-stride loops and passes shapes and strides as scalars
-  (``launch.py`` chooses block and grid sizes); failures become ``KernelError``.
+* gather uses plain loads, scatter-add uses atomics (``kernels.py``); random numbers
+  come from the counter-based Philox generator the CPU shares (``rng.py``); an
+  optimizer's update of many tensors is one launch (``foreach.py``);
+* every launch, copy and cuBLAS call is queued on the device's one stream
+  (``runtime.py``), uses grid-stride loops and passes shapes and strides as scalars
+  (``launch.py`` chooses block and grid sizes); failures become ``KernelError``, and
+  index errors that kernels report are raised at the next synchronisation
+  (``flags.py``).
 
 Without a GPU the whole backend runs in numba's CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1`` set before numba is imported), very slowly, for tests.

@@ -8,8 +8,6 @@ scatter-add, random numbers); launches go through ``launch.py``.
 
 from __future__ import annotations
 
-import secrets
-import warnings
 from collections.abc import Sequence
 from math import prod
 from typing import Any
@@ -18,16 +16,25 @@ import numpy as np
 
 from ...device import Device
 from ...dtypes import DType, float64, int32, int64
-from ...errors import format_shape
+from ...errors import KernelError, format_shape
 from ...shapes import coalesce, contiguous_strides, is_contiguous
-from ..base import ScalarFunction, View
-from . import codegen, runtime
+from .. import philox
+from ..base import ScalarFunction, View, group_foreach_items
+from . import codegen, foreach, rng, runtime
+from .flags import DeferredErrors
 from .launch import Launcher, LaunchPolicy
-from .memory import CachingPool
-from .vendor import CupyGemm, load_cupy, requested_matmul
+from .memory import CachingPool, OutOfMemoryError, format_bytes
+from .vendor import (
+    CupyGemm,
+    cublas_error,
+    cupy_package,
+    fix_command,
+    load_cupy,
+    requested_matmul,
+    warn_once,
+)
 
 _IDENTITY = ScalarFunction("identity", "def identity(x):\n    return x\n", 1)
-_MASK64 = (1 << 64) - 1
 
 
 class _Operands:
@@ -36,22 +43,32 @@ class _Operands:
     Keeps only metadata (a view without its buffer): launch records must never keep a
     buffer, and its pool block, alive."""
 
-    __slots__ = ("items",)
+    __slots__ = ("items", "raw")
 
     def __init__(self, *items: tuple[str, Any]) -> None:
         self.items = [(name, item[1:] if isinstance(item, View) else item) for name, item in items]
+        self.raw: Any = None
 
     @classmethod
     def of(cls, outputs: Sequence[Any], inputs: Sequence[Any]) -> _Operands:
-        described = cls()
-        described.items = [(f"out{k}", o[1:]) for k, o in enumerate(outputs)] + [
-            (f"in{i}", x[1:] if isinstance(x, View) else x) for i, x in enumerate(inputs)
-        ]
+        """The operands of an elementwise launch; named only when formatted (this runs on
+        every launch)."""
+        described = cls.__new__(cls)
+        described.items = None
+        described.raw = (
+            [o[1:] for o in outputs],
+            [x[1:] if type(x) is View else x for x in inputs],
+        )
         return described
 
     def __str__(self) -> str:
+        items = self.items
+        if items is None:
+            outputs, inputs = self.raw
+            items = [(f"out{k}", o) for k, o in enumerate(outputs)]
+            items += [(f"in{i}", x) for i, x in enumerate(inputs)]
         parts = []
-        for name, item in self.items:
+        for name, item in items:
             if isinstance(item, tuple) and len(item) == 4 and isinstance(item[3], DType):
                 shape, strides, offset, dtype = item
                 parts.append(
@@ -60,6 +77,47 @@ class _Operands:
             else:
                 parts.append(f"{name}={item!r}")
         return ", ".join(parts)
+
+
+class _PatternOperands:
+    """The operands of an elementwise launch, described from its plan's key, offsets and
+    scalars when formatted (nothing is copied per launch; buffers are not kept)."""
+
+    __slots__ = ("nout", "offsets", "pattern", "scalars")
+
+    def __init__(self, pattern: tuple, offsets: list[int], operands: list[Any], nout: int) -> None:
+        self.pattern, self.offsets, self.nout = pattern, offsets, nout
+        self.scalars = [x for x in operands if isinstance(x, np.generic)]
+
+    def __str__(self) -> str:
+        shape = self.pattern[1]
+        pairs = list(zip(self.pattern[2::2], self.pattern[3::2]))
+        offsets, scalars = iter(self.offsets), iter(self.scalars)
+        parts = []
+        for k, (strides, dtype) in enumerate(pairs):
+            name = f"out{k}" if k < self.nout else f"in{k - self.nout}"
+            if strides is None:
+                parts.append(f"{name}={next(scalars)} ({dtype.name})")
+            else:
+                parts.append(
+                    f"{name} {dtype.name}{format_shape(shape)} strides {strides} "
+                    f"offset {next(offsets)}"
+                )
+        return ", ".join(parts)
+
+
+class _ElementwisePlan:
+    """What an elementwise launch of one pattern (function, dtypes, shape, strides)
+    needs besides the buffers and offsets, worked out once and reused: the kernel, the
+    coalesced shape and strides, and the grid."""
+
+    __slots__ = ("blocks", "flat_strides", "kernel", "n", "ndim", "run_shape")
+
+    def __init__(self, kernel: Any, n: int, ndim: int, run_shape: tuple, flat_strides: tuple,
+                 blocks: int, threads: int) -> None:  # fmt: skip
+        self.kernel, self.n, self.ndim = kernel, n, ndim
+        self.run_shape, self.flat_strides = run_shape, flat_strides
+        self.blocks = (blocks, threads)
 
 
 def _check_device(device: Device) -> None:
@@ -93,15 +151,18 @@ class CUDABackend:
         self.memory = runtime.DeviceMemory(self.index)
         self.pool = CachingPool(self.memory, str(device))
         self.policy = LaunchPolicy.for_device(self.properties)
-        self.launcher = Launcher(str(device), cuda, self.simulated, self.memory.context)
+        self.stream = self.memory.stream  # every launch and copy is queued on it
+        self.launcher = Launcher(
+            str(device), cuda, self.simulated, self.memory.context, self.stream
+        )
         self._cuda = cuda
         self._elementwise_kernels: dict[tuple, Any] = {}
+        self._elementwise_plans: dict[tuple, _ElementwisePlan] = {}
         self._reduce_kernels: dict[tuple, Any] = {}
         self._matmul_kernels: dict[tuple, Any] = {}
         self._dummies: dict[str, Any] = {}
-        self._index_error: Any = None
-        self._seed = secrets.randbits(63)
-        self._counter = 0
+        self.errors = DeferredErrors(self.memory)
+        self.random_stream = philox.Stream()
         from . import kernels
 
         self._kernels = kernels
@@ -117,7 +178,7 @@ class CUDABackend:
         buffer = self.pool.allocate(flat.size, flat.dtype)
         if flat.size:
             with self.memory.context():
-                buffer.copy_to_device(flat)
+                buffer.copy_to_device(flat, stream=self.stream)
         return buffer
 
     def to_numpy(self, view: View) -> np.ndarray:
@@ -151,9 +212,14 @@ class CUDABackend:
         return self._copy_to_host(packed, 0, n).reshape(view.shape)
 
     def _copy_to_host(self, buffer: Any, start: int, count: int) -> np.ndarray:
+        """Copy on the stream and wait for it; kernels' error flags come back with the
+        data (see ``flags.py``), and an error they reported is raised here."""
         host = np.empty(count, dtype=buffer.dtype)
         with self.memory.context():
-            buffer[start : start + count].copy_to_host(host)
+            buffer[start : start + count].copy_to_host(host, stream=self.stream)
+            flags = self.errors.read()
+            self.stream.synchronize()
+        self.errors.raise_reported(flags)
         return host
 
     def copy_from(self, tensor: Any) -> Any:
@@ -171,7 +237,8 @@ class CUDABackend:
             return buffer
         if is_contiguous(view.shape, view.strides):
             with self.memory.context():
-                buffer.copy_to_device(view.buffer[view.offset : view.offset + n])
+                source = view.buffer[view.offset : view.offset + n]
+                buffer.copy_to_device(source, stream=self.stream)
         else:
             target = View(buffer, view.shape, contiguous_strides(view.shape), 0, view.dtype)
             self.elementwise(_IDENTITY, [target], [view], [view.dtype])
@@ -179,6 +246,18 @@ class CUDABackend:
 
     def synchronize(self) -> None:
         self.launcher.synchronize()
+        self.errors.check()
+
+    def error_slot(self, make_error: Any) -> tuple[Any, Any]:
+        """A two-element int64 device buffer (zero) for a kernel to report a bad value
+        into (``[value, 1]``), and what to call after the launch. The error
+        ``make_error(value)`` is raised at the next device-to-host read or synchronise
+        (see ``flags.py``), or by that call with ``KG_CUDA_LAUNCH_BLOCKING=1``."""
+        return self.errors.slot(make_error), self._after_flagged_launch
+
+    def _after_flagged_launch(self) -> None:
+        if self.launcher.blocking:
+            self.errors.check(late=False)
 
     def _dummy(self, dtype: np.dtype) -> Any:
         """A one-element device array standing in for an unused kernel argument."""
@@ -186,15 +265,53 @@ class CUDABackend:
         array = self._dummies.get(key)
         if array is None:
             with self.memory.context():
-                array = self._dummies[key] = self._cuda.device_array(1, dtype=dtype)
+                array = self._cuda.device_array(1, dtype=dtype, stream=self.stream)
+                self._dummies[key] = array
         return array
 
     # --- elementwise ------------------------------------------------------------------------
     def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
+        # One pass over the operands: the plan's key (the pattern), the buffers (or
+        # scalars, converted to their compute dtype) and the offsets of this call.
+        key: list[Any] = [fn.key, outputs[0].shape]
+        operands: list[Any] = []
+        offsets: list[int] = []
+        largest = 0  # the plan's index width depends on the buffers' sizes too
+        for o in outputs:
+            key += (o.strides, o.dtype)
+            operands.append(o.buffer)
+            offsets.append(o.offset)
+            largest = max(largest, o.buffer.size)
+        for x, dtype in zip(inputs, compute_dtypes):
+            if type(x) is View:
+                key += (x.strides, dtype)
+                operands.append(x.buffer)
+                offsets.append(x.offset)
+                largest = max(largest, x.buffer.size)
+            else:
+                key += (None, dtype)
+                operands.append(dtype.numpy.type(x))
+        key.append(largest >= codegen.INDEX_LIMIT)
+        pattern = tuple(key)
+        plan = self._elementwise_plans.get(pattern)
+        if plan is None:
+            if prod(outputs[0].shape) == 0:
+                return
+            plan = self._plan_elementwise(fn, outputs, inputs, compute_dtypes)
+            if len(self._elementwise_plans) >= 4096:
+                self._elementwise_plans.clear()
+            self._elementwise_plans[pattern] = plan
+        if plan.ndim == 0:
+            args = (plan.n, tuple(offsets), *operands)
+        else:
+            args = (plan.n, plan.run_shape, tuple(offsets), plan.flat_strides, *operands)
+        blocks, threads = plan.blocks
+        described = _PatternOperands(pattern, offsets, operands, len(outputs))
+        self.launcher.launch(fn.name, plan.kernel, blocks, threads, described, args)
+
+    def _plan_elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes):
         shape = outputs[0].shape
         n = prod(shape)
-        if n == 0:
-            return
         views = list(outputs) + [x for x in inputs if isinstance(x, View)]
         if n == 1:
             ndim, run_shape, run_strides = 0, (1,), [(1,)] * len(views)
@@ -221,18 +338,72 @@ class CUDABackend:
                 bits,
             )
             kernel = self._elementwise_kernels[key] = _load_kernel(source, f"cuda_{fn.name}")
-        offsets = tuple(v.offset for v in views)
-        operands: list[Any] = [v.buffer for v in outputs]
-        for x, dtype in zip(inputs, compute_dtypes):
-            operands.append(x.buffer if isinstance(x, View) else dtype.numpy.type(x))
-        if ndim == 0:
-            args = (n, offsets, *operands)
-        else:
-            flat_strides = tuple(s for strides in run_strides for s in strides)
-            args = (n, tuple(run_shape), offsets, flat_strides, *operands)
+        flat_strides = tuple(s for strides in run_strides for s in strides)
         blocks, threads = self.policy.grid_for(n)
-        described = _Operands.of(outputs, inputs)
-        self.launcher.launch(fn.name, kernel, blocks, threads, described, args)
+        return _ElementwisePlan(kernel, n, ndim, tuple(run_shape), flat_strides, blocks, threads)
+
+    def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
+        """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each with its
+        own shape), in as few launches as the kernel's parameters allow (``foreach.py``):
+        items whose views are contiguous and whose operands have the same kinds and dtypes
+        run together; the others run one by one."""
+
+        def run_alone(outputs: Any, inputs: Any) -> None:
+            self.elementwise(fn, outputs, inputs, compute_dtypes)
+
+        groups = group_foreach_items(items, lambda numel: False, run_alone)
+        for (kinds, _), members in groups.items():
+            self._foreach(fn, kinds, members, compute_dtypes)
+
+    def _foreach(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes) -> None:
+        final_kinds = list(kinds)
+        for i, kind in enumerate(kinds):
+            if kind == "scalar" and len({inputs[i] for _, inputs, _ in members}) > 1:
+                final_kinds[i] = "scalars"  # a different value per item
+        n_arrays = fn.nout + kinds.count("array")
+        per_launch = foreach.items_per_launch(
+            n_arrays, final_kinds.count("scalars"), final_kinds.count("scalar")
+        )
+        buffers = [v.buffer for outputs, inputs, _ in members for v in outputs]
+        buffers += [x.buffer for _, inputs, _ in members for x in inputs if isinstance(x, View)]
+        bits = codegen.index_bits(max(numel for _, _, numel in members), buffers)
+        key = ("foreach", fn.key, tuple(final_kinds), tuple(compute_dtypes), bits)
+        key += tuple(o.dtype for o in members[0][0])
+        kernel = self._elementwise_kernels.get(key)
+        if kernel is None:
+            source = foreach.foreach_source(
+                fn.name,
+                fn.source,
+                fn.nout,
+                final_kinds,
+                compute_dtypes,
+                [o.dtype for o in members[0][0]],
+                bits,
+            )
+            kernel = self._elementwise_kernels[key] = _load_kernel(source, f"cuda_each_{fn.name}")
+        for first in range(0, len(members), per_launch):
+            chunk = members[first : first + per_launch]
+            numels = tuple(numel for _, _, numel in chunk)
+            offsets: list[int] = []
+            for outputs, inputs, _ in chunk:
+                offsets += [o.offset for o in outputs]
+                offsets += [x.offset for x, kind in zip(inputs, kinds) if kind == "array"]
+            args: list[Any] = [numels, tuple(offsets)]
+            args += [tuple(outputs[k].buffer for outputs, _, _ in chunk) for k in range(fn.nout)]
+            for i, (kind, dtype) in enumerate(zip(final_kinds, compute_dtypes)):
+                convert = dtype.numpy.type
+                if kind == "array":
+                    args.append(tuple(inputs[i].buffer for _, inputs, _ in chunk))
+                elif kind == "scalars":
+                    args.append(tuple(convert(inputs[i]) for _, inputs, _ in chunk))
+                elif kind == "scalar":
+                    args.append(convert(chunk[0][1][i]))
+            blocks, threads = self.policy.grid_for(max(numels))
+            described = _Operands(("items", len(chunk)), ("numels", numels))
+            name = f"{fn.name}[{len(chunk)} tensors]"
+            self.launcher.launch(
+                name, kernel, (blocks, len(chunk)), threads, described, tuple(args)
+            )
 
     # --- reductions -------------------------------------------------------------------------
     def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
@@ -398,15 +569,24 @@ class CUDABackend:
         if choice == "kernel" or self.simulated:
             return "kernel"
         cupy = load_cupy()
-        if cupy is None:
+        missing = "CuPy is not installed or sees no GPU" if cupy is None else cublas_error()
+        if missing is not None:
+            message = (
+                f"cuBLAS is not available ({missing}): matmul and convolutions on "
+                f"{self.device} use kernelgrad's own tiled kernel, several times slower. "
+                f"Fix: {fix_command()}"
+            )
             if choice == "cublas":
-                raise RuntimeError(
-                    "KG_CUDA_MATMUL=cublas needs CuPy: `pip install cupy-cuda13x` (or "
-                    "cupy-cuda12x for a CUDA 12 driver); see docs/cuda.md"
-                )
+                raise RuntimeError(f"KG_CUDA_MATMUL=cublas, but {message}")
+            if cupy is not None or cupy_package() is not None:
+                warn_once("cublas", message)  # installed but broken: say it once
             return "kernel"
-        self._gemm = CupyGemm(cupy, self.index)
+        self._use_gemm(cupy)
         return "cublas"
+
+    def _use_gemm(self, cupy: Any) -> None:
+        self._gemm = CupyGemm(cupy, self.index, self.memory.stream_handle)
+        self.pool.release_hooks.append(self._gemm.free_cached)
 
     def set_matmul(self, impl: str) -> None:
         """Choose ``"cublas"`` (CuPy) or ``"kernel"`` (the own tiled kernel) for matmul."""
@@ -414,26 +594,68 @@ class CUDABackend:
             raise ValueError(f"matmul implementation must be 'cublas' or 'kernel', got {impl!r}")
         if impl == "cublas" and self._gemm is None:
             cupy = None if self.simulated else load_cupy()
-            if cupy is None:
-                raise RuntimeError("cuBLAS matmul needs CuPy and a real GPU")
-            self._gemm = CupyGemm(cupy, self.index)
+            if cupy is None or cublas_error() is not None:
+                raise RuntimeError(
+                    f"cuBLAS matmul needs CuPy, cuBLAS and a real GPU: {fix_command()}"
+                )
+            self._use_gemm(cupy)
         self.matmul_impl = impl
 
     def matmul(self, out: View, a: View, b: View) -> None:
         gemm = self._gemm
         if self.matmul_impl == "cublas" and gemm is not None and gemm.supports(out.dtype.name):
-            try:
-                gemm.matmul(out, a, b)
-                return
-            except Exception as error:  # pragma: no cover - needs a GPU
-                warnings.warn(
-                    f"cuBLAS matmul through CuPy failed ({type(error).__name__}: {error}); "
-                    "using kernelgrad's own matmul kernel from now on",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                self.matmul_impl = "kernel"
+            self._vendor_call("matmul (cuBLAS through CuPy)", gemm, gemm.matmul, out, a, b)
+            return
         self.matmul_kernel(out, a, b)
+
+    def _vendor_call(self, name: str, vendor: Any, call: Any, *views: View) -> None:
+        """Run a vendor-library call on the backend's stream. Out of memory inside it: free
+        both pools' cached blocks and try once more. Any other failure is a KernelError
+        naming the call (the backend keeps using the library afterwards)."""
+        for attempt in range(2):
+            try:
+                call(*views)
+                return
+            except Exception as error:
+                if not vendor.is_out_of_memory(error):
+                    operands = _Operands.of(views[:1], views[1:])
+                    raise KernelError(
+                        f"{name} failed on {self.device}: {type(error).__name__}: {error}. "
+                        f"Operands: {operands}. KG_CUDA_MATMUL=kernel uses kernelgrad's own "
+                        "kernel instead."
+                    ) from error
+                if attempt == 1:
+                    raise OutOfMemoryError(
+                        f"CUDA out of memory on {self.device} in {name}, also after freeing "
+                        f"the cached blocks of kernelgrad's and CuPy's pools: {error}. "
+                        f"{self.memory_summary()} Free tensors you no longer need or use a "
+                        "smaller batch."
+                    ) from error
+                self.release_cached_memory()
+
+    def release_cached_memory(self) -> None:
+        """Collect dead tensors and hand every cached block (kernelgrad's pool and the
+        vendor library's) back to the driver."""
+        import gc
+
+        gc.collect()
+        self.pool.empty_cache()  # also runs the vendor pools' release hooks
+
+    def memory_stats(self) -> dict[str, Any]:
+        """The pool's statistics, and the vendor library's pool (CuPy's, 0 without it)."""
+        stats = self.pool.stats()
+        if self._gemm is not None:
+            stats.update(self._gemm.pool_stats())
+        return stats
+
+    def memory_summary(self) -> str:
+        stats = self.memory_stats()
+        return (
+            f"kernelgrad's pool: {format_bytes(stats['allocated_bytes'])} in use, "
+            f"{format_bytes(stats['reserved_bytes'])} reserved; CuPy's pool: "
+            f"{format_bytes(stats['vendor_pool_used_bytes'])} in use, "
+            f"{format_bytes(stats['vendor_pool_reserved_bytes'])} reserved."
+        )
 
     def matmul_kernel(self, out: View, a: View, b: View) -> None:
         """The own shared-memory tiled matmul (the fallback and the test reference)."""
@@ -509,22 +731,6 @@ class CUDABackend:
         self.elementwise(_IDENTITY, [target], [view], [view.dtype])
         return target
 
-    def _error_flag(self) -> Any:
-        if self._index_error is None:
-            with self.memory.context():
-                self._index_error = self._cuda.to_device(np.zeros(2, dtype=np.int64))
-        return self._index_error
-
-    def _read_error(self) -> int | None:
-        """The offending index a gather/scatter kernel reported, if any (one device read)."""
-        flag = self._index_error
-        with self.memory.context():
-            host = flag.copy_to_host()
-            if host[1]:
-                flag.copy_to_device(np.zeros(2, dtype=np.int64))
-                return int(host[0])
-        return None
-
     def take(self, out: View, x: View, dim: int, index: View) -> Any:
         split = self._split(x, dim)
         if split is None:
@@ -553,11 +759,12 @@ class CUDABackend:
             index.strides[0] if index.strides else 0,
             out.buffer,
             out.offset,
-            self._error_flag(),
+            self._index_error(dim, x.shape),
         )
         described = _Operands(("out", out), ("x", x), ("dim", dim), ("index", index))
         self.launcher.launch("take", self._kernels.take_kernel, blocks, threads, described, args)
-        return self._read_error()
+        self._after_flagged_launch()
+        return None
 
     def index_add(self, out: View, dim: int, index: View, source: View) -> Any:
         split = self._split(out, dim)
@@ -587,50 +794,58 @@ class CUDABackend:
             index.strides[0] if index.strides else 0,
             source.buffer,
             source.offset,
-            self._error_flag(),
+            self._index_error(dim, out.shape),
         )
         described = _Operands(("out", out), ("dim", dim), ("index", index), ("source", source))
         kernel = self._kernels.index_add_kernel
         self.launcher.launch("index_add", kernel, blocks, threads, described, args)
-        return self._read_error()
+        self._after_flagged_launch()
+        return None
+
+    def _index_error(self, dim: int, shape: tuple[int, ...]) -> Any:
+        """The error flag of a gather or scatter along ``dim`` of a tensor of ``shape``:
+        an out-of-range index raises the IndexError the front end would raise."""
+        size = shape[dim]
+
+        def make_error(bad: int) -> IndexError:
+            return IndexError(
+                f"index {bad} is out of bounds for dimension {dim} with size {size} "
+                f"(tensor of shape {format_shape(shape)})"
+            )
+
+        return self.errors.slot(make_error)
 
     # --- random numbers ---------------------------------------------------------------------
     def manual_seed(self, seed: int) -> None:
-        self._seed = int(seed) & _MASK64
-        self._counter = 0
+        self.random_stream.manual_seed(seed)
 
     def get_rng_state(self) -> dict[str, int]:
-        # Counter-based generator: the seed and the count of numbers drawn are the state.
-        return {"seed": self._seed, "counter": self._counter}
+        return self.random_stream.get_state()
 
     def set_rng_state(self, state: dict[str, int]) -> None:
-        self._seed = int(state["seed"]) & _MASK64
-        self._counter = int(state["counter"])
+        self.random_stream.set_state(state)
 
     def random(self, out: View, distribution: str, low: float, high: float) -> None:
+        """Philox4x32-10 (``backends/philox.py``): the same numbers as the CPU backend."""
         n = prod(out.shape)
         if n == 0:
             return
-        seed_low = np.uint64(self._seed & 0xFFFFFFFF)
-        seed_high = np.uint64((self._seed >> 32) & 0xFFFFFFFF)
-        counter = self._counter
-        self._counter += n
-        kernels = self._kernels
-        wide = out.dtype is float64
+        if distribution not in ("uniform", "normal", "integers"):
+            raise ValueError(f"unknown distribution {distribution!r}")
+        seed_low, seed_high, counter = self.random_stream.take(n)
+        kernels = rng.kernels()
         if distribution == "uniform":
             kernel = kernels.uniform_kernel
             args: tuple = (n, out.buffer, out.offset, float(low), float(high))
-            args += (seed_low, seed_high, counter, wide)
+            args += (seed_low, seed_high, counter, out.dtype is float64)
         elif distribution == "normal":
             kernel = kernels.normal_kernel
             args = (n, out.buffer, out.offset, float(low), float(high))
-            args += (seed_low, seed_high, counter, wide)
-        elif distribution == "integers":
+            args += (seed_low, seed_high, counter)
+        else:
             kernel = kernels.integers_kernel
             span = np.uint64(int(high) - int(low))
             args = (n, out.buffer, out.offset, int(low), span, seed_low, seed_high, counter)
-        else:
-            raise ValueError(f"unknown distribution {distribution!r}")
         blocks, threads = self.policy.grid_for(n)
         described = _Operands(("out", out), ("distribution", distribution))
         self.launcher.launch(f"random_{distribution}", kernel, blocks, threads, described, args)

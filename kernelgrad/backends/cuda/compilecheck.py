@@ -65,6 +65,8 @@ class KernelReport:
     float32: bool = False
     float64_ops: Counter = field(default_factory=Counter)
     division_64: int = 0
+    # the random-number kernels must round every product as the CPU does (no contraction)
+    contracted_product: str | None = None
     seconds: float = 0.0
 
     @property
@@ -73,12 +75,12 @@ class KernelReport:
 
     @property
     def index_division(self) -> bool:
-        """64-bit division or remainder in an elementwise kernel."""
-        return self.kernel.kind == "elementwise" and self.division_64 > 0
+        """64-bit division or remainder in an elementwise (or foreach) kernel."""
+        return self.kernel.kind in ("elementwise", "foreach") and self.division_64 > 0
 
     @property
     def failed(self) -> bool:
-        return self.error is not None or self.index_division
+        return self.error is not None or self.index_division or bool(self.contracted_product)
 
     def problems(self) -> list[str]:
         found = []
@@ -91,6 +93,10 @@ class KernelReport:
             found.append(f"spills {self.spill_bytes} bytes of registers to local memory")
         if self.index_division:
             found.append(f"{self.division_64} 64-bit divisions/remainders per element")
+        if self.contracted_product:
+            found.append(
+                f"rounds differently from the CPU's random numbers: {self.contracted_product}"
+            )
         return found
 
     def summary(self) -> str:
@@ -256,6 +262,21 @@ def division_64(ptx: str) -> int:
     return len(_DIVISION_64.findall(ptx))
 
 
+def contracted_product(ptx: str) -> str | None:
+    """Why ``ptx`` may round a product differently from the CPU, or None: a fused
+    multiply-add, or a product without an explicit rounding mode (which ptxas may still
+    fuse). The Philox kernels must have neither: one seed gives the same numbers on every
+    device only if every product is rounded on its own (see ``backends/philox.py``)."""
+    for line in ptx.splitlines():
+        parts = line.split()
+        instruction = parts[0] if parts else ""
+        if instruction.startswith("fma.") and instruction.endswith(("f64", "f32")):
+            return f"a fused multiply-add: {line.strip()}"
+        if instruction in ("mul.f64", "mul.f32"):
+            return f"a product ptxas may fuse: {line.strip()}"
+    return None
+
+
 def is_float32_kernel(signature: tuple) -> bool:
     """Whether the floating-point arguments (arrays and scalars) are all float32."""
     from numba.cuda import types
@@ -292,11 +313,13 @@ def compile_kernel(kernel: RecordedKernel, cc: tuple[int, int], keep: bool = Fal
         return report
     report.float64_ops = float64_arithmetic(ptx)
     report.division_64 = division_64(ptx)
-    if kernel.kind == "elementwise" and report.division_64:
+    if kernel.kind in ("elementwise", "foreach") and report.division_64:
         try:
             report.division_64 = _index_divisions(function, kernel.signature, cc, options)
         except Exception as error:  # the kernel compiled; say why the probe did not
             report.error = f"index-division probe: {type(error).__name__}: {error}"
+    if kernel.name.startswith("random_"):
+        report.contracted_product = contracted_product(ptx)
     report.spill_bytes = spilled_bytes(log)
     entries = set(_ENTRY.findall(ptx))
     for name, registers, shared, local in _PROPERTIES.findall(log):

@@ -122,16 +122,53 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip() not in ("", "0")
 
 
-class Launcher:
-    """Launches kernels on one device, records the last few launches, wraps failures."""
+class _SimulatedLaunch:
+    """A configured launch under the simulator, where ``kernel[grid, block]`` configures
+    the kernel object itself (so a configuration cannot be kept): configures, then runs
+    with NumPy's floating-point warnings silenced. The simulator computes with NumPy
+    scalars, which warn where a GPU silently gives inf or nan (1 / 0, overflow)."""
 
-    def __init__(self, device_name: str, cuda: Any, simulated: bool, context: Any) -> None:
+    __slots__ = ("block", "grid", "kernel", "stream")
+
+    def __init__(self, kernel: Any, grid: Any, block: Any, stream: Any) -> None:
+        self.kernel, self.grid, self.block, self.stream = kernel, grid, block, stream
+
+    def __call__(self, *args: Any) -> None:
+        with _ignore_runtime_warnings():
+            self.kernel[self.grid, self.block, self.stream](*args)
+
+
+class Launcher:
+    """Launches kernels on one device's stream, records the last few launches, wraps
+    failures."""
+
+    def __init__(
+        self, device_name: str, cuda: Any, simulated: bool, context: Any, stream: Any = 0
+    ) -> None:
         self.device_name = device_name
         self._cuda = cuda
         self._context = context
         self._simulated = simulated
+        self.stream = stream
         self.recent: deque[LaunchRecord] = deque(maxlen=8)
         self.blocking = _env_flag("KG_CUDA_LAUNCH_BLOCKING") or _env_flag("CUDA_LAUNCH_BLOCKING")
+        self._configured: dict[tuple, Any] = {}
+
+    def configured(self, kernel: Any, grid: Any, block: Any) -> Any:
+        """``kernel[grid, block, stream]``, made once per configuration: numba builds a
+        launch-configuration object (with checks and a low-occupancy warning) on every
+        subscript."""
+        key = (kernel, grid, block)
+        launch = self._configured.get(key)
+        if launch is None:
+            if len(self._configured) >= 4096:
+                self._configured.clear()
+            if self._simulated:
+                launch = _SimulatedLaunch(kernel, grid, block, self.stream)
+            else:
+                launch = kernel[grid, block, self.stream]
+            self._configured[key] = launch
+        return launch
 
     def launch(
         self, name: str, kernel: Any, grid: Any, block: Any, operands: Any, args: tuple
@@ -144,8 +181,9 @@ class Launcher:
         compiled_before = len(getattr(kernel, "overloads", ())) if level >= 1 else 0
         start = time.perf_counter() if level >= 1 else 0.0
         try:
-            with self._context(), self._quiet():
-                kernel[grid, block](*args)
+            launch = self.configured(kernel, grid, block)
+            with self._context():
+                launch(*args)
                 if self.blocking or level >= 2:
                     self._cuda.synchronize()
         except KernelError:
@@ -162,11 +200,6 @@ class Launcher:
                     f"{self.device_name} {name:<24} grid={grid!s:<10} block={block!s:<10} "
                     f"{elapsed * 1e6:9.1f} us  {operands}"
                 )
-
-    def _quiet(self) -> Any:
-        """The simulator computes with NumPy scalars, which warn where a GPU silently
-        gives inf or nan (1 / 0, overflow): silence those warnings, as the device would."""
-        return _ignore_runtime_warnings() if self._simulated else contextlib.nullcontext()
 
     def _describe_failure(self, record: LaunchRecord, error: Exception) -> str:
         kind = type(error).__name__

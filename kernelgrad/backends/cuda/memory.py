@@ -13,15 +13,17 @@ every step. The pool keeps freed blocks and hands them out again:
   A training loop asks for the same sizes on every step, so after the first step every
   request is a cache hit (``num_raw_allocs`` stops growing, which the tests check).
 * **Return on garbage collection.** A tensor's buffer is a typed 1-D numba device array
-  laid over a block. A ``weakref.finalize`` on that array puts the block on a pending
-  queue when the last reference goes (the last tensor that shares the storage); the next
-  pool call moves pending blocks back to their free lists. Finalizers never take the
+  laid over a block. A weak reference to that array puts the block on a pending queue
+  when the last reference goes (the last tensor that shares the storage); the next pool
+  call moves pending blocks back to their free lists. The callbacks never take the
   pool's lock, so a garbage collection that runs inside a pool call cannot deadlock.
-* **Stream order.** Every kernel and copy of the backend runs on the device's default
-  stream, so a block reused by a later kernel is only written after earlier kernels that
-  read it have finished: no synchronisation is needed on free.
+* **Stream order.** Every kernel, copy and vendor call of the backend runs on the
+  device's one stream (``runtime.DeviceMemory.stream``), so a block reused by a later
+  kernel is only written after earlier kernels that read it have finished: no
+  synchronisation is needed on free.
 * **Out of memory.** When the device (or an artificial limit, ``set_limit``) refuses a
-  raw block, the pool returns its cached blocks to the driver, runs the garbage
+  raw block, the pool returns its cached blocks (and CuPy's, through
+  ``release_hooks``) to the driver, runs the garbage
   collector (reference cycles may hold dead tensors) and tries once more before raising
   :class:`OutOfMemoryError` with the request, the bytes in use, reserved and free. The
   pool stays usable afterwards.
@@ -64,6 +66,8 @@ STAT_KEYS = (
     "num_raw_frees",
     "num_ooms",
     "limit_bytes",
+    "vendor_pool_used_bytes",
+    "vendor_pool_reserved_bytes",
 )
 
 
@@ -92,6 +96,9 @@ def round_size(nbytes: int) -> int:
     power = 1 << (nbytes - 1).bit_length()  # the next power of two >= nbytes
     step = power // 8
     return -(-nbytes // step) * step
+
+
+_SIZE_CLASSES: dict[int, int] = {}  # round_size of the request sizes seen so far
 
 
 def format_bytes(count: int | None) -> str:
@@ -133,8 +140,13 @@ class CachingPool:
         self.memory = memory
         self.device_name = device_name
         self.limit: int | None = None
+        # Called when cached memory is handed back (empty_cache, out of memory): the
+        # vendor libraries' pools (CuPy's) free their cached blocks too.
+        self.release_hooks: list[Any] = []
         self._free: dict[int, list[Any]] = {}
         self._pending: deque[tuple[int, int, Any]] = deque()
+        self._watched: dict[int, tuple[weakref.ref, tuple[int, int, Any]]] = {}
+        self._released = self._release  # one bound method for every weak reference
         self._lock = threading.RLock()
         self._allocated = 0
         self._requested = 0
@@ -150,21 +162,36 @@ class CachingPool:
     def allocate(self, numel: int, dtype: np.dtype) -> Any:
         """A typed 1-D device array of ``numel`` elements (contents undefined)."""
         nbytes = numel * dtype.itemsize
-        size = round_size(nbytes)
+        size = _SIZE_CLASSES.get(nbytes)
+        if size is None:
+            size = round_size(nbytes)
+            if len(_SIZE_CLASSES) < 65536:
+                _SIZE_CLASSES[nbytes] = size
         with self._lock:
-            self._drain()
-            block = self._take_cached(size)
-            if block is None:
+            if self._pending:
+                self._drain()
+            blocks = self._free.get(size)
+            if blocks:  # the common case after the first training step
+                self._counts["cache_hits"] += 1
+                block = blocks.pop()
+            else:
                 block = self._allocate_raw(size, nbytes, numel, dtype)
             self._counts["allocs"] += 1
             self._active_blocks += 1
             self._allocated += size
             self._requested += nbytes
-            self._peak_allocated = max(self._peak_allocated, self._allocated)
+            if self._allocated > self._peak_allocated:
+                self._peak_allocated = self._allocated
         buffer = self.memory.typed(block, numel, dtype)
-        finalizer = weakref.finalize(buffer, self._pending.append, (size, nbytes, block))
-        finalizer.atexit = False
+        # A weak reference whose callback queues the block when the buffer is collected
+        # (weakref.finalize does the same with twice the bookkeeping per allocation).
+        watch = weakref.ref(buffer, self._released)
+        self._watched[id(watch)] = (watch, (size, nbytes, block))
         return buffer
+
+    def _release(self, watch: weakref.ref) -> None:
+        """A buffer was collected: queue its block (no lock; see the module docstring)."""
+        self._pending.append(self._watched.pop(id(watch))[1])
 
     def _take_cached(self, size: int) -> Any:
         blocks = self._free.get(size)
@@ -228,6 +255,8 @@ class CachingPool:
             self._counts["frees"] += 1
 
     def _release_cached(self) -> None:
+        for release in self.release_hooks:
+            release()
         released = sum(len(blocks) for blocks in self._free.values())
         if released:
             for size, blocks in self._free.items():
@@ -268,6 +297,8 @@ class CachingPool:
                 "num_raw_frees": self._counts["raw_frees"],
                 "num_ooms": self._counts["ooms"],
                 "limit_bytes": self.limit,
+                "vendor_pool_used_bytes": 0,
+                "vendor_pool_reserved_bytes": 0,
             }
 
     def reset_peak(self) -> None:

@@ -74,40 +74,67 @@ def device_properties(index: int) -> DeviceProperties:
         )
 
 
+_NO_SWITCH = contextlib.nullcontext()  # reusable: entering it does nothing
+
+
 class DeviceMemory:
-    """Raw device allocations and typed views over them, for one device.
+    """Raw device allocations, typed views over them, and the stream that orders all
+    work on one device.
 
     ``allocate_raw(nbytes)`` returns an opaque block (a numba ``uint8`` device array);
     ``typed(block, numel, dtype)`` returns the 1-D device array of ``dtype`` that tensors
-    use as their buffer. It shares the block's memory (and keeps it alive)."""
+    use as their buffer. It shares the block's memory (and keeps it alive).
+
+    ``stream`` is the one explicit stream of the device (see docs/cuda.md, "Streams"):
+    every kernel, copy and vendor call of the backend is queued on it, so they run in
+    program order whatever the process's default-stream settings or CuPy's current
+    stream are. Buffers carry it as their stream, so their ``__cuda_array_interface__``
+    names it and a consumer (CuPy, PyTorch) waits for it. It synchronises with the
+    legacy default stream (created with ``CU_STREAM_DEFAULT``), like numba's own."""
 
     def __init__(self, index: int) -> None:
         self.index = index
         self._cuda = import_cuda()
         self._simulated = simulated()
         # With one device (the common case) there is nothing to switch between.
-        self._single = self._simulated or len(self._cuda.gpus) == 1
+        self.single = self._simulated or len(self._cuda.gpus) == 1
         if not self._simulated:
             from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
             self._device_array_type = DeviceNDArray
+        with self.context():
+            self.stream = self._cuda.stream()
+
+    @property
+    def stream_handle(self) -> int:
+        """The stream's CUDA handle as an integer (0 under the simulator)."""
+        return 0 if self._simulated else int(self.stream.handle)
 
     def context(self) -> Any:
         """A context manager that makes this device current (a no-op with one device)."""
-        if self._single:
-            return contextlib.nullcontext()
+        if self.single:
+            return _NO_SWITCH
         return self._cuda.gpus[self.index]
 
     def allocate_raw(self, nbytes: int) -> Any:
         with self.context():
-            return self._cuda.device_array(nbytes, dtype=np.uint8)
+            return self._cuda.device_array(nbytes, dtype=np.uint8, stream=self.stream)
 
     def typed(self, block: Any, numel: int, dtype: np.dtype) -> Any:
         if self._simulated:
             return block[: numel * dtype.itemsize].view(dtype)
         return self._device_array_type(
-            shape=(numel,), strides=(dtype.itemsize,), dtype=dtype, gpu_data=block.gpu_data
+            shape=(numel,),
+            strides=(dtype.itemsize,),
+            dtype=dtype,
+            stream=self.stream,
+            gpu_data=block.gpu_data,
         )
+
+    def to_device(self, array: np.ndarray) -> Any:
+        """A new (unpooled) device array holding ``array``, copied on the stream."""
+        with self.context():
+            return self._cuda.to_device(array, stream=self.stream)
 
     def release_raw_memory(self) -> None:
         """Let numba hand freed blocks back to the driver now (not at its next flush)."""

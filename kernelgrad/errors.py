@@ -19,8 +19,27 @@ class ScalarAccessError(RuntimeError):
     """Element-by-element access to accelerator memory (a device round trip per element)."""
 
 
+class IndexingError(IndexError):
+    """An index that does not fit the tensor: out of bounds, a boolean mask whose shape
+    differs from the dimensions it indexes, too many indices."""
+
+
+class DTypeError(TypeError):
+    """A dtype (or an operand's type) that the operation does not accept."""
+
+
+class ArgumentError(ValueError):
+    """An argument value the operation cannot use (a zero step, a bad reduction name)."""
+
+
+class DivisionByZeroError(ZeroDivisionError, RuntimeError):
+    """Integer division or remainder by zero. PyTorch raises ``RuntimeError`` on the CPU;
+    this is also a ``ZeroDivisionError``, as Python's own ``5 // 0``."""
+
+
 class InplaceError(RuntimeError):
-    """An in-place change that would make a gradient wrong, or that autograd cannot record."""
+    """An in-place change that would make a gradient wrong, that autograd cannot record,
+    or that would write one memory location through several elements (an expanded view)."""
 
 
 class BackwardError(RuntimeError):

@@ -16,8 +16,15 @@ import numpy as np
 
 from .. import autograd
 from ..dtypes import int64
-from ..errors import DeviceMismatchError, InplaceError, ShapeError, format_shape
-from ..shapes import normalize_dim
+from ..errors import (
+    DeviceMismatchError,
+    DTypeError,
+    IndexingError,
+    InplaceError,
+    ShapeError,
+    format_shape,
+)
+from ..shapes import broadcast_shapes, normalize_dim
 from ..tensor import Tensor, _check_scalar_access
 from . import register
 from .elementwise import copy_into, where
@@ -38,7 +45,7 @@ def _index_tensor(index: Any, device: Any, op: str) -> Tensor:
             f"{device}; move the index with `.to({str(device)!r})`"
         )
     if index.dtype.is_floating_point or index.dtype.is_bool:
-        raise TypeError(
+        raise DTypeError(
             f"{op}: indices must be an integer tensor, got {index.dtype} (use `.long()`; "
             "boolean masks are only accepted directly inside `t[mask]`)"
         )
@@ -63,8 +70,8 @@ def take(x: Tensor, dim: int, index: Any) -> Tensor:
         flat_index = index.reshape(-1)
         bad = x._backend.take(result._view(), x._view(), d, flat_index._view())
         if bad is not None:
-            raise IndexError(
-                f"index {bad} is out of bounds for dimension {d} with size {x.shape[d]} "
+            raise IndexingError(
+                f"take: index {bad} is out of bounds for dimension {d} with size {x.shape[d]} "
                 f"(tensor of shape {format_shape(x.shape)})"
             )
     if autograd.needs_grad(x):
@@ -106,8 +113,9 @@ def index_add(target: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
             result._view(), d, index.reshape(-1)._view(), flat_source.contiguous()._view()
         )
         if bad is not None:
-            raise IndexError(
-                f"index {bad} is out of bounds for dimension {d} with size {target.shape[d]}"
+            raise IndexingError(
+                f"index_add: index {bad} is out of bounds for dimension {d} with size "
+                f"{target.shape[d]}"
             )
     if autograd.needs_grad(target, source):
         autograd.record(
@@ -137,7 +145,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
                 f"{format_shape(x.shape)} in dimension {k}"
             )
     size = x.shape[d]
-    _check_bounds(index, size, d)
+    _check_bounds(index, size, d, "gather")
     base = x.contiguous()
     strides = base._strides
     linear = where(index < 0, index + size, index) * strides[d]
@@ -148,14 +156,16 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return take(base.reshape(-1), 0, linear)
 
 
-def _check_bounds(index: Tensor, size: int, dim: int) -> None:
-    """Raise IndexError naming an out-of-range index (one device read)."""
+def _check_bounds(index: Tensor, size: int, dim: int, op: str) -> None:
+    """Raise IndexingError naming an out-of-range index (one device read)."""
     if index.numel() == 0:
         return
     bad = ((index < -size) | (index >= size)).any()
     if bad.item():
         value = where((index < -size) | (index >= size), index, 0).abs().max().item()
-        raise IndexError(f"index {value} is out of bounds for dimension {dim} with size {size}")
+        raise IndexingError(
+            f"{op}: index {value} is out of bounds for dimension {dim} with size {size}"
+        )
 
 
 # --- __getitem__ ---------------------------------------------------------------------------------
@@ -169,43 +179,75 @@ def _normalise_key(x: Tensor, key: Any) -> list[Any]:
         if k is None or k is Ellipsis or isinstance(k, slice):
             entries.append(k)
         elif isinstance(k, (bool, np.bool_)):
-            raise IndexError("a Python bool is not a valid index; use a boolean tensor mask")
+            raise IndexingError(
+                "indexing: a Python bool is not a valid index; use a boolean tensor mask"
+            )
         elif isinstance(k, Tensor):
             entries.append(k)
         elif isinstance(k, (list, np.ndarray)):
-            entries.append(tensor(k, device=x.device))
+            empty = len(k) == 0  # `t[[]]` selects nothing, as in NumPy
+            entries.append(tensor(k, dtype=int64 if empty else None, device=x.device))
         elif hasattr(k, "__index__"):
             entries.append(int(k.__index__()))
         else:
-            raise IndexError(
-                f"unsupported index {k!r}: use integers, slices, None, ..., or integer / "
-                "boolean tensors"
+            raise IndexingError(
+                f"indexing: unsupported index {k!r}: use integers, slices, None, ..., or "
+                "integer / boolean tensors"
             )
-    # Boolean masks become integer indices (their positions), one per masked dim.
-    expanded: list[Any] = []
-    for k in entries:
-        if isinstance(k, Tensor) and k.dtype.is_bool:
-            positions = np.nonzero(k.cpu().numpy() if k.device.type != "cpu" else k.numpy())
-            expanded.extend(tensor(p.astype(np.int64), device=x.device) for p in positions)
-            if k.ndim == 0:
-                raise IndexError("0-d boolean masks are not supported")
-        else:
-            expanded.append(k)
-    consumed = sum(1 for k in expanded if k is not None and k is not Ellipsis)
-    ellipses = [i for i, k in enumerate(expanded) if k is Ellipsis]
+    consumed = sum(_dims_indexed(k) for k in entries)
+    ellipses = [i for i, k in enumerate(entries) if k is Ellipsis]
     if len(ellipses) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise IndexingError("indexing: an index can only have a single ellipsis ('...')")
     if consumed > x.ndim:
-        raise IndexError(
-            f"too many indices for a tensor of dimension {x.ndim} (shape "
+        raise IndexingError(
+            f"indexing: too many indices for a tensor of dimension {x.ndim} (shape "
             f"{format_shape(x.shape)}): {consumed} were given"
         )
     if ellipses:
         i = ellipses[0]
-        expanded[i : i + 1] = [slice(None)] * (x.ndim - consumed)
+        entries[i : i + 1] = [slice(None)] * (x.ndim - consumed)
     else:
-        expanded += [slice(None)] * (x.ndim - consumed)
+        entries += [slice(None)] * (x.ndim - consumed)
+    # Boolean masks become integer indices (their positions), one per masked dim.
+    expanded: list[Any] = []
+    dim = 0
+    for k in entries:
+        if isinstance(k, Tensor) and k.dtype.is_bool:
+            if k.ndim == 0:
+                raise IndexingError(
+                    "indexing: 0-d boolean masks are not supported; use `t[None]` or "
+                    "`kg.where(mask, t, ...)`"
+                )
+            _check_mask_shape(k, x, dim)
+            positions = np.nonzero(k.cpu().numpy() if k.device.type != "cpu" else k.numpy())
+            expanded.extend(tensor(p.astype(np.int64), device=x.device) for p in positions)
+        else:
+            expanded.append(k)
+        dim += _dims_indexed(k)
     return expanded
+
+
+def _dims_indexed(entry: Any) -> int:
+    """How many dims of the indexed tensor one entry of a normalised key consumes."""
+    if entry is None or entry is Ellipsis:
+        return 0
+    if isinstance(entry, Tensor) and entry.dtype.is_bool:
+        return entry.ndim
+    return 1
+
+
+def _check_mask_shape(mask: Tensor, x: Tensor, dim: int) -> None:
+    """A boolean mask must have the shape of the dims it indexes (NumPy and PyTorch
+    refuse anything else; a shorter mask would silently select from the wrong rows)."""
+    indexed = x.shape[dim : dim + mask.ndim]
+    for k, (want, got) in enumerate(zip(indexed, mask.shape)):
+        if want != got:
+            raise IndexingError(
+                f"indexing: the boolean mask of shape {format_shape(mask.shape)} does not "
+                f"match the indexed tensor of shape {format_shape(x.shape)}: mask dimension "
+                f"{k} has size {got}, but tensor dimension {dim + k} has size {want}. A mask "
+                "needs the shape of the dimensions it selects from"
+            )
 
 
 def _ints_as_advanced(entries: list[Any], device: Any) -> list[Any]:
@@ -239,8 +281,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         size, stride = x.shape[d], x._strides[d]
         if isinstance(k, int):
             if not -size <= k < size:
-                raise IndexError(
-                    f"index {k} is out of bounds for dimension {d} with size {size} "
+                raise IndexingError(
+                    f"indexing: index {k} is out of bounds for dimension {d} with size {size} "
                     f"(tensor of shape {format_shape(x.shape)})"
                 )
             offset += (k % size) * stride
@@ -276,8 +318,6 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 def _multi_take(view: Tensor, advanced: list[tuple[int, Tensor]]) -> Tensor:
     """Several integer index tensors: broadcast them, combine into one linear index over
     the dims they cover (moved to the front when not adjacent, as NumPy does)."""
-    from ..shapes import broadcast_shapes
-
     positions = [p for p, _ in advanced]
     indices = [i for _, i in advanced]
     adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
@@ -289,7 +329,7 @@ def _multi_take(view: Tensor, advanced: list[tuple[int, Tensor]]) -> Tensor:
     sizes = [view.shape[p] for p in positions]
     linear = None
     for index, size, k in zip(indices, sizes, range(len(sizes))):
-        _check_bounds(index, size, positions[k])
+        _check_bounds(index, size, positions[k], "indexing")
         wrapped = where(index < 0, index + size, index).to(int64)
         term = wrapped * prod(sizes[k + 1 :])
         linear = term if linear is None else linear + term
@@ -327,11 +367,34 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
 def _advanced_setitem(x: Tensor, entries: list[Any], value: Any) -> None:
     if x.device.type != "cpu":
         raise NotImplementedError(
-            f"assignment through integer or boolean index tensors is not implemented for "
-            f"{x.device} tensors yet; use `t = kg.where(mask, value, t)` for masks"
+            f"indexing: assignment through integer or boolean index tensors is not "
+            f"implemented for {x.device} tensors yet; use `t = kg.where(mask, value, t)` for "
+            "masks"
         )
-    key = tuple(k.numpy() if isinstance(k, Tensor) else k for k in entries)
+    key: list[Any] = []
+    dim = 0
+    for k in entries:
+        if isinstance(k, Tensor):
+            k = _index_tensor(k, x.device, "indexing")
+            _check_bounds(k, x.shape[dim], dim, "indexing")
+            k = k.numpy()
+        key.append(k)
+        dim += k is not None
+    target = x.numpy()
+    selected = target[tuple(key)].shape
     if isinstance(value, Tensor):
         value = value.cpu().numpy()
-    x.numpy()[key] = value
+    value = np.asarray(value)
+    if value.dtype.kind not in "biuf":
+        raise DTypeError(
+            f"indexing: cannot assign a value of NumPy dtype {value.dtype} into a "
+            f"{x.dtype} tensor; give a number or a tensor"
+        )
+    broadcast_shapes(selected, value.shape, op="indexing (assignment)")
+    if broadcast_shapes(selected, value.shape) != selected:
+        raise ShapeError(
+            f"indexing: cannot assign a value of shape {format_shape(value.shape)} to the "
+            f"{format_shape(selected)} elements the index selects"
+        )
+    target[tuple(key)] = value
     x._storage.version += 1

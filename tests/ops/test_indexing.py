@@ -141,3 +141,44 @@ def test_overlapping_copy_is_safe(device):
     u = kg.arange(6.0, device=device)
     u[1:] = u[:-1]  # overlapping source and target: computed before writing
     assert_close(u, [0, 0, 1, 2, 3, 4])
+
+
+def test_boolean_mask_must_match_the_indexed_dims(device):
+    """A mask shorter (or longer) than its dim used to select from its first rows only:
+    `kg.arange(5)[kg.tensor([True, False])]` gave `[0]`. NumPy and PyTorch raise."""
+    t = kg.arange(5, device=device)
+    short = kg.tensor([True, False], device=device)
+    with pytest.raises(IndexError, match=r"mask of shape \(2,\).*tensor of shape \(5,\)"):
+        t[short]
+    with pytest.raises(kg.errors.IndexingError, match="dimension 1 has size 4"):
+        kg.zeros(3, 4, device=device)[:, kg.tensor([True, False, True], device=device)]
+    with pytest.raises(IndexError, match=r"mask dimension 1 has size 2"):
+        kg.zeros(3, 4, device=device)[kg.ones(3, 2, device=device) > 0]
+    # After an ellipsis the mask indexes the last dims.
+    grid = np.arange(24).reshape(2, 3, 4)
+    mask = np.array([True, False, False, True])
+    assert_close(
+        kg.tensor(grid, device=device)[..., kg.tensor(mask, device=device)], grid[..., mask]
+    )
+    with pytest.raises(IndexError, match="does not match"):
+        kg.tensor(grid, device=device)[..., kg.tensor(mask[:3], device=device)]
+
+
+def test_setitem_with_a_wrong_mask_writes_nothing():
+    t = kg.arange(5)
+    with pytest.raises(IndexError, match="does not match"):
+        t[kg.tensor([True, False])] = 9
+    assert t.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_advanced_setitem_checks_indices_and_values():
+    t = kg.zeros(2, 3)
+    with pytest.raises(kg.errors.IndexingError, match="indexing: index 5 is out of bounds"):
+        t[kg.tensor([5])] = 1.0
+    with pytest.raises(kg.errors.DTypeError, match="integer"):
+        t[kg.tensor([0.0])] = 1.0
+    with pytest.raises(kg.ShapeError, match=r"\(2,\)"):
+        t[kg.tensor([1])] = kg.ones(2)
+    t[:, kg.tensor([-1])] = kg.tensor([[8.0], [9.0]])
+    assert t.tolist() == [[0, 0, 8], [0, 0, 9]]
+    assert kg.arange(3)[[]].shape == (0,)

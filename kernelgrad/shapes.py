@@ -56,6 +56,25 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     return True
 
 
+def overlaps_itself(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """True when two positions of the view may address one memory location: a broadcast
+    dim (stride 0, as ``expand`` makes) or windows that overlap (``unfold`` with a step
+    smaller than the window). Writing through such a view would write one element
+    several times, so in-place operations refuse it, as PyTorch does.
+
+    Sorted by stride, each dim must step past everything the smaller dims reach; views
+    made by slicing, permuting and non-overlapping ``unfold`` always do.
+    """
+    if _contiguous_strides(tuple(shape)) == tuple(strides):
+        return False
+    reach = 0
+    for stride, size in sorted((abs(st), s) for s, st in zip(shape, strides) if s > 1):
+        if stride <= reach or stride == 0:
+            return True
+        reach += stride * (size - 1)
+    return False
+
+
 def broadcast_shapes(*shapes: Shape, op: str = "broadcast") -> Shape:
     """NumPy broadcasting. The error lists every shape and the first clashing dimension."""
     ndim = max((len(s) for s in shapes), default=0)

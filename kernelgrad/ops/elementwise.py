@@ -21,8 +21,8 @@ import numpy as np
 from .. import autograd
 from ..backends.base import ScalarFunction
 from ..dtypes import DType, bool_, default_float, result_type
-from ..errors import DeviceMismatchError
-from ..shapes import broadcast_shapes
+from ..errors import DeviceMismatchError, InplaceError, ShapeError, format_shape
+from ..shapes import broadcast_shapes, overlaps_itself
 from ..tensor import Tensor
 from . import register
 
@@ -170,7 +170,11 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
     shape = first.shape
     if len(tensors) > 1 and any(t.shape != shape for t in tensors):
         shape = broadcast_shapes(*(t.shape for t in tensors), op=op.name)
-    result = Tensor._empty_on(first._storage, shape, out_dtype) if out is None else out
+    if out is None:
+        result = Tensor._empty_on(first._storage, shape, out_dtype)
+    else:
+        check_writable(out, f"{op.name}_")
+        result = out
     inputs = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in operands]
     result._backend.elementwise(op.scalar, [result._view()], inputs, compute_dtypes)
 
@@ -638,22 +642,40 @@ def cast(x: Tensor, dtype: DType) -> Tensor:
     return result
 
 
-def copy_into(target: Tensor, source: Any) -> None:
+def check_writable(target: Tensor, op_name: str) -> None:
+    """Refuse to write through a view in which several elements share memory (an
+    expanded tensor): ``kg.zeros(1, 4).expand(3, 4).add_(1)`` would add 1 three times
+    to each element. PyTorch refuses it too."""
+    if target.numel() > 1 and overlaps_itself(target.shape, target._strides):
+        raise InplaceError(
+            f"{op_name}: more than one element of the written-to tensor (shape "
+            f"{format_shape(target.shape)}, strides {target._strides}) refers to a single "
+            "memory location, as after `expand` or an overlapping `unfold`, so an in-place "
+            "write would change one element several times. Write into a tensor that owns "
+            "its memory instead: `x = x.clone()` (or `.contiguous()`) first, or use the "
+            "out-of-place form"
+        )
+
+
+def copy_into(target: Tensor, source: Any, op_name: str = "copy_") -> None:
     """Write ``source`` (a tensor broadcast to ``target``'s shape, or a number) into the
-    memory of ``target`` (any view), converting dtype. No autograd; bumps the version."""
+    memory of ``target`` (any view without self-overlap), converting dtype. No autograd;
+    bumps the version."""
+    check_writable(target, op_name)
     if isinstance(source, Tensor):
         if source.device != target.device:
             source = source.to(target.device)
-        shape = broadcast_shapes(target.shape, source.shape, op="copy")
+        shape = broadcast_shapes(target.shape, source.shape, op=op_name)
         if shape != target.shape:
-            raise ValueError(
-                f"cannot copy a tensor of shape {source.shape} into one of shape {target.shape}"
+            raise ShapeError(
+                f"{op_name}: cannot copy a tensor of shape {format_shape(source.shape)} into "
+                f"one of shape {format_shape(target.shape)}"
             )
         if source._storage is target._storage and _overlaps(source, target):
             source = source.clone()
         inputs: list[Any] = [source._broadcast_view(target.shape)]
     else:
-        inputs = [_as_operand(source, "copy")]
+        inputs = [_as_operand(source, op_name)]
     target._backend.elementwise(IDENTITY.scalar, [target._view()], inputs, [target.dtype])
     target._storage.version += 1
 

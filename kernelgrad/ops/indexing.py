@@ -27,7 +27,7 @@ from ..errors import (
 from ..shapes import broadcast_shapes, normalize_dim
 from ..tensor import Tensor, _check_scalar_access
 from . import register
-from .elementwise import copy_into, where
+from .elementwise import check_writable, copy_into, where
 from .movement import slice_view
 
 register("take", "indexing", ("Tensor.index_select", "Tensor.__getitem__", "kg.take"), True)
@@ -359,7 +359,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     with autograd.no_grad():
         target = getitem(x, tuple(entries))
     if target.numel():
-        copy_into(target, value)
+        copy_into(target, value, "indexing (assignment)")
     else:
         x._storage.version += 1
 
@@ -371,6 +371,7 @@ def _advanced_setitem(x: Tensor, entries: list[Any], value: Any) -> None:
             f"implemented for {x.device} tensors yet; use `t = kg.where(mask, value, t)` for "
             "masks"
         )
+    check_writable(x, "indexing (assignment)")
     key: list[Any] = []
     dim = 0
     for k in entries:

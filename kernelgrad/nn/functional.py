@@ -1356,11 +1356,32 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     >>> kg.nn.functional.one_hot(kg.tensor([0, 2]), 3).tolist()
     [[1, 0, 0], [0, 0, 1]]
     """
+    from ..errors import DTypeError, IndexingError
+    from ..ops.movement import stack
+
     if input.dtype.is_floating_point or input.dtype.is_bool:
-        raise TypeError("one_hot: the input must be an integer tensor of class indices")
-    if num_classes < 0:
-        num_classes = int(input.amax().item()) + 1
-    classes = arange(num_classes, device=input.device)
+        raise DTypeError(
+            f"one_hot: the input must be an integer tensor of class indices, got {input.dtype}"
+        )
+    if num_classes < 0 and input.numel() == 0:
+        raise ShapeError(
+            "one_hot: cannot infer the number of classes from an empty tensor; give num_classes"
+        )
+    if input.numel():
+        low, high = (int(v) for v in stack([input.amin(), input.amax()]).cpu().tolist())
+        if low < 0:
+            raise IndexingError(
+                f"one_hot: class values must be non-negative, but the input holds {low}; "
+                "check the labels (a negative class has no column to set)"
+            )
+        if num_classes < 0:
+            num_classes = high + 1
+        elif high >= num_classes:
+            raise IndexingError(
+                f"one_hot: class value {high} is out of range for num_classes={num_classes} "
+                f"(valid: 0 to {num_classes - 1})"
+            )
+    classes = arange(max(num_classes, 0), device=input.device)
     return (input.unsqueeze(-1) == classes).to(int64)
 
 
@@ -1464,6 +1485,12 @@ def cross_entropy(
     _check_reduction(reduction, op)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if not input.dtype.is_floating_point:
+        # Integer logits: the loss and its statistics are computed in floating point (a
+        # buffer of the input's dtype truncated the loss, 1.3133 -> 1).
+        from ..dtypes import default_float
+
+        input = input.to(default_float())  # noqa: A001
     if target.dtype.is_floating_point:
         return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
     x, t, out_shape = _classes_last(input, target, op)

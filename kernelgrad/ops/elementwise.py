@@ -21,7 +21,15 @@ import numpy as np
 from .. import autograd
 from ..backends.base import ScalarFunction
 from ..dtypes import DType, bool_, default_float, result_type
-from ..errors import DeviceMismatchError, InplaceError, ShapeError, format_shape
+from ..errors import (
+    ArgumentError,
+    DeviceMismatchError,
+    DivisionByZeroError,
+    DTypeError,
+    InplaceError,
+    ShapeError,
+    format_shape,
+)
 from ..shapes import broadcast_shapes, overlaps_itself
 from ..tensor import Tensor
 from . import register
@@ -74,6 +82,10 @@ class ElementwiseOp:
     # what the VJP reads: "inputs", "output", "both" or "none"
     saves: str = "inputs"
     reject_bool: bool = False
+    # Refuses operands the kernel would silently get wrong: check(operands, out_dtype).
+    check: Callable[[Sequence[Any], DType], None] | None = None
+    # The op that runs instead when the result is an integer (its semantics differ).
+    integer_variant: ElementwiseOp | None = None
 
     def __call__(self, *operands: Any) -> Tensor:
         return apply(self, *operands)
@@ -124,7 +136,7 @@ def _as_operand(value: Any, op_name: str) -> Any:
         from .creation import tensor
 
         return tensor(value)
-    raise TypeError(
+    raise DTypeError(
         f"{op_name}: unsupported operand of type {type(value).__name__}; expected a Tensor "
         "or a Python number"
     )
@@ -162,8 +174,12 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         _common_device(op.name, tensors)  # raises, naming both devices, if still mixed
         first = tensors[0]
     compute_dtypes, out_dtype = op.dtype_rule(operands)
+    if op.integer_variant is not None and out_dtype.is_integer:
+        op = op.integer_variant
+    if op.check is not None:
+        op.check(operands, out_dtype)
     if op.reject_bool and out_dtype is bool_:
-        raise TypeError(
+        raise DTypeError(
             f"{op.name} is not defined for bool tensors; convert first, e.g. "
             "`x.to(kg.int64)`, or use `~x` / `kg.logical_not(x)` to invert a mask"
         )
@@ -505,14 +521,69 @@ def logical_xor(x, y):
     return (x != 0) != (y != 0)
 
 
+def int_pow(x, y):
+    # PyTorch's integer power: a negative exponent gives 1 for a base of 1, +-1 for -1
+    # and 0 otherwise (0 ** -1 too), where x ** y would divide by zero or go to floats.
+    if y >= 0:
+        return x**y
+    if x == 1:
+        return 1
+    if x == -1:
+        return 1 if y % 2 == 0 else -1
+    return 0
+
+
 def _pow_vjp(g, x, y):
-    grad_x = _grad_if(x, lambda: g * y * x ** (y - 1))
+    # PyTorch's conventions at the edges (its pow_backward and pow_backward_exponent):
+    # d/dx is 0 where the exponent is 0 (y * x ** (y - 1) would be 0 * inf = nan at
+    # x = 0); d/dy is 0 where the base is 0 and the exponent >= 0, else x**y * log(x),
+    # which is -inf for a zero base and a negative exponent and nan for a negative base.
+    def grad_x() -> Tensor:
+        if not isinstance(y, Tensor):
+            return g * 0 if y == 0 else g * y * x ** (y - 1)
+        return where(y == 0, 0.0, g * y * x ** (y - 1))
+
     grad_y = None
     if isinstance(y, Tensor) and y.requires_grad:
         base = x if isinstance(x, Tensor) else y * 0 + x
-        safe_log = where(base > 0, base, 1).log()
-        grad_y = g * base**y * safe_log
-    return grad_x, grad_y
+        grad_y = g * where((base == 0) & (y >= 0), 0.0, base**y * base.log())
+    return _grad_if(x, grad_x), grad_y
+
+
+def _check_pow(operands: Sequence[Any], out_dtype: DType) -> None:
+    exponent = operands[1]
+    if not out_dtype.is_floating_point and isinstance(exponent, int) and exponent < 0:
+        raise ArgumentError(
+            f"pow: integers to negative integer powers are not allowed (a {out_dtype} "
+            f"tensor to the power {exponent}); convert first, e.g. `x.float() ** "
+            f"{exponent}`, or use a float exponent ({float(exponent)})"
+        )
+
+
+def _check_integer_divisor(name: str) -> Callable[[Sequence[Any], DType], None]:
+    """Integer division and remainder by zero raise, as in PyTorch on the CPU (the
+    kernels would return an arbitrary value: 0, or -1 on a GPU). Floats give inf/nan."""
+
+    def check(operands: Sequence[Any], out_dtype: DType) -> None:
+        if out_dtype.is_floating_point:
+            return
+        divisor = operands[1]
+        if isinstance(divisor, Tensor):
+            if divisor.numel() == 0 or not (divisor == 0).any().item():
+                return
+            which = "the divisor tensor holds a zero"
+        elif divisor != 0:
+            return
+        else:
+            which = "the divisor is 0"
+        raise DivisionByZeroError(
+            f"{name}: integer division by zero ({which}; PyTorch raises "
+            "`RuntimeError: ZeroDivisionError` here too). Divide in floating point "
+            "(`x.float() // y` gives inf or nan), or replace the zeros first, e.g. "
+            "`kg.where(y == 0, 1, y)`"
+        )
+
+    return check
 
 
 def _max_min_vjp(pick: Callable) -> Callable:
@@ -545,9 +616,13 @@ DIV = defop(
     ("Tensor.__truediv__", "kg.div"),
 )
 POW = defop(pow_, promote, _pow_vjp, "inputs", ("Tensor.__pow__", "kg.pow"), name="pow")
+INT_POW = defop(int_pow, promote, None, bindings=("Tensor.__pow__", "kg.pow"))
+POW.integer_variant = INT_POW
+INT_POW.check = POW.check = _check_pow
 MAXIMUM = defop(maximum, promote, _max_min_vjp(lambda x, y: x > y), "inputs", ("kg.maximum",))
 MINIMUM = defop(minimum, promote, _max_min_vjp(lambda x, y: x < y), "inputs", ("kg.minimum",))
 FLOOR_DIVIDE = defop(floor_divide, promote, None, bindings=("Tensor.__floordiv__",))
+FLOOR_DIVIDE.check = _check_integer_divisor("floor_divide")
 REMAINDER = defop(
     remainder,
     promote,
@@ -555,6 +630,7 @@ REMAINDER = defop(
     "inputs",
     ("Tensor.__mod__",),
 )
+REMAINDER.check = _check_integer_divisor("remainder")
 EQ = defop(eq, compare, None, bindings=("Tensor.__eq__", "kg.eq"))
 NE = defop(ne, compare, None, bindings=("Tensor.__ne__", "kg.ne"))
 LT = defop(lt, compare, None, bindings=("Tensor.__lt__", "kg.lt"))
@@ -572,7 +648,10 @@ def where_(condition, x, y):
 
 
 def clamp_(x, low, high):
-    return low if x < low else (high if x > high else x)
+    # min(max(x, low), high): with low > high the upper bound wins, as in PyTorch and
+    # NumPy; a NaN bound gives NaN.
+    raised = low if (x < low or low != low) else x
+    return high if (raised > high or high != high) else raised
 
 
 WHERE = defop(
@@ -590,11 +669,12 @@ WHERE = defop(
 
 
 def _clamp_vjp(g, x, low, high):
+    # As PyTorch: with low > high the output is `high` everywhere, and so is the gradient.
     inside = (x >= low) & (x <= high)
     return (
         where(inside, g, 0),
-        _grad_if(low, lambda: where(x < low, g, 0)),
-        _grad_if(high, lambda: where(x > high, g, 0)),
+        _grad_if(low, lambda: where((x < low) & (low < high), g, 0)),
+        _grad_if(high, lambda: where((x > high) | (high < low), g, 0)),
     )
 
 
@@ -622,7 +702,7 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     [0.0, 0.5, 1.0]
     """
     if min is None and max is None:
-        raise ValueError("clamp: give at least one of min and max")
+        raise ArgumentError("clamp: give at least one of min and max")
     dtype = x.dtype
     low, high = min, max
     if low is None:

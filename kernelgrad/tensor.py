@@ -45,6 +45,29 @@ class Storage:
         self.version = 0
 
 
+class AliasStorage(Storage):
+    """The memory of another storage read as a different dtype (``x.view(kg.int32)``):
+    ``buffer`` reinterprets ``root``'s buffer without copying. It keeps ``root`` alive
+    (a device pool reuses a buffer once its storage is gone) and shares its version
+    counter, so in-place writes through either are seen by autograd's checks on both."""
+
+    __slots__ = ("root",)
+
+    def __init__(self, buffer: Any, root: Storage) -> None:
+        self.buffer = buffer
+        self.device = root.device
+        self.backend = root.backend
+        self.root = root
+
+    @property  # type: ignore[override]
+    def version(self) -> int:
+        return self.root.version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.root.version = value
+
+
 # --- scalar access guard ----------------------------------------------------------------------
 class _ScalarAccess(threading.local):
     def __init__(self) -> None:
@@ -732,12 +755,15 @@ class Tensor:
         return _movement.reshape(self, shape)
 
     def view(self, *shape: Any) -> Tensor:
+        """``view(shape)``: the same memory with a new shape (no copy; see ``reshape``).
+        ``view(dtype)``: the same memory read as another dtype (bits reinterpreted, as in
+        PyTorch); see :func:`kernelgrad.ops.movement.view_dtype`."""
         if (
             len(shape) == 1
             and not isinstance(shape[0], (tuple, list))
             and not hasattr(shape[0], "__index__")
         ):
-            return self.to(shape[0])  # view(dtype) is not a reinterpretation here
+            return _movement.view_dtype(self, shape[0])
         return _movement.view(self, shape)
 
     def view_as(self, other: Tensor) -> Tensor:

@@ -91,6 +91,81 @@ def view(x: Tensor, shape: Sequence[Any]) -> Tensor:
     return _reshape_view(x, new_shape, strides)
 
 
+def view_dtype(x: Tensor, dtype: Any) -> Tensor:
+    """The same memory read as ``dtype``: the bits are reinterpreted, nothing is copied
+    or converted (PyTorch's ``Tensor.view(dtype)``; use ``.to(dtype)`` to convert values).
+
+    With a larger element size the last dimension shrinks by the size ratio, which needs
+    a last dimension of stride 1 whose size it divides, other strides and the offset
+    divisible by it; with a smaller one it grows. The result shares the version counter
+    of ``x`` and carries no gradient.
+
+    >>> import kernelgrad as kg
+    >>> kg.tensor([1.0]).view(kg.int32).tolist()
+    [1065353216]
+    >>> kg.tensor([1.0, 2.0]).view(kg.float64).shape
+    (1,)
+    """
+    from ..dtypes import as_dtype
+    from ..tensor import AliasStorage
+
+    target = as_dtype(dtype)
+    if target is x.dtype:
+        return x
+    _refuse_while_tracing("view(dtype)")
+    old, new = x.dtype.itemsize, target.itemsize
+    shape, strides, offset = list(x.shape), list(x._strides), x._offset
+    if new != old:
+        where = f"to view {x.dtype} as {target} (different element sizes)"
+        if x.ndim == 0:
+            raise ShapeError(f"view(dtype): a 0-d tensor has no last dimension {where}")
+        if strides[-1] != 1:
+            raise ShapeError(
+                f"view(dtype): the last dimension must have stride 1 {where}, but the "
+                f"tensor of shape {format_shape(x.shape)} has strides {x._strides}; call "
+                "`.contiguous()` first"
+            )
+        if new > old:
+            ratio = new // old
+            checks = [("the last dimension's size", shape[-1]), ("the offset", offset)]
+            checks += [(f"stride {d}", st) for d, st in enumerate(strides[:-1])]
+            for what, value in checks:
+                if value % ratio:
+                    raise ShapeError(
+                        f"view(dtype): {what} ({value}) must be divisible by {ratio} {where} "
+                        f"(shape {format_shape(x.shape)}, strides {x._strides})"
+                    )
+            shape[-1] //= ratio
+            strides = [st // ratio for st in strides[:-1]] + [1]
+            offset //= ratio
+        else:
+            ratio = old // new
+            shape[-1] *= ratio
+            strides = [st * ratio for st in strides[:-1]] + [1]
+            offset *= ratio
+    buffer = x._storage.buffer
+    usable = len(buffer) * old // new * new // old  # whole elements of the new dtype
+    reinterpreted = buffer[:usable].view(target.numpy)
+    root = x._storage.root if isinstance(x._storage, AliasStorage) else x._storage
+    return Tensor._make(
+        AliasStorage(reinterpreted, root), tuple(shape), tuple(strides), offset, target
+    )
+
+
+def _refuse_while_tracing(what: str) -> None:
+    """Refuse an operation that kg.compile cannot replay while a trace runs on this
+    thread. Looked up without importing the compile layer (which sits above ops)."""
+    import sys
+
+    trace = sys.modules.get("kernelgrad.compile.trace")
+    if trace is not None and trace.active_recorder() is not None:
+        raise trace.TraceError(
+            f"kg.compile: {what} creates a second buffer object over a tensor's memory, "
+            "which a replay cannot follow; do it outside the compiled function and pass the "
+            "result in as an argument"
+        )
+
+
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if x.ndim == 0:
         return x.reshape(1)

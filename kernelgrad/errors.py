@@ -11,6 +11,11 @@ class ShapeError(ValueError):
     """Shapes that cannot be combined: broadcasting, matmul, reshape, bad dims."""
 
 
+class DimensionError(ShapeError, IndexError):
+    """A dim out of range for the tensor (PyTorch raises ``IndexError`` here, so this is
+    one too) or named twice."""
+
+
 class DeviceMismatchError(RuntimeError):
     """An operation received tensors that live on different devices."""
 

@@ -27,7 +27,7 @@ from .backends import get_backend
 from .backends.base import View
 from .device import Device, as_device
 from .dtypes import DType, as_dtype, bool_, default_float, float64, int32, int64
-from .errors import ScalarAccessError, ShapeError, format_shape
+from .errors import ArgumentError, DTypeError, ScalarAccessError, ShapeError, format_shape
 from .shapes import broadcast_strides, contiguous_strides, is_contiguous
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
@@ -283,7 +283,7 @@ class Tensor:
     def item(self) -> Any:
         """The value of a one-element tensor as a Python number (allowed on every device)."""
         if self.numel() != 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"item() needs a tensor with exactly one element, but this one has shape "
                 f"{format_shape(self.shape)} ({self.numel()} elements); reduce it first "
                 "(e.g. `.sum()`, `.mean()`) or use `.tolist()`"
@@ -297,7 +297,7 @@ class Tensor:
 
     def _one_element(self, what: str) -> Any:
         if self.numel() != 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"{what} of a tensor with {self.numel()} elements is ambiguous; use "
                 "`.any()` or `.all()` for a mask, or reduce the tensor first"
             )
@@ -315,7 +315,10 @@ class Tensor:
 
     def __index__(self) -> int:
         if self.dtype.is_floating_point or self.dtype is bool_:
-            raise TypeError("only integer tensors of a single element can be used as an index")
+            raise DTypeError(
+                "only integer tensors of a single element can be used as an index, got "
+                f"{self.dtype}"
+            )
         return int(self._one_element("using a tensor as an index"))
 
     def __iter__(self):
@@ -376,7 +379,7 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if requires_grad and not self.dtype.is_floating_point:
-            raise TypeError(
+            raise DTypeError(
                 f"only floating point tensors can require gradients, but this one is "
                 f"{self.dtype}; convert it first, e.g. `x.float()`"
             )
@@ -532,7 +535,10 @@ class Tensor:
 
     def __invert__(self) -> Tensor:
         if self.dtype is not bool_:
-            raise TypeError("~ is only defined for bool tensors here; use -x - 1 for integers")
+            raise DTypeError(
+                f"~ is only defined for bool tensors here, got {self.dtype}; use -x - 1 for "
+                "integers"
+            )
         return _ew.LOGICAL_NOT(self)
 
     def __and__(self, other: Any) -> Tensor:

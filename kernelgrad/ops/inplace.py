@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import autograd
-from ..errors import InplaceError, ShapeError, format_shape
+from ..errors import DTypeError, InplaceError, ShapeError, format_shape
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from .elementwise import ElementwiseOp, _overlaps, apply, check_writable, clamp, copy_into
@@ -78,7 +78,7 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
 
 def _check_dtype(op: ElementwiseOp, result_dtype: Any, x: Tensor) -> None:
     if result_dtype.category > x.dtype.category:
-        raise TypeError(
+        raise DTypeError(
             f"{op.name}_: the result has dtype {result_dtype}, which cannot be stored in "
             f"place in a {x.dtype} tensor; use the out-of-place form, or convert the "
             f"tensor first (e.g. `x = x.float()`)"

@@ -15,7 +15,7 @@ from typing import Any
 from .. import autograd
 from ..device import Device
 from ..dtypes import result_type
-from ..errors import DeviceMismatchError, ShapeError, format_shape
+from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, format_shape
 from ..shapes import (
     infer_reshape,
     normalize_dim,
@@ -50,7 +50,7 @@ def _shape_arg(shape: Sequence[Any], op: str) -> tuple[int, ...]:
         shape = tuple(shape[0])
     for s in shape:
         if not hasattr(s, "__index__"):
-            raise TypeError(f"{op}: shape entries must be integers, got {s!r}")
+            raise DTypeError(f"{op}: shape entries must be integers, got {s!r}")
     return tuple(int(s) for s in shape)
 
 
@@ -485,7 +485,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("cat: expected a non-empty list of tensors")
+        raise ArgumentError("cat: expected a non-empty list of tensors")
     first = tensors[0]
     d = normalize_dim(dim, first.ndim, "cat")
     for i, t in enumerate(tensors):
@@ -524,7 +524,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join tensors of equal shape along a new dimension."""
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("stack: expected a non-empty list of tensors")
+        raise ArgumentError("stack: expected a non-empty list of tensors")
     shapes = {t.shape for t in tensors}
     if len(shapes) > 1:
         listed = ", ".join(format_shape(t.shape) for t in tensors)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 import kernelgrad as kg
 from tests.helpers import assert_close
@@ -54,3 +57,17 @@ def test_rng_state_round_trip(device):
     a = kg.rand(4, device=device).cpu().numpy()
     kg.manual_seed(5)
     np.testing.assert_array_equal(kg.rand(4, device=device).cpu().numpy(), a)
+
+
+def test_ranges_of_bools_and_infinite_ranges_are_refused(device):
+    """`kg.linspace(0, 1, 3, dtype=kg.bool)` gave [False, True, True]; PyTorch 2.13
+    raises (`"linspace_cpu" not implemented for 'Bool'`, and the same for arange)."""
+    with pytest.raises(TypeError, match="linspace: dtype bool is not supported"):
+        kg.linspace(0, 1, 3, dtype=kg.bool, device=device)
+    with pytest.raises(kg.errors.DTypeError, match="arange: dtype bool"):
+        kg.arange(3, dtype=kg.bool, device=device)
+    with pytest.raises(ValueError, match="arange: start, end and step must be finite"):
+        kg.arange(0, math.inf, device=device)  # was an OverflowError from math.ceil
+    with pytest.raises(kg.errors.ArgumentError, match="finite"):
+        kg.arange(math.nan, device=device)
+    assert_close(kg.linspace(0, 10, 4, dtype=kg.int64, device=device), [0, 3, 6, 10])

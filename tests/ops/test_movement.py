@@ -287,3 +287,15 @@ def test_view_dtype_is_refused_inside_kg_compile():
     reinterpret(x)  # the eager first call works
     with pytest.raises(kg.compile.TraceError, match=r"view\(dtype\)"):
         reinterpret(x)
+
+
+def test_repeated_dims_and_0d_dims_are_refused_by_views(device):
+    """`flip((0, 0))` and `squeeze(1)` of a 0-d tensor were accepted; PyTorch raises."""
+    with pytest.raises(kg.ShapeError, match=r"flip: dim 0 appears more than once"):
+        kg.ones(2, 3, device=device).flip((0, 0))
+    with pytest.raises(IndexError, match="squeeze: dim 1 is out of range"):
+        kg.tensor(1.0, device=device).squeeze(1)
+    with pytest.raises(IndexError, match="squeeze: dim 0 appears more than once"):
+        kg.ones(1, 2, device=device).squeeze((0, -2))
+    assert kg.tensor(1.0, device=device).squeeze(0).shape == ()
+    assert kg.tensor(1.0, device=device).squeeze(-1).shape == ()

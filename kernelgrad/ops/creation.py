@@ -20,7 +20,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError
 from ..shapes import normalize_size
 from ..tensor import Tensor
 from . import register
-from .elementwise import IDENTITY
+from .elementwise import IDENTITY, check_scalar_fits
 
 register("full", "creation", ("kg.full", "kg.zeros", "kg.ones", "kg.empty"), False)
 register("from_data", "creation", ("kg.tensor", "kg.from_numpy", "kg.arange"), False)
@@ -125,6 +125,8 @@ def full(
     if dtype is None:
         dtype = _infer_dtype(fill_value)
     result = Tensor._empty(shape, as_dtype(dtype), _device(device))
+    if not result.dtype.is_floating_point:
+        check_scalar_fits(fill_value, result.dtype, "full")
     if result.numel():
         result._backend.elementwise(IDENTITY.scalar, [result._view()], [fill_value], [result.dtype])
     return _finish(result, requires_grad)

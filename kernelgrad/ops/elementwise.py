@@ -180,8 +180,9 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         op.check(operands, out_dtype)
     if op.reject_bool and out_dtype is bool_:
         raise DTypeError(
-            f"{op.name} is not defined for bool tensors; convert first, e.g. "
-            "`x.to(kg.int64)`, or use `~x` / `kg.logical_not(x)` to invert a mask"
+            f"{op.name} is not defined for bool tensors (PyTorch refuses it too); convert "
+            "first, e.g. `x.to(kg.int64)`, or use `~x` / `kg.logical_not(x)` to invert a "
+            "mask and `a ^ b` for the difference of two masks"
         )
     shape = first.shape
     if len(tensors) > 1 and any(t.shape != shape for t in tensors):
@@ -192,6 +193,10 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         check_writable(out, f"{op.name}_")
         result = out
     inputs = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in operands]
+    if len(tensors) != len(operands):
+        for value, dtype in zip(operands, compute_dtypes):
+            if not isinstance(value, Tensor) and not dtype.is_floating_point:
+                check_scalar_fits(value, dtype, op.name)
     result._backend.elementwise(op.scalar, [result._view()], inputs, compute_dtypes)
 
     if op.vjp is not None and out is None and autograd.needs_grad(*tensors):
@@ -600,7 +605,9 @@ def _max_min_vjp(pick: Callable) -> Callable:
 
 
 ADD = defop(add, promote, lambda g, x, y: (g, g), "none", ("Tensor.__add__", "kg.add"))
-SUB = defop(sub, promote, lambda g, x, y: (g, -g), "none", ("Tensor.__sub__", "kg.sub"))
+SUB = defop(
+    sub, promote, lambda g, x, y: (g, -g), "none", ("Tensor.__sub__", "kg.sub"), reject_bool=True
+)
 MUL = defop(
     mul,
     promote,
@@ -703,13 +710,23 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     """
     if min is None and max is None:
         raise ArgumentError("clamp: give at least one of min and max")
-    dtype = x.dtype
+    dtype = result_type(x, *(bound for bound in (min, max) if bound is not None))
     low, high = min, max
     if low is None:
-        low = -math.inf if dtype.is_floating_point else int(np.iinfo(dtype.numpy).min)
+        low = _lowest(dtype)
     if high is None:
-        high = math.inf if dtype.is_floating_point else int(np.iinfo(dtype.numpy).max)
+        high = -_lowest(dtype) if dtype.is_floating_point else _highest(dtype)
     return apply(CLAMP, x, low, high)
+
+
+def _lowest(dtype: DType) -> Any:
+    if dtype.is_floating_point:
+        return -math.inf
+    return False if dtype is bool_ else int(np.iinfo(dtype.numpy).min)
+
+
+def _highest(dtype: DType) -> Any:
+    return True if dtype is bool_ else int(np.iinfo(dtype.numpy).max)
 
 
 def cast(x: Tensor, dtype: DType) -> Tensor:
@@ -720,6 +737,31 @@ def cast(x: Tensor, dtype: DType) -> Tensor:
         source_dtype = x.dtype
         autograd.record("cast", (x,), result, lambda g: (cast(g, source_dtype),))
     return result
+
+
+def check_scalar_fits(value: Any, dtype: DType, op_name: str) -> None:
+    """A Python number that meets an integer or bool dtype must have a value there:
+    ``kg.zeros(2, dtype=kg.int32).fill_(math.inf)`` or ``+ 2**40`` is refused (PyTorch:
+    "value cannot be converted to type int without overflow"), not converted to garbage
+    or failed inside the backend."""
+    if dtype.is_bool or isinstance(value, bool):
+        return
+    if isinstance(value, float):
+        if math.isfinite(value) and dtype.is_integer:
+            value = int(value)  # truncated on conversion, as PyTorch's fill_(2.7) gives 2
+        else:
+            raise ArgumentError(
+                f"{op_name}: the value {value} cannot be converted to {dtype} (it has no "
+                "integer value); use a floating point tensor"
+            )
+    limits = np.iinfo(dtype.numpy)
+    if not limits.min <= value <= limits.max:
+        wider = "`x.to(kg.int64)`" if dtype.itemsize < 8 else "`x.double()`"
+        raise ArgumentError(
+            f"{op_name}: the value {value} cannot be converted to {dtype} without overflow "
+            f"(range {limits.min} to {limits.max}); convert to a wider dtype first, e.g. "
+            f"{wider}"
+        )
 
 
 def check_writable(target: Tensor, op_name: str) -> None:
@@ -756,6 +798,8 @@ def copy_into(target: Tensor, source: Any, op_name: str = "copy_") -> None:
         inputs: list[Any] = [source._broadcast_view(target.shape)]
     else:
         inputs = [_as_operand(source, op_name)]
+        if not target.dtype.is_floating_point:
+            check_scalar_fits(inputs[0], target.dtype, op_name)
     target._backend.elementwise(IDENTITY.scalar, [target._view()], inputs, [target.dtype])
     target._storage.version += 1
 

@@ -18,7 +18,15 @@ from .. import autograd
 from ..errors import DTypeError, InplaceError, ShapeError, format_shape
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
-from .elementwise import ElementwiseOp, _overlaps, apply, check_writable, clamp, copy_into
+from .elementwise import (
+    CLAMP,
+    ElementwiseOp,
+    _overlaps,
+    apply,
+    check_writable,
+    clamp,
+    copy_into,
+)
 
 
 def _check_autograd(x: Tensor, others: tuple[Any, ...], op_name: str) -> bool:
@@ -86,15 +94,19 @@ def _check_dtype(op: ElementwiseOp, result_dtype: Any, x: Tensor) -> None:
 
 
 def clamp_(x: Tensor, low: Any = None, high: Any = None) -> Tensor:
-    if _check_autograd(x, (low, high), "clamp_"):
-        check_writable(x, "clamp_")
-        result = clamp(x.clone(), low, high)
-        copy_into(x, result.detach(), "clamp_")
+    recorded = _check_autograd(x, (low, high), "clamp_")
+    check_writable(x, "clamp_")
+    result = clamp(x.clone() if recorded else x, low, high)
+    _check_dtype(CLAMP, result.dtype, x)
+    if result.shape != x.shape:
+        raise ShapeError(
+            f"clamp_: the bounds broadcast the result to {format_shape(result.shape)}, which "
+            f"cannot be written into a tensor of shape {format_shape(x.shape)}"
+        )
+    copy_into(x, result.detach(), "clamp_")
+    if recorded:
         x._node = result._node
         x.requires_grad = True
-        return x
-    check_writable(x, "clamp_")
-    copy_into(x, clamp(x, low, high), "clamp_")
     return x
 
 

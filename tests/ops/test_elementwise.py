@@ -493,3 +493,58 @@ def test_integer_division_by_zero_raises(device):
     floats = kg.tensor([5.0, -5.0, 0.0], device=device)
     assert_close(floats // 0, [math.inf, -math.inf, math.nan])
     assert_close(floats % 0, [math.nan] * 3)
+
+
+# --- regressions found by the fuzz campaign (tests/fuzz) -------------------------------------
+def test_bool_minus_bool_is_refused(device):
+    """PyTorch and NumPy refuse `-` between two bool tensors; it returned a bool."""
+    masks = kg.tensor([True, False], device=device)
+    with pytest.raises(kg.errors.DTypeError, match=r"sub is not defined for bool.*a \^ b"):
+        masks - masks
+    with pytest.raises(TypeError, match="sub"):
+        masks - True
+    assert_close(masks - 1, [0, -1])  # an int operand promotes: allowed
+
+
+def test_clamp_of_bool_and_integer_tensors(device):
+    """A bool tensor with one bound leaked NumPy's `Invalid integer data type 'b'`, and
+    the missing bound was chosen for the input's dtype, not the result's:
+    `kg.tensor(False).clamp(min=2)` gave 1 (PyTorch 2.13: 2)."""
+    masks = kg.tensor([True, False], device=device)
+    assert_close(masks.clamp(min=False), [True, False])
+    assert_close(masks.clamp(max=0.5), [0.5, 0.0])
+    assert kg.tensor(False, device=device).clamp(min=2).item() == 2
+    assert_close(kg.tensor([1, 5], device=device).clamp(max=2.5), [1.0, 2.5])
+
+
+def test_inplace_clamp_checks_the_result_dtype(device):
+    """`int_tensor.clamp_(float_tensor)` truncated silently; PyTorch refuses a float
+    result in place in an integer tensor, as add_ does here."""
+    numbers = kg.tensor([0, 5], dtype=kg.int32, device=device)
+    with pytest.raises(kg.errors.DTypeError, match=r"clamp_: the result has dtype kg\.float32"):
+        numbers.clamp_(kg.tensor([0.5, 0.5], device=device))
+    with pytest.raises(kg.ShapeError, match="clamp_"):
+        numbers.clamp_(kg.zeros(2, 2, dtype=kg.int32, device=device))
+    numbers.clamp_(1, 3)
+    assert_close(numbers, [1, 3])
+
+
+def test_python_numbers_that_do_not_fit_an_integer_dtype_are_refused(device):
+    """`int32.fill_(inf)`, `kg.full(..., nan, dtype=int64)` and `int32 + 2**40` leaked
+    OverflowError / ValueError from the backend's conversion. PyTorch 2.13 raises "value
+    cannot be converted to type int without overflow" for the fills."""
+    numbers = kg.zeros(2, dtype=kg.int32, device=device)
+    with pytest.raises(kg.errors.ArgumentError, match="fill_: the value inf cannot"):
+        numbers.fill_(math.inf)
+    with pytest.raises(ValueError, match=r"fill_: the value 1099511627776 .* without overflow"):
+        numbers.fill_(2**40)
+    with pytest.raises(ValueError, match="full: the value nan cannot be converted"):
+        kg.full((2,), math.nan, dtype=kg.int64, device=device)
+    with pytest.raises(ValueError, match=r"add: .* without overflow"):
+        numbers + 2**40
+    with pytest.raises(ValueError, match=r"x\.double\(\)"):
+        kg.tensor([1], device=device) + 2**70
+    with pytest.raises(ValueError, match="indexing \\(assignment\\): the value nan"):
+        numbers[0:1] = math.nan
+    numbers.fill_(2.7)  # truncated, as PyTorch's fill_(2.7) of an int tensor gives 2
+    assert_close(numbers, [2, 2])

@@ -317,7 +317,18 @@ def slice_backward(g: Tensor, shape: tuple[int, ...], key: Any) -> Tensor:
     return grad
 
 
+def _needs_a_dim(x: Tensor, op: str) -> None:
+    """Ops that work along a dimension refuse 0-d tensors (a 0-d tensor accepts dim 0
+    elsewhere, as in PyTorch, but has no size to slice or split)."""
+    if x.ndim == 0:
+        raise ShapeError(
+            f"{op}: a 0-d tensor has no dimension to work along; reshape it to 1-d first "
+            "(`x.reshape(1)`)"
+        )
+
+
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    _needs_a_dim(x, "narrow")
     d = normalize_dim(dim, x.ndim, "narrow")
     if start < 0:
         start += x.shape[d]
@@ -336,22 +347,38 @@ def flip(x: Tensor, dims: Any) -> Tensor:
 
 
 def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    _needs_a_dim(x, "chunk")
     d = normalize_dim(dim, x.ndim, "chunk")
+    if chunks < 1:
+        raise ArgumentError(f"chunk: the number of chunks must be positive, got {chunks}")
+    if x.shape[d] == 0:
+        return split(x, [0] * chunks, d)  # as PyTorch: `chunks` empty pieces
     size = -(-x.shape[d] // chunks)
     return split(x, size, d)
 
 
 def split(x: Tensor, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    _needs_a_dim(x, "split")
     d = normalize_dim(dim, x.ndim, "split")
     total = x.shape[d]
     if isinstance(split_size, int):
+        if split_size < 0 or (split_size == 0 and total):
+            raise ArgumentError(
+                f"split: split_size must be positive (0 only for an empty dimension), got "
+                f"{split_size} for dimension {d} of size {total}"
+            )
+        if total == 0:
+            return (x,)
         sizes = [split_size] * (total // split_size)
         if total % split_size:
             sizes.append(total % split_size)
     else:
         sizes = list(split_size)
-        if sum(sizes) != total:
-            raise ShapeError(f"split: sizes {sizes} do not add up to dimension size {total}")
+        if sum(sizes) != total or any(size < 0 for size in sizes):
+            raise ShapeError(
+                f"split: sizes {sizes} must be non-negative and add up to dimension {d}'s "
+                f"size {total}"
+            )
     parts, start = [], 0
     for size in sizes:
         parts.append(narrow(x, d, start, size))
@@ -370,6 +397,7 @@ def unfold(x: Tensor, dim: int, size: int, step: int, dilation: int = 1) -> Tens
     >>> kg.arange(5).unfold(0, 2, 1).tolist()
     [[0, 1], [1, 2], [2, 3], [3, 4]]
     """
+    _needs_a_dim(x, "unfold")
     d = normalize_dim(dim, x.ndim, "unfold")
     span = dilation * (size - 1) + 1
     if size < 1 or step < 1 or dilation < 1:
@@ -487,6 +515,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if not tensors:
         raise ArgumentError("cat: expected a non-empty list of tensors")
     first = tensors[0]
+    _needs_a_dim(first, "cat")
     d = normalize_dim(dim, first.ndim, "cat")
     for i, t in enumerate(tensors):
         if t.device != first.device:
@@ -536,7 +565,11 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 def repeat(x: Tensor, sizes: Sequence[Any]) -> Tensor:
     reps = _flat_sizes(sizes)
     if len(reps) < x.ndim:
-        raise ShapeError("repeat: give at least one repeat count per dimension")
+        raise ShapeError(
+            f"repeat: give at least one repeat count per dimension ({x.ndim}), got {reps}"
+        )
+    if any(not hasattr(r, "__index__") or int(r) < 0 for r in reps):
+        raise ArgumentError(f"repeat: repeat counts must be non-negative integers, got {reps}")
     x = x.reshape((1,) * (len(reps) - x.ndim) + x.shape)
     # (a, b) repeated (r, s): expand to (r, a, s, b), then merge pairs.
     expanded_shape, view_shape = [], []

@@ -299,3 +299,34 @@ def test_repeated_dims_and_0d_dims_are_refused_by_views(device):
         kg.ones(1, 2, device=device).squeeze((0, -2))
     assert kg.tensor(1.0, device=device).squeeze(0).shape == ()
     assert kg.tensor(1.0, device=device).squeeze(-1).shape == ()
+
+
+def test_ops_along_a_dim_refuse_0d_tensors_and_bad_counts(device):
+    """Fuzz findings: narrow, unfold, chunk, split and cat of a 0-d tensor leaked
+    `IndexError: tuple index out of range`; chunk(0) and chunk/split of an empty dim
+    leaked ZeroDivisionError; repeat(-1) of an empty tensor was accepted. PyTorch 2.13
+    raises for each, except that an empty dim chunks into `chunks` empty pieces."""
+    scalar = kg.tensor(1.0, device=device)
+    for name, call in [
+        ("narrow", lambda: scalar.narrow(0, 0, 1)),
+        ("unfold", lambda: scalar.unfold(0, 1, 1)),
+        ("chunk", lambda: scalar.chunk(2)),
+        ("split", lambda: scalar.split(1)),
+        ("cat", lambda: kg.cat([scalar, scalar])),
+    ]:
+        with pytest.raises(kg.ShapeError, match=f"{name}: a 0-d tensor has no dimension"):
+            call()
+    row = kg.arange(3.0, device=device)
+    with pytest.raises(ValueError, match="chunk: the number of chunks must be positive"):
+        row.chunk(0)
+    with pytest.raises(kg.errors.ArgumentError, match="split: split_size must be positive"):
+        row.split(0)
+    with pytest.raises(ValueError, match="split_size must be positive"):
+        row.split(-1)
+    with pytest.raises(kg.ShapeError, match="non-negative"):
+        row.split([1, -1, 3])
+    assert [t.shape for t in kg.zeros(0, device=device).chunk(2)] == [(0,), (0,)]
+    assert [t.shape for t in kg.zeros(2, 0, device=device).chunk(3, 1)] == [(2, 0)] * 3
+    assert [t.shape for t in kg.zeros(0, device=device).split(0)] == [(0,)]
+    with pytest.raises(ValueError, match="repeat: repeat counts must be non-negative"):
+        kg.zeros(0, device=device).repeat(-1)

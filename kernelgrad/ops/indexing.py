@@ -66,6 +66,9 @@ def take(x: Tensor, dim: int, index: Any) -> Tensor:
     index = _index_tensor(index, x.device, "take")
     shape = x.shape[:d] + index.shape + x.shape[d + 1 :]
     result = Tensor._empty(shape, x.dtype, x.device)
+    if not result.numel() and index.numel():
+        # No element to gather (another dim is empty), but the indices must still fit.
+        _check_bounds(index, x.shape[d], d, "take")
     if result.numel():
         flat_index = index.reshape(-1)
         bad = x._backend.take(result._view(), x._view(), d, flat_index._view())
@@ -90,6 +93,8 @@ def index_add(target: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
     """A copy of ``target`` with ``source`` added at the positions ``index`` selects
     along ``dim`` (repeated indices accumulate). ``source`` has the shape
     ``target.shape[:dim] + index.shape + target.shape[dim+1:]``."""
+    if target.ndim == 0:
+        raise ShapeError("index_add: cannot index a 0-d tensor along a dimension")
     d = normalize_dim(dim, target.ndim, "index_add")
     index = _index_tensor(index, target.device, "index_add")
     if source.device != target.device:
@@ -105,6 +110,8 @@ def index_add(target: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
             f"and an index of shape {format_shape(index.shape)} along dim {d}"
         )
     result = target.detach().clone()
+    if not source.numel() and index.numel():
+        _check_bounds(index, target.shape[d], d, "index_add")  # nothing to add, but check
     if source.numel():
         flat_source = source.detach().reshape(
             target.shape[:d] + (index.numel(),) + target.shape[d + 1 :]
@@ -131,6 +138,8 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """``torch.gather``: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (same rank)."""
     from .creation import arange
 
+    if x.ndim == 0:
+        raise ShapeError("gather: cannot index a 0-d tensor along a dimension")
     d = normalize_dim(dim, x.ndim, "gather")
     index = _index_tensor(index, x.device, "gather")
     if index.ndim != x.ndim:
@@ -176,6 +185,8 @@ def _normalise_key(x: Tensor, key: Any) -> list[Any]:
         key = (key,)
     entries: list[Any] = []
     for k in key:
+        if isinstance(k, slice) and k.step == 0:
+            raise IndexingError(f"indexing: slice step cannot be zero (in {k})")
         if k is None or k is Ellipsis or isinstance(k, slice):
             entries.append(k)
         elif isinstance(k, (bool, np.bool_)):
@@ -361,6 +372,13 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     if target.numel():
         copy_into(target, value, "indexing (assignment)")
     else:
+        if isinstance(value, Tensor):  # nothing to write, but the value must still fit
+            shape = broadcast_shapes(target.shape, value.shape, op="indexing (assignment)")
+            if shape != target.shape:
+                raise ShapeError(
+                    f"indexing (assignment): a value of shape {format_shape(value.shape)} "
+                    f"cannot be assigned to the {format_shape(target.shape)} selection"
+                )
         x._storage.version += 1
 
 
@@ -379,8 +397,14 @@ def _advanced_setitem(x: Tensor, entries: list[Any], value: Any) -> None:
             k = _index_tensor(k, x.device, "indexing")
             _check_bounds(k, x.shape[dim], dim, "indexing")
             k = k.numpy()
+        elif isinstance(k, int) and not -x.shape[dim] <= k < x.shape[dim]:
+            raise IndexingError(
+                f"indexing: index {k} is out of bounds for dimension {dim} with size "
+                f"{x.shape[dim]} (tensor of shape {format_shape(x.shape)})"
+            )
         key.append(k)
         dim += k is not None
+    broadcast_shapes(*(k.shape for k in key if isinstance(k, np.ndarray)), op="indexing")
     target = x.numpy()
     selected = target[tuple(key)].shape
     if isinstance(value, Tensor):

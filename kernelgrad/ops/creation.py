@@ -73,16 +73,37 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         return _finish(result, requires_grad)
     target = _device(device)
     try:
-        chosen = as_dtype(dtype) if dtype is not None else _infer_dtype(data)
-        array = np.asarray(data, dtype=chosen.numpy)
+        array = np.asarray(data)
     except ValueError as error:
         raise ShapeError(
             f"tensor: cannot make a tensor from this data: {error}. Nested lists must be "
             "rectangular (every row the same length)"
         ) from None
+    chosen = as_dtype(dtype) if dtype is not None else _infer_dtype(data)
+    if chosen.is_integer and array.dtype.kind in "iuf" and array.size:
+        _check_integer_values(array, chosen)
+    array = array.astype(chosen.numpy, copy=False)
     backend = get_backend(target)
     buffer = backend.from_numpy(np.ascontiguousarray(array))
     return _finish(Tensor._from_buffer(buffer, array.shape, chosen, target), requires_grad)
+
+
+def _check_integer_values(array: np.ndarray, dtype: DType) -> None:
+    """Data for an integer tensor must have integer values in range (PyTorch: "value
+    cannot be converted to type int without overflow"); NumPy would wrap or give
+    INT_MIN with a warning."""
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise ArgumentError(
+            f"tensor: the data holds NaN or infinity, which {dtype} cannot represent; make a "
+            "floating point tensor"
+        )
+    limits = np.iinfo(dtype.numpy)
+    low, high = array.min(), array.max()
+    if low < limits.min or high > limits.max:
+        raise ArgumentError(
+            f"tensor: the data's values {low} to {high} do not fit {dtype} (range "
+            f"{limits.min} to {limits.max}); choose a wider dtype"
+        )
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
@@ -227,6 +248,10 @@ def linspace(
         raise ArgumentError(f"linspace: steps must be non-negative, got {steps}")
     chosen = as_dtype(dtype) if dtype is not None else default_float()
     _refuse_bool(chosen, "linspace")
+    if not chosen.is_floating_point and not (math.isfinite(start) and math.isfinite(end)):
+        raise ArgumentError(
+            f"linspace: a range of {chosen} needs finite ends, got {start} and {end}"
+        )
     values = np.linspace(start, end, steps)
     return tensor(values, dtype=chosen, device=device, requires_grad=requires_grad)
 
@@ -245,8 +270,9 @@ def eye(
     n: int, m: int | None = None, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
     """The identity matrix (``n`` x ``m``, square by default)."""
+    rows, columns = normalize_size((n, n if m is None else m), "eye")
     chosen = as_dtype(dtype) if dtype is not None else default_float()
-    return tensor(np.eye(n, m), dtype=chosen, device=device, requires_grad=requires_grad)
+    return tensor(np.eye(rows, columns), dtype=chosen, device=device, requires_grad=requires_grad)
 
 
 # --- random numbers --------------------------------------------------------------------------

@@ -71,3 +71,19 @@ def test_ranges_of_bools_and_infinite_ranges_are_refused(device):
     with pytest.raises(kg.errors.ArgumentError, match="finite"):
         kg.arange(math.nan, device=device)
     assert_close(kg.linspace(0, 10, 4, dtype=kg.int64, device=device), [0, 3, 6, 10])
+
+
+def test_integer_data_must_fit_and_sizes_must_be_valid(device):
+    """Fuzz findings: `kg.tensor([[0, inf]], dtype=kg.int32)` leaked NumPy's
+    OverflowError, `kg.tensor([2**40], dtype=kg.int32)` wrapped silently (PyTorch 2.13:
+    "value cannot be converted to type int32 without overflow" for both), `kg.eye(0, -1)`
+    leaked NumPy's ValueError, and an integer linspace to infinity failed in `tensor`."""
+    with pytest.raises(kg.errors.ArgumentError, match="tensor: the data holds NaN or infinity"):
+        kg.tensor([[0, math.inf]], dtype=kg.int32, device=device)
+    with pytest.raises(ValueError, match=r"tensor: the data.s values 1099511627776 .* kg\.int32"):
+        kg.tensor([2**40], dtype=kg.int32, device=device)
+    assert_close(kg.tensor(np.array([1.5, -2.7]), dtype=kg.int64, device=device), [1, -2])
+    with pytest.raises(kg.ShapeError, match="eye: negative dimension -1"):
+        kg.eye(0, -1, device=device)
+    with pytest.raises(ValueError, match=r"linspace: a range of kg\.int32 needs finite ends"):
+        kg.linspace(0, math.inf, 3, dtype=kg.int32, device=device)

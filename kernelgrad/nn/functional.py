@@ -1485,6 +1485,17 @@ def cross_entropy(
     _check_reduction(reduction, op)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    classes = input.shape[0 if input.ndim == 1 else 1] if input.ndim else 0
+    if classes == 0:
+        raise ShapeError(
+            f"{op}: the input of shape {format_shape(input.shape)} has no classes (a 0-d "
+            "tensor, or a class dimension of size 0); give logits of shape (C,) or "
+            "(N, C, ...) with C >= 1"
+        )
+    if weight is not None and weight.shape != (classes,):
+        raise ShapeError(
+            f"{op}: weight must have shape ({classes},), got {format_shape(weight.shape)}"
+        )
     if not input.dtype.is_floating_point:
         # Integer logits: the loss and its statistics are computed in floating point (a
         # buffer of the input's dtype truncated the loss, 1.3133 -> 1).
@@ -1494,11 +1505,6 @@ def cross_entropy(
     if target.dtype.is_floating_point:
         return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
     x, t, out_shape = _classes_last(input, target, op)
-    classes = x.shape[1]
-    if weight is not None and weight.shape != (classes,):
-        raise ShapeError(
-            f"{op}: weight must have shape ({classes},), got {format_shape(weight.shape)}"
-        )
 
     needs_grad = autograd.needs_grad(x, weight)
     if needs_grad and weight is not None and weight.requires_grad:

@@ -39,3 +39,19 @@ def test_cross_entropy_of_integer_logits_is_computed_in_floating_point(device):
     assert_close(per_row, [expected])
     soft = F.cross_entropy(logits, kg.tensor([[0.0, 1.0]], device=device))
     assert soft.item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_cross_entropy_checks_its_input_before_computing(device):
+    """Fuzz findings: a 0-d input leaked `IndexError: tuple index out of range`; zero
+    classes, and a weight of the wrong size with probability targets, failed inside
+    reshape with a message that did not name cross_entropy."""
+    with pytest.raises(ShapeError, match=r"cross_entropy: the input of shape \(\) has no classes"):
+        F.cross_entropy(kg.tensor(0.0, device=device), kg.tensor(0.0, device=device))
+    with pytest.raises(ShapeError, match=r"cross_entropy: .* has no classes"):
+        F.cross_entropy(kg.zeros(2, 0, device=device), kg.zeros(2, dtype=kg.int64, device=device))
+    with pytest.raises(ShapeError, match=r"cross_entropy: weight must have shape \(1,\)"):
+        F.cross_entropy(
+            kg.zeros(0, 1, device=device),
+            kg.zeros(0, 1, device=device),
+            weight=kg.ones(2, device=device),
+        )

@@ -42,6 +42,10 @@ class DivisionByZeroError(ZeroDivisionError, RuntimeError):
     this is also a ``ZeroDivisionError``, as Python's own ``5 // 0``."""
 
 
+class UnsupportedError(NotImplementedError):
+    """An operation kernelgrad does not implement (yet) for these inputs or this device."""
+
+
 class InplaceError(RuntimeError):
     """An in-place change that would make a gradient wrong, that autograd cannot record,
     or that would write one memory location through several elements (an expanded view)."""

@@ -257,7 +257,7 @@ class Tensor:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a 0-d tensor")
+            raise DTypeError("len() of a 0-d tensor")
         return self.shape[0]
 
     __hash__ = object.__hash__
@@ -267,7 +267,7 @@ class Tensor:
         """A NumPy array with the same values. On the CPU it shares memory (as in PyTorch);
         tensors on another device must be copied with ``.cpu()`` first."""
         if self.device.type != "cpu":
-            raise TypeError(
+            raise DTypeError(
                 f"can't convert a tensor on {self.device} to NumPy directly; copy it to host "
                 "memory first with `t.cpu().numpy()` (or `t.tolist()` for small tensors)"
             )
@@ -323,7 +323,7 @@ class Tensor:
 
     def __iter__(self):
         if not self.shape:
-            raise TypeError("iteration over a 0-d tensor")
+            raise DTypeError("iteration over a 0-d tensor")
         _check_scalar_access(self, "iterating over a tensor")
         return (self[i] for i in range(self.shape[0]))
 

@@ -22,6 +22,7 @@ from ..errors import (
     IndexingError,
     InplaceError,
     ShapeError,
+    UnsupportedError,
     format_shape,
 )
 from ..shapes import broadcast_shapes, normalize_dim
@@ -384,7 +385,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
 
 def _advanced_setitem(x: Tensor, entries: list[Any], value: Any) -> None:
     if x.device.type != "cpu":
-        raise NotImplementedError(
+        raise UnsupportedError(
             f"indexing: assignment through integer or boolean index tensors is not "
             f"implemented for {x.device} tensors yet; use `t = kg.where(mask, value, t)` for "
             "masks"

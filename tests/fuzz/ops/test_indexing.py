@@ -149,7 +149,7 @@ def test_setitem(fuzz, device):
                 target[key] = np_value
             return target.copy()
 
-        check(("indexing", "assignment"), call, expected, 0, 0)
+        check(("indexing", "assignment", "assigning to a single element"), call, expected, 0, 0)
 
     fuzz.run(cases(), body)
 

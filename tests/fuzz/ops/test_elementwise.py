@@ -87,7 +87,9 @@ BINARY = {  # name -> (kernelgrad, NumPy reference on arrays of the compute dtyp
 
 
 def _int_pow(a, b):
-    """PyTorch's integer power (NumPy refuses negative exponents)."""
+    """PyTorch's integer power (NumPy refuses negative exponents), wrapping around in
+    the operands' dtype as the kernels (and PyTorch's) do."""
+    dtype = a.dtype
     a, b = np.broadcast_arrays(a.astype(np.int64), b.astype(np.int64))
     out = np.empty(a.shape, np.int64)
     for index in np.ndindex(a.shape):
@@ -96,7 +98,7 @@ def _int_pow(a, b):
             out[index] = np.int64(x) ** np.int64(y)
         else:
             out[index] = 1 if x == 1 else (0 if x != -1 else (1 if y % 2 == 0 else -1))
-    return out
+    return out.astype(dtype)
 
 
 def test_binary_ops(fuzz, device):

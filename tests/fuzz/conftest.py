@@ -3,7 +3,7 @@ special values, out-of-range indices and bad arguments through the public ops, n
 layers and losses, and ``oracle.check`` requires each call to match NumPy or to raise a
 kernelgrad error naming the op.
 
-Examples per test: 12 on the CPU and 3 under the CUDA simulator in CI (fixed inputs:
+Examples per test: 10 on the CPU and 3 under the CUDA simulator in CI (fixed inputs:
 Hypothesis is derandomized), or ``KG_FUZZ_EXAMPLES=N`` for a long local run (then with
 random inputs: ``KG_FUZZ_EXAMPLES=2000 python -m pytest tests/fuzz``). The number of
 cases run is printed at the end of the test output.
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.oracle import CAMPAIGN, count_case
 
-CPU_EXAMPLES = 12
+CPU_EXAMPLES = 10
 SIMULATED_EXAMPLES = 3
 
 

@@ -11,6 +11,11 @@ class ShapeError(ValueError):
     """Shapes that cannot be combined: broadcasting, matmul, reshape, bad dims."""
 
 
+class DimensionError(ShapeError, IndexError):
+    """A dim out of range for the tensor (PyTorch raises ``IndexError`` here, so this is
+    one too) or named twice."""
+
+
 class DeviceMismatchError(RuntimeError):
     """An operation received tensors that live on different devices."""
 
@@ -19,8 +24,31 @@ class ScalarAccessError(RuntimeError):
     """Element-by-element access to accelerator memory (a device round trip per element)."""
 
 
+class IndexingError(IndexError):
+    """An index that does not fit the tensor: out of bounds, a boolean mask whose shape
+    differs from the dimensions it indexes, too many indices."""
+
+
+class DTypeError(TypeError):
+    """A dtype (or an operand's type) that the operation does not accept."""
+
+
+class ArgumentError(ValueError):
+    """An argument value the operation cannot use (a zero step, a bad reduction name)."""
+
+
+class DivisionByZeroError(ZeroDivisionError, RuntimeError):
+    """Integer division or remainder by zero. PyTorch raises ``RuntimeError`` on the CPU;
+    this is also a ``ZeroDivisionError``, as Python's own ``5 // 0``."""
+
+
+class UnsupportedError(NotImplementedError):
+    """An operation kernelgrad does not implement (yet) for these inputs or this device."""
+
+
 class InplaceError(RuntimeError):
-    """An in-place change that would make a gradient wrong, or that autograd cannot record."""
+    """An in-place change that would make a gradient wrong, that autograd cannot record,
+    or that would write one memory location through several elements (an expanded view)."""
 
 
 class BackwardError(RuntimeError):

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from math import prod
 from typing import Any
 
-from .errors import ShapeError, format_shape
+from .errors import DimensionError, DTypeError, ShapeError, format_shape
 
 Shape = tuple[int, ...]
 
@@ -24,7 +24,7 @@ def normalize_size(size: Sequence[Any], op: str = "tensor creation") -> Shape:
     shape = []
     for entry in size:
         if not hasattr(entry, "__index__"):
-            raise TypeError(f"{op}: shape entries must be integers, got {entry!r}")
+            raise DTypeError(f"{op}: shape entries must be integers, got {entry!r}")
         value = int(entry.__index__())
         if value < 0:
             raise ShapeError(f"{op}: negative dimension {value} in shape {tuple(size)}")
@@ -54,6 +54,25 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
             return False
         step *= shape[d]
     return True
+
+
+def overlaps_itself(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """True when two positions of the view may address one memory location: a broadcast
+    dim (stride 0, as ``expand`` makes) or windows that overlap (``unfold`` with a step
+    smaller than the window). Writing through such a view would write one element
+    several times, so in-place operations refuse it, as PyTorch does.
+
+    Sorted by stride, each dim must step past everything the smaller dims reach; views
+    made by slicing, permuting and non-overlapping ``unfold`` always do.
+    """
+    if _contiguous_strides(tuple(shape)) == tuple(strides):
+        return False
+    reach = 0
+    for stride, size in sorted((abs(st), s) for s, st in zip(shape, strides) if s > 1):
+        if stride <= reach or stride == 0:
+            return True
+        reach += stride * (size - 1)
+    return False
 
 
 def broadcast_shapes(*shapes: Shape, op: str = "broadcast") -> Shape:
@@ -88,11 +107,11 @@ def broadcast_strides(shape: Shape, strides: Shape, target: Shape) -> Shape:
 
 def normalize_dim(dim: Any, ndim: int, op: str = "operation") -> int:
     if not hasattr(dim, "__index__"):
-        raise TypeError(f"{op}: dim must be an integer, got {dim!r}")
+        raise DTypeError(f"{op}: dim must be an integer, got {dim!r}")
     dim = int(dim)
     low, high = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
     if not low <= dim <= high:
-        raise ShapeError(
+        raise DimensionError(
             f"{op}: dim {dim} is out of range for a tensor with {ndim} dimension"
             f"{'s' if ndim != 1 else ''} (valid: {low} to {high})"
         )
@@ -100,15 +119,23 @@ def normalize_dim(dim: Any, ndim: int, op: str = "operation") -> int:
 
 
 def normalize_dims(dims: Any, ndim: int, op: str = "operation") -> tuple[int, ...]:
-    """``None`` means every dim; an int or an iterable of ints otherwise. Sorted, unique."""
+    """``None`` means every dim; an int or an iterable of ints otherwise. Sorted.
+
+    Each dim is checked (a 0-d tensor accepts 0 and -1, as in PyTorch) and may appear
+    once: ``sum(dim=(0, 0))`` is an error, as in PyTorch and NumPy."""
     if dims is None:
         return tuple(range(ndim))
     if isinstance(dims, Iterable) and not isinstance(dims, str):
-        result = tuple(sorted({normalize_dim(d, ndim, op) for d in dims}))
-        if ndim == 0:
-            return ()
-        return result
-    return () if ndim == 0 else (normalize_dim(dims, ndim, op),)
+        normalized = [normalize_dim(d, ndim, op) for d in dims]
+        if len(set(normalized)) != len(normalized):
+            repeated = next(d for d in normalized if normalized.count(d) > 1)
+            raise DimensionError(
+                f"{op}: dim {repeated} appears more than once in the dims {tuple(dims)}; "
+                "name each dimension once"
+            )
+        return () if ndim == 0 else tuple(sorted(normalized))
+    normalized_dim = normalize_dim(dims, ndim, op)
+    return () if ndim == 0 else (normalized_dim,)
 
 
 def infer_reshape(shape: Shape, new_shape: Sequence[int], op: str = "reshape") -> Shape:

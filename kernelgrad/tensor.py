@@ -27,7 +27,7 @@ from .backends import get_backend
 from .backends.base import View
 from .device import Device, as_device
 from .dtypes import DType, as_dtype, bool_, default_float, float64, int32, int64
-from .errors import ScalarAccessError, ShapeError, format_shape
+from .errors import ArgumentError, DTypeError, ScalarAccessError, ShapeError, format_shape
 from .shapes import broadcast_strides, contiguous_strides, is_contiguous
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
@@ -43,6 +43,29 @@ class Storage:
         self.device = device
         self.backend = backend
         self.version = 0
+
+
+class AliasStorage(Storage):
+    """The memory of another storage read as a different dtype (``x.view(kg.int32)``):
+    ``buffer`` reinterprets ``root``'s buffer without copying. It keeps ``root`` alive
+    (a device pool reuses a buffer once its storage is gone) and shares its version
+    counter, so in-place writes through either are seen by autograd's checks on both."""
+
+    __slots__ = ("root",)
+
+    def __init__(self, buffer: Any, root: Storage) -> None:
+        self.buffer = buffer
+        self.device = root.device
+        self.backend = root.backend
+        self.root = root
+
+    @property  # type: ignore[override]
+    def version(self) -> int:
+        return self.root.version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self.root.version = value
 
 
 # --- scalar access guard ----------------------------------------------------------------------
@@ -234,7 +257,7 @@ class Tensor:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TypeError("len() of a 0-d tensor")
+            raise DTypeError("len() of a 0-d tensor")
         return self.shape[0]
 
     __hash__ = object.__hash__
@@ -244,7 +267,7 @@ class Tensor:
         """A NumPy array with the same values. On the CPU it shares memory (as in PyTorch);
         tensors on another device must be copied with ``.cpu()`` first."""
         if self.device.type != "cpu":
-            raise TypeError(
+            raise DTypeError(
                 f"can't convert a tensor on {self.device} to NumPy directly; copy it to host "
                 "memory first with `t.cpu().numpy()` (or `t.tolist()` for small tensors)"
             )
@@ -260,7 +283,7 @@ class Tensor:
     def item(self) -> Any:
         """The value of a one-element tensor as a Python number (allowed on every device)."""
         if self.numel() != 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"item() needs a tensor with exactly one element, but this one has shape "
                 f"{format_shape(self.shape)} ({self.numel()} elements); reduce it first "
                 "(e.g. `.sum()`, `.mean()`) or use `.tolist()`"
@@ -274,7 +297,7 @@ class Tensor:
 
     def _one_element(self, what: str) -> Any:
         if self.numel() != 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"{what} of a tensor with {self.numel()} elements is ambiguous; use "
                 "`.any()` or `.all()` for a mask, or reduce the tensor first"
             )
@@ -292,12 +315,15 @@ class Tensor:
 
     def __index__(self) -> int:
         if self.dtype.is_floating_point or self.dtype is bool_:
-            raise TypeError("only integer tensors of a single element can be used as an index")
+            raise DTypeError(
+                "only integer tensors of a single element can be used as an index, got "
+                f"{self.dtype}"
+            )
         return int(self._one_element("using a tensor as an index"))
 
     def __iter__(self):
         if not self.shape:
-            raise TypeError("iteration over a 0-d tensor")
+            raise DTypeError("iteration over a 0-d tensor")
         _check_scalar_access(self, "iterating over a tensor")
         return (self[i] for i in range(self.shape[0]))
 
@@ -353,7 +379,7 @@ class Tensor:
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if requires_grad and not self.dtype.is_floating_point:
-            raise TypeError(
+            raise DTypeError(
                 f"only floating point tensors can require gradients, but this one is "
                 f"{self.dtype}; convert it first, e.g. `x.float()`"
             )
@@ -509,7 +535,10 @@ class Tensor:
 
     def __invert__(self) -> Tensor:
         if self.dtype is not bool_:
-            raise TypeError("~ is only defined for bool tensors here; use -x - 1 for integers")
+            raise DTypeError(
+                f"~ is only defined for bool tensors here, got {self.dtype}; use -x - 1 for "
+                "integers"
+            )
         return _ew.LOGICAL_NOT(self)
 
     def __and__(self, other: Any) -> Tensor:
@@ -732,12 +761,15 @@ class Tensor:
         return _movement.reshape(self, shape)
 
     def view(self, *shape: Any) -> Tensor:
+        """``view(shape)``: the same memory with a new shape (no copy; see ``reshape``).
+        ``view(dtype)``: the same memory read as another dtype (bits reinterpreted, as in
+        PyTorch); see :func:`kernelgrad.ops.movement.view_dtype`."""
         if (
             len(shape) == 1
             and not isinstance(shape[0], (tuple, list))
             and not hasattr(shape[0], "__index__")
         ):
-            return self.to(shape[0])  # view(dtype) is not a reinterpretation here
+            return _movement.view_dtype(self, shape[0])
         return _movement.view(self, shape)
 
     def view_as(self, other: Tensor) -> Tensor:

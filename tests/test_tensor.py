@@ -196,6 +196,53 @@ def test_inplace_through_a_view_writes_the_base(device):
     assert_close(t, [[1, 5, 0], [1, 5, 0]])
 
 
+def test_inplace_refuses_views_whose_elements_share_memory(device):
+    """`kg.zeros(1, 4).expand(3, 4).add_(1)` added 1 three times to each element (3.0
+    everywhere). PyTorch refuses writes where several elements share a location."""
+    base = kg.zeros(1, 4, device=device)
+    expanded = base.expand(3, 4)
+    writes = [  # (the op the message names, the write)
+        ("add_", lambda t: t.add_(1)),
+        ("mul_", lambda t: t.mul_(2)),
+        ("add_", lambda t: t.__iadd__(1)),
+        ("fill_", lambda t: t.fill_(1.0)),
+        ("fill_", lambda t: t.zero_()),
+        ("clamp_", lambda t: t.clamp_(0, 1)),
+        ("copy_", lambda t: t.copy_(kg.ones(3, 4, device=device))),
+        ("indexing (assignment)", lambda t: t.__setitem__(slice(None), 2.0)),
+    ]
+    for name, write in writes:
+        with pytest.raises(kg.InplaceError, match="single memory location") as caught:
+            write(expanded)
+        assert str(caught.value).startswith(name + ":")
+    assert_close(base, [[0.0] * 4])
+    windows = kg.arange(5.0, device=device).unfold(0, 2, 1)  # overlapping windows
+    with pytest.raises(RuntimeError, match=r"clone\(\)"):
+        windows.mul_(2)
+    # Views without shared elements stay writable: a row of the expanded tensor, windows
+    # that do not overlap, a permuted or strided view.
+    expanded[0].add_(1)
+    assert_close(base, [[1.0] * 4])
+    apart = kg.arange(6.0, device=device)
+    apart.unfold(0, 2, 2).mul_(2)
+    assert_close(apart, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0])
+    grid = kg.zeros(3, 4, device=device)
+    grid.T[::2].add_(1)
+    assert grid.sum().item() == 6.0
+    kg.zeros(4, 1, device=device).expand(4, 1).add_(1)  # expanding size-1 to 1 is a no-op
+
+
+def test_overlaps_itself():
+    from kernelgrad.shapes import overlaps_itself
+
+    assert overlaps_itself((3, 4), (0, 1))
+    assert overlaps_itself((4, 2), (1, 1))  # unfold(0, 2, 1) of 5 elements
+    assert not overlaps_itself((3, 2), (2, 1))  # unfold(0, 2, 2)
+    assert not overlaps_itself((4, 3), (1, 4))  # a transpose
+    assert not overlaps_itself((1, 4), (0, 1))  # a size-1 dim never repeats an element
+    assert not overlaps_itself((2, 3), (-3, -1))  # flipped
+
+
 def test_direct_construction_is_refused():
     with pytest.raises(TypeError, match=r"kg\.tensor"):
         kg.Tensor([1, 2])

@@ -19,6 +19,12 @@ Buffers are identified by *slots*:
 Reading values back to the host (``.item()``, ``bool(t)``) cannot be replayed without
 running Python again. A small read is recorded as a *guard* (replays read the value again
 and stop if it changed); a larger one (printing a tensor) stops the trace with an error.
+
+Trace state is per thread (as JAX keeps it): the backend objects are shared by the whole
+process, so the wrappers installed on them dispatch each call to the recorder of the
+*calling* thread, and a thread that is not tracing passes straight through. Work that
+another thread does while a trace runs is neither recorded nor refused, and two threads
+may trace at once.
 """
 
 from __future__ import annotations
@@ -34,17 +40,26 @@ from ..backends.base import ScalarFunction, View
 from ..dtypes import DType
 from ..errors import KernelError
 
-_lock = threading.RLock()
 # Launch counters (kernelgrad.compile.count_launches) that also want to see launches
 # that do not go through a backend primitive: user kernels and fused reductions.
 LAUNCH_HOOKS: list[Any] = []
-_active: list[Recorder] = []
+
+
+class _TraceState(threading.local):
+    """The recorders of the traces in progress on this thread (innermost last)."""
+
+    def __init__(self) -> None:
+        self.recorders: list[Recorder] = []
+
+
+_state = _TraceState()
 
 
 def active_recorder() -> Recorder | None:
-    """The recorder of the trace in progress (user kernels report their launches to
-    it), or None."""
-    return _active[-1] if _active else None
+    """The recorder of the trace in progress on the calling thread (user kernels report
+    their launches to it), or None."""
+    recorders = _state.recorders
+    return recorders[-1] if recorders else None
 
 
 class TraceError(KernelError):
@@ -113,7 +128,7 @@ _FORBIDDEN = {
 
 
 class Recorder:
-    """Context manager: wrap the backends, record primitive calls, unwrap."""
+    """Context manager: record the primitive calls that the entering thread makes."""
 
     def __init__(self, arg_tensors: list[Any]) -> None:
         self.slots: list[Slot] = []
@@ -121,7 +136,7 @@ class Recorder:
         self.watches: list[tuple[str, Any, Any]] = []
         self.feeds: list[Any] = []
         self._slot_of: dict[int, int] = {}
-        self._saved: list[tuple[Any, str, Any]] = []
+        self._installed: list[_Installation] = []
         self._patched: set[int] = set()
         self._depth = 0
         for position, tensor in enumerate(arg_tensors):
@@ -182,25 +197,16 @@ class Recorder:
     def operand(self, value: Any, backend: Any) -> Any:
         return self.ref(value, backend) if isinstance(value, View) else value
 
-    # --- wrapping ---------------------------------------------------------------------------
+    # --- interception -----------------------------------------------------------------------
     def __enter__(self) -> Recorder:
-        _lock.acquire()
-        try:
-            for backend in loaded_backends().values():
-                self._wrap(backend)
-        except BaseException:
-            self._unwrap()
-            _lock.release()
-            raise
-        _active.append(self)
+        self._installed = _install(list(loaded_backends().values()))
+        self._patched = {id(installation.backend) for installation in self._installed}
+        _state.recorders.append(self)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        _active.remove(self)
-        try:
-            self._unwrap()
-        finally:
-            _lock.release()
+        _state.recorders.remove(self)
+        _uninstall(self._installed)
         for backend in loaded_backends().values():
             if id(backend) not in self._patched and exc_info[0] is None:
                 raise TraceError(
@@ -209,28 +215,15 @@ class Recorder:
                     "compiled function"
                 )
 
-    def _set(self, backend: Any, name: str, value: Any) -> None:
-        self._saved.append((backend, name, backend.__dict__.get(name, _MISSING)))
-        setattr(backend, name, value)
-
-    def _unwrap(self) -> None:
-        for backend, name, previous in reversed(self._saved):
-            if previous is _MISSING:
-                backend.__dict__.pop(name, None)
-            else:
-                setattr(backend, name, previous)
-        self._saved.clear()
-
-    def _wrap(self, backend: Any) -> None:
-        self._patched.add(id(backend))
-        for name in _RECORDED:
-            original = getattr(backend, name)
+    def intercept(self, backend: Any, name: str, original: Any, args: tuple[Any, ...]) -> Any:
+        """Handle one call of the backend method ``name`` made by this recorder's
+        thread: record it, guard a host read, or refuse; ``original`` runs it."""
+        if name in _RECORDED:
             recording = getattr(self, "_" + name)(backend, original)
-            self._set(backend, name, self._outermost(recording, original))
-        self._set(backend, "to_numpy", self._guard(backend, backend.to_numpy))
-        for name, reason in _FORBIDDEN.items():
-            if name != "to_numpy" and hasattr(backend, name):
-                self._set(backend, name, _refuse(name, reason))
+            return self._outermost(recording, original)(*args)
+        if name == "to_numpy":
+            return self._guard(backend, original)(*args)
+        return _refuse(name, _FORBIDDEN[name])(*args)
 
     def _guard(self, backend: Any, original: Any) -> Any:
         """A small host read (``.item()`` of a flag or a loss) is allowed and recorded as
@@ -430,6 +423,84 @@ class Recorder:
 
 
 _MISSING = object()
+
+
+class _Installation:
+    """The dispatching wrappers on one backend object, shared by every trace in
+    progress (on any thread) and removed when the last one ends."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.users = 0
+        self.enabled = True
+        self.saved: list[tuple[str, Any, Any]] = []  # (name, previous, dispatcher)
+        for name in (*_RECORDED, *_FORBIDDEN):
+            if not hasattr(backend, name):
+                continue  # an optional primitive this backend lacks
+            dispatcher = self._dispatcher(name, getattr(backend, name))
+            self.saved.append((name, backend.__dict__.get(name, _MISSING), dispatcher))
+            setattr(backend, name, dispatcher)
+
+    def _dispatcher(self, name: str, original: Any) -> Any:
+        backend = self.backend
+
+        def dispatch(*args: Any) -> Any:
+            recorders = _state.recorders
+            if not recorders or not self.enabled:
+                return original(*args)  # a thread that is not tracing
+            return _through(recorders, len(recorders) - 1, backend, name, original, args)
+
+        return dispatch
+
+    def remove(self) -> None:
+        self.enabled = False  # a dispatcher left in place below another wrapper passes
+        for name, previous, dispatcher in reversed(self.saved):
+            if self.backend.__dict__.get(name) is not dispatcher:
+                continue  # wrapped again since (a launch counter): it passes through now
+            if previous is _MISSING:
+                self.backend.__dict__.pop(name, None)
+            else:
+                setattr(self.backend, name, previous)
+        self.saved.clear()
+
+
+def _through(
+    recorders: list[Recorder], level: int, backend: Any, name: str, original: Any, args: tuple
+) -> Any:
+    """Pass a call through the thread's nested traces, innermost first: each records it
+    (a trace inside a trace records into both), the outermost runs it."""
+    if level < 0:
+        return original(*args)
+
+    def inner(*inner_args: Any) -> Any:
+        return _through(recorders, level - 1, backend, name, original, inner_args)
+
+    return recorders[level].intercept(backend, name, inner, args)
+
+
+_installations: dict[int, _Installation] = {}
+_install_lock = threading.Lock()
+
+
+def _install(backends: list[Any]) -> list[_Installation]:
+    with _install_lock:
+        installed = []
+        for backend in backends:
+            installation = _installations.get(id(backend))
+            if installation is None:
+                installation = _installations[id(backend)] = _Installation(backend)
+            installation.users += 1
+            installed.append(installation)
+        return installed
+
+
+def _uninstall(installed: list[_Installation]) -> None:
+    with _install_lock:
+        for installation in installed:
+            installation.users -= 1
+            if installation.users == 0:
+                installation.remove()
+                del _installations[id(installation.backend)]
 
 
 def _caller() -> str:

@@ -1358,11 +1358,32 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     >>> kg.nn.functional.one_hot(kg.tensor([0, 2]), 3).tolist()
     [[1, 0, 0], [0, 0, 1]]
     """
+    from ..errors import DTypeError, IndexingError
+    from ..ops.movement import stack
+
     if input.dtype.is_floating_point or input.dtype.is_bool:
-        raise TypeError("one_hot: the input must be an integer tensor of class indices")
-    if num_classes < 0:
-        num_classes = int(input.amax().item()) + 1
-    classes = arange(num_classes, device=input.device)
+        raise DTypeError(
+            f"one_hot: the input must be an integer tensor of class indices, got {input.dtype}"
+        )
+    if num_classes < 0 and input.numel() == 0:
+        raise ShapeError(
+            "one_hot: cannot infer the number of classes from an empty tensor; give num_classes"
+        )
+    if input.numel():
+        low, high = (int(v) for v in stack([input.amin(), input.amax()]).cpu().tolist())
+        if low < 0:
+            raise IndexingError(
+                f"one_hot: class values must be non-negative, but the input holds {low}; "
+                "check the labels (a negative class has no column to set)"
+            )
+        if num_classes < 0:
+            num_classes = high + 1
+        elif high >= num_classes:
+            raise IndexingError(
+                f"one_hot: class value {high} is out of range for num_classes={num_classes} "
+                f"(valid: 0 to {num_classes - 1})"
+            )
+    classes = arange(max(num_classes, 0), device=input.device)
     return (input.unsqueeze(-1) == classes).to(int64)
 
 
@@ -1466,14 +1487,26 @@ def cross_entropy(
     _check_reduction(reduction, op)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
-    if target.dtype.is_floating_point:
-        return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
-    x, t, out_shape = _classes_last(input, target, op)
-    classes = x.shape[1]
+    classes = input.shape[0 if input.ndim == 1 else 1] if input.ndim else 0
+    if classes == 0:
+        raise ShapeError(
+            f"{op}: the input of shape {format_shape(input.shape)} has no classes (a 0-d "
+            "tensor, or a class dimension of size 0); give logits of shape (C,) or "
+            "(N, C, ...) with C >= 1"
+        )
     if weight is not None and weight.shape != (classes,):
         raise ShapeError(
             f"{op}: weight must have shape ({classes},), got {format_shape(weight.shape)}"
         )
+    if not input.dtype.is_floating_point:
+        # Integer logits: the loss and its statistics are computed in floating point (a
+        # buffer of the input's dtype truncated the loss, 1.3133 -> 1).
+        from ..dtypes import default_float
+
+        input = input.to(default_float())  # noqa: A001
+    if target.dtype.is_floating_point:
+        return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
+    x, t, out_shape = _classes_last(input, target, op)
 
     needs_grad = autograd.needs_grad(x, weight)
     if needs_grad and weight is not None and weight.requires_grad:

@@ -16,10 +16,11 @@ import numpy as np
 from ..backends import get_backend, loaded_backends
 from ..device import Device, as_device, default_device
 from ..dtypes import DType, as_dtype, bool_, default_float, int64
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..shapes import normalize_size
 from ..tensor import Tensor
 from . import register
-from .elementwise import IDENTITY
+from .elementwise import IDENTITY, check_scalar_fits
 
 register("full", "creation", ("kg.full", "kg.zeros", "kg.ones", "kg.empty"), False)
 register("from_data", "creation", ("kg.tensor", "kg.from_numpy", "kg.arange"), False)
@@ -49,8 +50,8 @@ def _infer_dtype(data: Any) -> DType:
         return int64
     if array.dtype.kind == "f":
         return default_float()
-    raise TypeError(
-        f"cannot make a tensor from {type(data).__name__} data with NumPy dtype "
+    raise DTypeError(
+        f"tensor: cannot make a tensor from {type(data).__name__} data with NumPy dtype "
         f"{array.dtype}; give numbers, nested lists of numbers, or a NumPy array"
     )
 
@@ -72,16 +73,37 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         return _finish(result, requires_grad)
     target = _device(device)
     try:
-        chosen = as_dtype(dtype) if dtype is not None else _infer_dtype(data)
-        array = np.asarray(data, dtype=chosen.numpy)
+        array = np.asarray(data)
     except ValueError as error:
-        raise ValueError(
-            f"cannot make a tensor from this data: {error}. Nested lists must be "
+        raise ShapeError(
+            f"tensor: cannot make a tensor from this data: {error}. Nested lists must be "
             "rectangular (every row the same length)"
         ) from None
+    chosen = as_dtype(dtype) if dtype is not None else _infer_dtype(data)
+    if chosen.is_integer and array.dtype.kind in "iuf" and array.size:
+        _check_integer_values(array, chosen)
+    array = array.astype(chosen.numpy, copy=False)
     backend = get_backend(target)
     buffer = backend.from_numpy(np.ascontiguousarray(array))
     return _finish(Tensor._from_buffer(buffer, array.shape, chosen, target), requires_grad)
+
+
+def _check_integer_values(array: np.ndarray, dtype: DType) -> None:
+    """Data for an integer tensor must have integer values in range (PyTorch: "value
+    cannot be converted to type int without overflow"); NumPy would wrap or give
+    INT_MIN with a warning."""
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise ArgumentError(
+            f"tensor: the data holds NaN or infinity, which {dtype} cannot represent; make a "
+            "floating point tensor"
+        )
+    limits = np.iinfo(dtype.numpy)
+    low, high = array.min(), array.max()
+    if low < limits.min or high > limits.max:
+        raise ArgumentError(
+            f"tensor: the data's values {low} to {high} do not fit {dtype} (range "
+            f"{limits.min} to {limits.max}); choose a wider dtype"
+        )
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
@@ -94,10 +116,10 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
 def from_numpy(array: np.ndarray) -> Tensor:
     """A CPU tensor that shares memory with a contiguous NumPy array."""
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy expects a NumPy array, got {type(array).__name__}")
+        raise DTypeError(f"from_numpy expects a NumPy array, got {type(array).__name__}")
     dtype = as_dtype(array.dtype)
     if array.dtype != dtype.numpy or not array.flags.c_contiguous:
-        raise TypeError(
+        raise DTypeError(
             f"from_numpy shares memory, so it needs a C-contiguous array of a supported "
             f"dtype (got {array.dtype}, contiguous={array.flags.c_contiguous}); use "
             "kg.tensor(array) to copy instead"
@@ -124,6 +146,8 @@ def full(
     if dtype is None:
         dtype = _infer_dtype(fill_value)
     result = Tensor._empty(shape, as_dtype(dtype), _device(device))
+    if not result.dtype.is_floating_point:
+        check_scalar_fits(fill_value, result.dtype, "full")
     if result.numel():
         result._backend.elementwise(IDENTITY.scalar, [result._view()], [fill_value], [result.dtype])
     return _finish(result, requires_grad)
@@ -198,9 +222,14 @@ def arange(
     if end is None:
         start, end = 0, start
     if step == 0:
-        raise ValueError("arange: step must not be zero")
+        raise ArgumentError("arange: step must not be zero")
     is_float = any(isinstance(v, float) for v in (start, end, step))
     chosen = as_dtype(dtype) if dtype is not None else (default_float() if is_float else int64)
+    _refuse_bool(chosen, "arange")
+    if not all(math.isfinite(v) for v in (start, end, step)):
+        raise ArgumentError(
+            f"arange: start, end and step must be finite, got {start}, {end}, {step}"
+        )
     count = max(0, math.ceil((end - start) / step))
     values = start + np.arange(count, dtype=np.float64 if is_float else np.int64) * step
     return tensor(values, dtype=chosen, device=device, requires_grad=requires_grad)
@@ -216,18 +245,34 @@ def linspace(
 ) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     if steps < 0:
-        raise ValueError("linspace: steps must be non-negative")
-    values = np.linspace(start, end, steps)
+        raise ArgumentError(f"linspace: steps must be non-negative, got {steps}")
     chosen = as_dtype(dtype) if dtype is not None else default_float()
+    _refuse_bool(chosen, "linspace")
+    if not chosen.is_floating_point and not (math.isfinite(start) and math.isfinite(end)):
+        raise ArgumentError(
+            f"linspace: a range of {chosen} needs finite ends, got {start} and {end}"
+        )
+    values = np.linspace(start, end, steps)
     return tensor(values, dtype=chosen, device=device, requires_grad=requires_grad)
+
+
+def _refuse_bool(dtype: DType, op: str) -> None:
+    """A range of bools is not meaningful; PyTorch raises too (``"linspace_cpu" not
+    implemented for 'Bool'``), where NumPy would quietly give ``[False, True, True]``."""
+    if dtype is bool_:
+        raise DTypeError(
+            f"{op}: dtype bool is not supported for a range of values; make the range in an "
+            f"integer or float dtype and compare it, e.g. `kg.{op}(...) > 0`"
+        )
 
 
 def eye(
     n: int, m: int | None = None, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
     """The identity matrix (``n`` x ``m``, square by default)."""
+    rows, columns = normalize_size((n, n if m is None else m), "eye")
     chosen = as_dtype(dtype) if dtype is not None else default_float()
-    return tensor(np.eye(n, m), dtype=chosen, device=device, requires_grad=requires_grad)
+    return tensor(np.eye(rows, columns), dtype=chosen, device=device, requires_grad=requires_grad)
 
 
 # --- random numbers --------------------------------------------------------------------------
@@ -312,11 +357,11 @@ def randint(
         if isinstance(high, (tuple, list)):
             low, high, size = 0, low, high
         else:
-            raise TypeError("randint: give the size, e.g. kg.randint(0, 10, (3, 4))")
+            raise ArgumentError("randint: give the size, e.g. kg.randint(0, 10, (3, 4))")
     if high is None:
         low, high = 0, low
     if high <= low:
-        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+        raise ArgumentError(f"randint: high ({high}) must be greater than low ({low})")
     shape = normalize_size((size,), "randint")
     chosen = as_dtype(dtype) if dtype is not None else int64
     return _random(shape, chosen, device, "integers", low, high)
@@ -334,7 +379,7 @@ def randn_like(x: Tensor, dtype: Any = None, device: Any = None) -> Tensor:
 
 def _check_float(dtype: DType, op: str) -> None:
     if not dtype.is_floating_point:
-        raise TypeError(f"{op} makes floating point numbers; use randint for integers")
+        raise DTypeError(f"{op} makes floating point numbers; use randint for integers")
 
 
 def uniform_(x: Tensor, low: float = 0.0, high: float = 1.0) -> Tensor:

@@ -21,8 +21,16 @@ import numpy as np
 from .. import autograd
 from ..backends.base import ScalarFunction
 from ..dtypes import DType, bool_, default_float, result_type
-from ..errors import DeviceMismatchError
-from ..shapes import broadcast_shapes
+from ..errors import (
+    ArgumentError,
+    DeviceMismatchError,
+    DivisionByZeroError,
+    DTypeError,
+    InplaceError,
+    ShapeError,
+    format_shape,
+)
+from ..shapes import broadcast_shapes, overlaps_itself
 from ..tensor import Tensor
 from . import register
 
@@ -74,6 +82,10 @@ class ElementwiseOp:
     # what the VJP reads: "inputs", "output", "both" or "none"
     saves: str = "inputs"
     reject_bool: bool = False
+    # Refuses operands the kernel would silently get wrong: check(operands, out_dtype).
+    check: Callable[[Sequence[Any], DType], None] | None = None
+    # The op that runs instead when the result is an integer (its semantics differ).
+    integer_variant: ElementwiseOp | None = None
 
     def __call__(self, *operands: Any) -> Tensor:
         return apply(self, *operands)
@@ -124,7 +136,7 @@ def _as_operand(value: Any, op_name: str) -> Any:
         from .creation import tensor
 
         return tensor(value)
-    raise TypeError(
+    raise DTypeError(
         f"{op_name}: unsupported operand of type {type(value).__name__}; expected a Tensor "
         "or a Python number"
     )
@@ -162,16 +174,29 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         _common_device(op.name, tensors)  # raises, naming both devices, if still mixed
         first = tensors[0]
     compute_dtypes, out_dtype = op.dtype_rule(operands)
+    if op.integer_variant is not None and out_dtype.is_integer:
+        op = op.integer_variant
+    if op.check is not None:
+        op.check(operands, out_dtype)
     if op.reject_bool and out_dtype is bool_:
-        raise TypeError(
-            f"{op.name} is not defined for bool tensors; convert first, e.g. "
-            "`x.to(kg.int64)`, or use `~x` / `kg.logical_not(x)` to invert a mask"
+        raise DTypeError(
+            f"{op.name} is not defined for bool tensors (PyTorch refuses it too); convert "
+            "first, e.g. `x.to(kg.int64)`, or use `~x` / `kg.logical_not(x)` to invert a "
+            "mask and `a ^ b` for the difference of two masks"
         )
     shape = first.shape
     if len(tensors) > 1 and any(t.shape != shape for t in tensors):
         shape = broadcast_shapes(*(t.shape for t in tensors), op=op.name)
-    result = Tensor._empty_on(first._storage, shape, out_dtype) if out is None else out
+    if out is None:
+        result = Tensor._empty_on(first._storage, shape, out_dtype)
+    else:
+        check_writable(out, f"{op.name}_")
+        result = out
     inputs = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in operands]
+    if len(tensors) != len(operands):
+        for value, dtype in zip(operands, compute_dtypes):
+            if not isinstance(value, Tensor) and not dtype.is_floating_point:
+                check_scalar_fits(value, dtype, op.name)
     result._backend.elementwise(op.scalar, [result._view()], inputs, compute_dtypes)
 
     if op.vjp is not None and out is None and autograd.needs_grad(*tensors):
@@ -501,14 +526,69 @@ def logical_xor(x, y):
     return (x != 0) != (y != 0)
 
 
+def int_pow(x, y):
+    # PyTorch's integer power: a negative exponent gives 1 for a base of 1, +-1 for -1
+    # and 0 otherwise (0 ** -1 too), where x ** y would divide by zero or go to floats.
+    if y >= 0:
+        return x**y
+    if x == 1:
+        return 1
+    if x == -1:
+        return 1 if y % 2 == 0 else -1
+    return 0
+
+
 def _pow_vjp(g, x, y):
-    grad_x = _grad_if(x, lambda: g * y * x ** (y - 1))
+    # PyTorch's conventions at the edges (its pow_backward and pow_backward_exponent):
+    # d/dx is 0 where the exponent is 0 (y * x ** (y - 1) would be 0 * inf = nan at
+    # x = 0); d/dy is 0 where the base is 0 and the exponent >= 0, else x**y * log(x),
+    # which is -inf for a zero base and a negative exponent and nan for a negative base.
+    def grad_x() -> Tensor:
+        if not isinstance(y, Tensor):
+            return g * 0 if y == 0 else g * y * x ** (y - 1)
+        return where(y == 0, 0.0, g * y * x ** (y - 1))
+
     grad_y = None
     if isinstance(y, Tensor) and y.requires_grad:
         base = x if isinstance(x, Tensor) else y * 0 + x
-        safe_log = where(base > 0, base, 1).log()
-        grad_y = g * base**y * safe_log
-    return grad_x, grad_y
+        grad_y = g * where((base == 0) & (y >= 0), 0.0, base**y * base.log())
+    return _grad_if(x, grad_x), grad_y
+
+
+def _check_pow(operands: Sequence[Any], out_dtype: DType) -> None:
+    exponent = operands[1]
+    if not out_dtype.is_floating_point and isinstance(exponent, int) and exponent < 0:
+        raise ArgumentError(
+            f"pow: integers to negative integer powers are not allowed (a {out_dtype} "
+            f"tensor to the power {exponent}); convert first, e.g. `x.float() ** "
+            f"{exponent}`, or use a float exponent ({float(exponent)})"
+        )
+
+
+def _check_integer_divisor(name: str) -> Callable[[Sequence[Any], DType], None]:
+    """Integer division and remainder by zero raise, as in PyTorch on the CPU (the
+    kernels would return an arbitrary value: 0, or -1 on a GPU). Floats give inf/nan."""
+
+    def check(operands: Sequence[Any], out_dtype: DType) -> None:
+        if out_dtype.is_floating_point:
+            return
+        divisor = operands[1]
+        if isinstance(divisor, Tensor):
+            if divisor.numel() == 0 or not (divisor == 0).any().item():
+                return
+            which = "the divisor tensor holds a zero"
+        elif divisor != 0:
+            return
+        else:
+            which = "the divisor is 0"
+        raise DivisionByZeroError(
+            f"{name}: integer division by zero ({which}; PyTorch raises "
+            "`RuntimeError: ZeroDivisionError` here too). Divide in floating point "
+            "(`x.float() // y` gives inf or nan), or replace the zeros first, e.g. "
+            "`kg.where(y == 0, 1, y)`"
+        )
+
+    return check
 
 
 def _max_min_vjp(pick: Callable) -> Callable:
@@ -525,7 +605,9 @@ def _max_min_vjp(pick: Callable) -> Callable:
 
 
 ADD = defop(add, promote, lambda g, x, y: (g, g), "none", ("Tensor.__add__", "kg.add"))
-SUB = defop(sub, promote, lambda g, x, y: (g, -g), "none", ("Tensor.__sub__", "kg.sub"))
+SUB = defop(
+    sub, promote, lambda g, x, y: (g, -g), "none", ("Tensor.__sub__", "kg.sub"), reject_bool=True
+)
 MUL = defop(
     mul,
     promote,
@@ -541,9 +623,13 @@ DIV = defop(
     ("Tensor.__truediv__", "kg.div"),
 )
 POW = defop(pow_, promote, _pow_vjp, "inputs", ("Tensor.__pow__", "kg.pow"), name="pow")
+INT_POW = defop(int_pow, promote, None, bindings=("Tensor.__pow__", "kg.pow"))
+POW.integer_variant = INT_POW
+INT_POW.check = POW.check = _check_pow
 MAXIMUM = defop(maximum, promote, _max_min_vjp(lambda x, y: x > y), "inputs", ("kg.maximum",))
 MINIMUM = defop(minimum, promote, _max_min_vjp(lambda x, y: x < y), "inputs", ("kg.minimum",))
 FLOOR_DIVIDE = defop(floor_divide, promote, None, bindings=("Tensor.__floordiv__",))
+FLOOR_DIVIDE.check = _check_integer_divisor("floor_divide")
 REMAINDER = defop(
     remainder,
     promote,
@@ -551,6 +637,7 @@ REMAINDER = defop(
     "inputs",
     ("Tensor.__mod__",),
 )
+REMAINDER.check = _check_integer_divisor("remainder")
 EQ = defop(eq, compare, None, bindings=("Tensor.__eq__", "kg.eq"))
 NE = defop(ne, compare, None, bindings=("Tensor.__ne__", "kg.ne"))
 LT = defop(lt, compare, None, bindings=("Tensor.__lt__", "kg.lt"))
@@ -568,7 +655,10 @@ def where_(condition, x, y):
 
 
 def clamp_(x, low, high):
-    return low if x < low else (high if x > high else x)
+    # min(max(x, low), high): with low > high the upper bound wins, as in PyTorch and
+    # NumPy; a NaN bound gives NaN.
+    raised = low if (x < low or low != low) else x
+    return high if (raised > high or high != high) else raised
 
 
 WHERE = defop(
@@ -586,11 +676,12 @@ WHERE = defop(
 
 
 def _clamp_vjp(g, x, low, high):
+    # As PyTorch: with low > high the output is `high` everywhere, and so is the gradient.
     inside = (x >= low) & (x <= high)
     return (
         where(inside, g, 0),
-        _grad_if(low, lambda: where(x < low, g, 0)),
-        _grad_if(high, lambda: where(x > high, g, 0)),
+        _grad_if(low, lambda: where((x < low) & (low < high), g, 0)),
+        _grad_if(high, lambda: where((x > high) | (high < low), g, 0)),
     )
 
 
@@ -618,14 +709,24 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     [0.0, 0.5, 1.0]
     """
     if min is None and max is None:
-        raise ValueError("clamp: give at least one of min and max")
-    dtype = x.dtype
+        raise ArgumentError("clamp: give at least one of min and max")
+    dtype = result_type(x, *(bound for bound in (min, max) if bound is not None))
     low, high = min, max
     if low is None:
-        low = -math.inf if dtype.is_floating_point else int(np.iinfo(dtype.numpy).min)
+        low = _lowest(dtype)
     if high is None:
-        high = math.inf if dtype.is_floating_point else int(np.iinfo(dtype.numpy).max)
+        high = -_lowest(dtype) if dtype.is_floating_point else _highest(dtype)
     return apply(CLAMP, x, low, high)
+
+
+def _lowest(dtype: DType) -> Any:
+    if dtype.is_floating_point:
+        return -math.inf
+    return False if dtype is bool_ else int(np.iinfo(dtype.numpy).min)
+
+
+def _highest(dtype: DType) -> Any:
+    return True if dtype is bool_ else int(np.iinfo(dtype.numpy).max)
 
 
 def cast(x: Tensor, dtype: DType) -> Tensor:
@@ -638,22 +739,67 @@ def cast(x: Tensor, dtype: DType) -> Tensor:
     return result
 
 
-def copy_into(target: Tensor, source: Any) -> None:
+def check_scalar_fits(value: Any, dtype: DType, op_name: str) -> None:
+    """A Python number that meets an integer or bool dtype must have a value there:
+    ``kg.zeros(2, dtype=kg.int32).fill_(math.inf)`` or ``+ 2**40`` is refused (PyTorch:
+    "value cannot be converted to type int without overflow"), not converted to garbage
+    or failed inside the backend."""
+    if dtype.is_bool or isinstance(value, bool):
+        return
+    if isinstance(value, float):
+        if math.isfinite(value) and dtype.is_integer:
+            value = int(value)  # truncated on conversion, as PyTorch's fill_(2.7) gives 2
+        else:
+            raise ArgumentError(
+                f"{op_name}: the value {value} cannot be converted to {dtype} (it has no "
+                "integer value); use a floating point tensor"
+            )
+    limits = np.iinfo(dtype.numpy)
+    if not limits.min <= value <= limits.max:
+        wider = "`x.to(kg.int64)`" if dtype.itemsize < 8 else "`x.double()`"
+        raise ArgumentError(
+            f"{op_name}: the value {value} cannot be converted to {dtype} without overflow "
+            f"(range {limits.min} to {limits.max}); convert to a wider dtype first, e.g. "
+            f"{wider}"
+        )
+
+
+def check_writable(target: Tensor, op_name: str) -> None:
+    """Refuse to write through a view in which several elements share memory (an
+    expanded tensor): ``kg.zeros(1, 4).expand(3, 4).add_(1)`` would add 1 three times
+    to each element. PyTorch refuses it too."""
+    if target.numel() > 1 and overlaps_itself(target.shape, target._strides):
+        raise InplaceError(
+            f"{op_name}: more than one element of the written-to tensor (shape "
+            f"{format_shape(target.shape)}, strides {target._strides}) refers to a single "
+            "memory location, as after `expand` or an overlapping `unfold`, so an in-place "
+            "write would change one element several times. Write into a tensor that owns "
+            "its memory instead: `x = x.clone()` (or `.contiguous()`) first, or use the "
+            "out-of-place form"
+        )
+
+
+def copy_into(target: Tensor, source: Any, op_name: str = "copy_") -> None:
     """Write ``source`` (a tensor broadcast to ``target``'s shape, or a number) into the
-    memory of ``target`` (any view), converting dtype. No autograd; bumps the version."""
+    memory of ``target`` (any view without self-overlap), converting dtype. No autograd;
+    bumps the version."""
+    check_writable(target, op_name)
     if isinstance(source, Tensor):
         if source.device != target.device:
             source = source.to(target.device)
-        shape = broadcast_shapes(target.shape, source.shape, op="copy")
+        shape = broadcast_shapes(target.shape, source.shape, op=op_name)
         if shape != target.shape:
-            raise ValueError(
-                f"cannot copy a tensor of shape {source.shape} into one of shape {target.shape}"
+            raise ShapeError(
+                f"{op_name}: cannot copy a tensor of shape {format_shape(source.shape)} into "
+                f"one of shape {format_shape(target.shape)}"
             )
         if source._storage is target._storage and _overlaps(source, target):
             source = source.clone()
         inputs: list[Any] = [source._broadcast_view(target.shape)]
     else:
-        inputs = [_as_operand(source, "copy")]
+        inputs = [_as_operand(source, op_name)]
+        if not target.dtype.is_floating_point:
+            check_scalar_fits(inputs[0], target.dtype, op_name)
     target._backend.elementwise(IDENTITY.scalar, [target._view()], inputs, [target.dtype])
     target._storage.version += 1
 

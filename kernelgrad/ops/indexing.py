@@ -16,11 +16,19 @@ import numpy as np
 
 from .. import autograd
 from ..dtypes import int64
-from ..errors import DeviceMismatchError, InplaceError, ShapeError, format_shape
-from ..shapes import normalize_dim
+from ..errors import (
+    DeviceMismatchError,
+    DTypeError,
+    IndexingError,
+    InplaceError,
+    ShapeError,
+    UnsupportedError,
+    format_shape,
+)
+from ..shapes import broadcast_shapes, normalize_dim
 from ..tensor import Tensor, _check_scalar_access
 from . import register
-from .elementwise import copy_into, where
+from .elementwise import check_writable, copy_into, where
 from .movement import slice_view
 
 register("take", "indexing", ("Tensor.index_select", "Tensor.__getitem__", "kg.take"), True)
@@ -38,7 +46,7 @@ def _index_tensor(index: Any, device: Any, op: str) -> Tensor:
             f"{device}; move the index with `.to({str(device)!r})`"
         )
     if index.dtype.is_floating_point or index.dtype.is_bool:
-        raise TypeError(
+        raise DTypeError(
             f"{op}: indices must be an integer tensor, got {index.dtype} (use `.long()`; "
             "boolean masks are only accepted directly inside `t[mask]`)"
         )
@@ -59,12 +67,15 @@ def take(x: Tensor, dim: int, index: Any) -> Tensor:
     index = _index_tensor(index, x.device, "take")
     shape = x.shape[:d] + index.shape + x.shape[d + 1 :]
     result = Tensor._empty(shape, x.dtype, x.device)
+    if not result.numel() and index.numel():
+        # No element to gather (another dim is empty), but the indices must still fit.
+        _check_bounds(index, x.shape[d], d, "take")
     if result.numel():
         flat_index = index.reshape(-1)
         bad = x._backend.take(result._view(), x._view(), d, flat_index._view())
         if bad is not None:
-            raise IndexError(
-                f"index {bad} is out of bounds for dimension {d} with size {x.shape[d]} "
+            raise IndexingError(
+                f"take: index {bad} is out of bounds for dimension {d} with size {x.shape[d]} "
                 f"(tensor of shape {format_shape(x.shape)})"
             )
     if autograd.needs_grad(x):
@@ -83,6 +94,8 @@ def index_add(target: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
     """A copy of ``target`` with ``source`` added at the positions ``index`` selects
     along ``dim`` (repeated indices accumulate). ``source`` has the shape
     ``target.shape[:dim] + index.shape + target.shape[dim+1:]``."""
+    if target.ndim == 0:
+        raise ShapeError("index_add: cannot index a 0-d tensor along a dimension")
     d = normalize_dim(dim, target.ndim, "index_add")
     index = _index_tensor(index, target.device, "index_add")
     if source.device != target.device:
@@ -98,6 +111,8 @@ def index_add(target: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
             f"and an index of shape {format_shape(index.shape)} along dim {d}"
         )
     result = target.detach().clone()
+    if not source.numel() and index.numel():
+        _check_bounds(index, target.shape[d], d, "index_add")  # nothing to add, but check
     if source.numel():
         flat_source = source.detach().reshape(
             target.shape[:d] + (index.numel(),) + target.shape[d + 1 :]
@@ -106,8 +121,9 @@ def index_add(target: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
             result._view(), d, index.reshape(-1)._view(), flat_source.contiguous()._view()
         )
         if bad is not None:
-            raise IndexError(
-                f"index {bad} is out of bounds for dimension {d} with size {target.shape[d]}"
+            raise IndexingError(
+                f"index_add: index {bad} is out of bounds for dimension {d} with size "
+                f"{target.shape[d]}"
             )
     if autograd.needs_grad(target, source):
         autograd.record(
@@ -123,6 +139,8 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     """``torch.gather``: ``out[i][j] = x[i][index[i][j]]`` for ``dim=1`` (same rank)."""
     from .creation import arange
 
+    if x.ndim == 0:
+        raise ShapeError("gather: cannot index a 0-d tensor along a dimension")
     d = normalize_dim(dim, x.ndim, "gather")
     index = _index_tensor(index, x.device, "gather")
     if index.ndim != x.ndim:
@@ -137,7 +155,7 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
                 f"{format_shape(x.shape)} in dimension {k}"
             )
     size = x.shape[d]
-    _check_bounds(index, size, d)
+    _check_bounds(index, size, d, "gather")
     base = x.contiguous()
     strides = base._strides
     linear = where(index < 0, index + size, index) * strides[d]
@@ -148,14 +166,16 @@ def gather(x: Tensor, dim: int, index: Tensor) -> Tensor:
     return take(base.reshape(-1), 0, linear)
 
 
-def _check_bounds(index: Tensor, size: int, dim: int) -> None:
-    """Raise IndexError naming an out-of-range index (one device read)."""
+def _check_bounds(index: Tensor, size: int, dim: int, op: str) -> None:
+    """Raise IndexingError naming an out-of-range index (one device read)."""
     if index.numel() == 0:
         return
     bad = ((index < -size) | (index >= size)).any()
     if bad.item():
         value = where((index < -size) | (index >= size), index, 0).abs().max().item()
-        raise IndexError(f"index {value} is out of bounds for dimension {dim} with size {size}")
+        raise IndexingError(
+            f"{op}: index {value} is out of bounds for dimension {dim} with size {size}"
+        )
 
 
 # --- __getitem__ ---------------------------------------------------------------------------------
@@ -166,46 +186,80 @@ def _normalise_key(x: Tensor, key: Any) -> list[Any]:
         key = (key,)
     entries: list[Any] = []
     for k in key:
+        if isinstance(k, slice) and k.step == 0:
+            raise IndexingError(f"indexing: slice step cannot be zero (in {k})")
         if k is None or k is Ellipsis or isinstance(k, slice):
             entries.append(k)
         elif isinstance(k, (bool, np.bool_)):
-            raise IndexError("a Python bool is not a valid index; use a boolean tensor mask")
+            raise IndexingError(
+                "indexing: a Python bool is not a valid index; use a boolean tensor mask"
+            )
         elif isinstance(k, Tensor):
             entries.append(k)
         elif isinstance(k, (list, np.ndarray)):
-            entries.append(tensor(k, device=x.device))
+            empty = len(k) == 0  # `t[[]]` selects nothing, as in NumPy
+            entries.append(tensor(k, dtype=int64 if empty else None, device=x.device))
         elif hasattr(k, "__index__"):
             entries.append(int(k.__index__()))
         else:
-            raise IndexError(
-                f"unsupported index {k!r}: use integers, slices, None, ..., or integer / "
-                "boolean tensors"
+            raise IndexingError(
+                f"indexing: unsupported index {k!r}: use integers, slices, None, ..., or "
+                "integer / boolean tensors"
             )
-    # Boolean masks become integer indices (their positions), one per masked dim.
-    expanded: list[Any] = []
-    for k in entries:
-        if isinstance(k, Tensor) and k.dtype.is_bool:
-            positions = np.nonzero(k.cpu().numpy() if k.device.type != "cpu" else k.numpy())
-            expanded.extend(tensor(p.astype(np.int64), device=x.device) for p in positions)
-            if k.ndim == 0:
-                raise IndexError("0-d boolean masks are not supported")
-        else:
-            expanded.append(k)
-    consumed = sum(1 for k in expanded if k is not None and k is not Ellipsis)
-    ellipses = [i for i, k in enumerate(expanded) if k is Ellipsis]
+    consumed = sum(_dims_indexed(k) for k in entries)
+    ellipses = [i for i, k in enumerate(entries) if k is Ellipsis]
     if len(ellipses) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise IndexingError("indexing: an index can only have a single ellipsis ('...')")
     if consumed > x.ndim:
-        raise IndexError(
-            f"too many indices for a tensor of dimension {x.ndim} (shape "
+        raise IndexingError(
+            f"indexing: too many indices for a tensor of dimension {x.ndim} (shape "
             f"{format_shape(x.shape)}): {consumed} were given"
         )
     if ellipses:
         i = ellipses[0]
-        expanded[i : i + 1] = [slice(None)] * (x.ndim - consumed)
+        entries[i : i + 1] = [slice(None)] * (x.ndim - consumed)
     else:
-        expanded += [slice(None)] * (x.ndim - consumed)
+        entries += [slice(None)] * (x.ndim - consumed)
+    # Boolean masks become integer indices (their positions), one per masked dim.
+    expanded: list[Any] = []
+    dim = 0
+    for k in entries:
+        if isinstance(k, Tensor) and k.dtype.is_bool:
+            if k.ndim == 0:
+                raise IndexingError(
+                    "indexing: 0-d boolean masks are not supported; use `t[None]` or "
+                    "`kg.where(mask, t, ...)`"
+                )
+            _check_mask_shape(k, x, dim)
+            positions = np.nonzero(k.cpu().numpy() if k.device.type != "cpu" else k.numpy())
+            expanded.extend(tensor(p.astype(np.int64), device=x.device) for p in positions)
+        else:
+            expanded.append(k)
+        dim += _dims_indexed(k)
     return expanded
+
+
+def _dims_indexed(entry: Any) -> int:
+    """How many dims of the indexed tensor one entry of a normalised key consumes."""
+    if entry is None or entry is Ellipsis:
+        return 0
+    if isinstance(entry, Tensor) and entry.dtype.is_bool:
+        return entry.ndim
+    return 1
+
+
+def _check_mask_shape(mask: Tensor, x: Tensor, dim: int) -> None:
+    """A boolean mask must have the shape of the dims it indexes (NumPy and PyTorch
+    refuse anything else; a shorter mask would silently select from the wrong rows)."""
+    indexed = x.shape[dim : dim + mask.ndim]
+    for k, (want, got) in enumerate(zip(indexed, mask.shape)):
+        if want != got:
+            raise IndexingError(
+                f"indexing: the boolean mask of shape {format_shape(mask.shape)} does not "
+                f"match the indexed tensor of shape {format_shape(x.shape)}: mask dimension "
+                f"{k} has size {got}, but tensor dimension {dim + k} has size {want}. A mask "
+                "needs the shape of the dimensions it selects from"
+            )
 
 
 def _ints_as_advanced(entries: list[Any], device: Any) -> list[Any]:
@@ -239,8 +293,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         size, stride = x.shape[d], x._strides[d]
         if isinstance(k, int):
             if not -size <= k < size:
-                raise IndexError(
-                    f"index {k} is out of bounds for dimension {d} with size {size} "
+                raise IndexingError(
+                    f"indexing: index {k} is out of bounds for dimension {d} with size {size} "
                     f"(tensor of shape {format_shape(x.shape)})"
                 )
             offset += (k % size) * stride
@@ -276,8 +330,6 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 def _multi_take(view: Tensor, advanced: list[tuple[int, Tensor]]) -> Tensor:
     """Several integer index tensors: broadcast them, combine into one linear index over
     the dims they cover (moved to the front when not adjacent, as NumPy does)."""
-    from ..shapes import broadcast_shapes
-
     positions = [p for p, _ in advanced]
     indices = [i for _, i in advanced]
     adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
@@ -289,7 +341,7 @@ def _multi_take(view: Tensor, advanced: list[tuple[int, Tensor]]) -> Tensor:
     sizes = [view.shape[p] for p in positions]
     linear = None
     for index, size, k in zip(indices, sizes, range(len(sizes))):
-        _check_bounds(index, size, positions[k])
+        _check_bounds(index, size, positions[k], "indexing")
         wrapped = where(index < 0, index + size, index).to(int64)
         term = wrapped * prod(sizes[k + 1 :])
         linear = term if linear is None else linear + term
@@ -319,19 +371,56 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
     with autograd.no_grad():
         target = getitem(x, tuple(entries))
     if target.numel():
-        copy_into(target, value)
+        copy_into(target, value, "indexing (assignment)")
     else:
+        if isinstance(value, Tensor):  # nothing to write, but the value must still fit
+            shape = broadcast_shapes(target.shape, value.shape, op="indexing (assignment)")
+            if shape != target.shape:
+                raise ShapeError(
+                    f"indexing (assignment): a value of shape {format_shape(value.shape)} "
+                    f"cannot be assigned to the {format_shape(target.shape)} selection"
+                )
         x._storage.version += 1
 
 
 def _advanced_setitem(x: Tensor, entries: list[Any], value: Any) -> None:
     if x.device.type != "cpu":
-        raise NotImplementedError(
-            f"assignment through integer or boolean index tensors is not implemented for "
-            f"{x.device} tensors yet; use `t = kg.where(mask, value, t)` for masks"
+        raise UnsupportedError(
+            f"indexing: assignment through integer or boolean index tensors is not "
+            f"implemented for {x.device} tensors yet; use `t = kg.where(mask, value, t)` for "
+            "masks"
         )
-    key = tuple(k.numpy() if isinstance(k, Tensor) else k for k in entries)
+    check_writable(x, "indexing (assignment)")
+    key: list[Any] = []
+    dim = 0
+    for k in entries:
+        if isinstance(k, Tensor):
+            k = _index_tensor(k, x.device, "indexing")
+            _check_bounds(k, x.shape[dim], dim, "indexing")
+            k = k.numpy()
+        elif isinstance(k, int) and not -x.shape[dim] <= k < x.shape[dim]:
+            raise IndexingError(
+                f"indexing: index {k} is out of bounds for dimension {dim} with size "
+                f"{x.shape[dim]} (tensor of shape {format_shape(x.shape)})"
+            )
+        key.append(k)
+        dim += k is not None
+    broadcast_shapes(*(k.shape for k in key if isinstance(k, np.ndarray)), op="indexing")
+    target = x.numpy()
+    selected = target[tuple(key)].shape
     if isinstance(value, Tensor):
         value = value.cpu().numpy()
-    x.numpy()[key] = value
+    value = np.asarray(value)
+    if value.dtype.kind not in "biuf":
+        raise DTypeError(
+            f"indexing: cannot assign a value of NumPy dtype {value.dtype} into a "
+            f"{x.dtype} tensor; give a number or a tensor"
+        )
+    broadcast_shapes(selected, value.shape, op="indexing (assignment)")
+    if broadcast_shapes(selected, value.shape) != selected:
+        raise ShapeError(
+            f"indexing: cannot assign a value of shape {format_shape(value.shape)} to the "
+            f"{format_shape(selected)} elements the index selects"
+        )
+    target[tuple(key)] = value
     x._storage.version += 1

@@ -15,10 +15,18 @@ from __future__ import annotations
 from typing import Any
 
 from .. import autograd
-from ..errors import InplaceError, ShapeError, format_shape
+from ..errors import DTypeError, InplaceError, ShapeError, format_shape
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
-from .elementwise import ElementwiseOp, _overlaps, apply, clamp, copy_into
+from .elementwise import (
+    CLAMP,
+    ElementwiseOp,
+    _overlaps,
+    apply,
+    check_writable,
+    clamp,
+    copy_into,
+)
 
 
 def _check_autograd(x: Tensor, others: tuple[Any, ...], op_name: str) -> bool:
@@ -52,7 +60,7 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
                 f"written into a tensor of shape {format_shape(x.shape)}"
             )
         _check_dtype(op, result.dtype, x)
-        copy_into(x, result.detach())
+        copy_into(x, result.detach(), f"{op.name}_")
         x._node = result._node
         x.requires_grad = True
         return x
@@ -68,7 +76,8 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
     _, out_dtype = op.dtype_rule(list(operands))
     _check_dtype(op, out_dtype, x)
     if any(t is not x and t._storage is x._storage and _overlaps(t, x) for t in tensors):
-        copy_into(x, apply(op, *operands))  # partial overlap: compute first, then write
+        check_writable(x, f"{op.name}_")
+        copy_into(x, apply(op, *operands), f"{op.name}_")  # overlap: compute, then write
         return x
     apply(op, *operands, out=x)
     x._storage.version += 1
@@ -77,7 +86,7 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
 
 def _check_dtype(op: ElementwiseOp, result_dtype: Any, x: Tensor) -> None:
     if result_dtype.category > x.dtype.category:
-        raise TypeError(
+        raise DTypeError(
             f"{op.name}_: the result has dtype {result_dtype}, which cannot be stored in "
             f"place in a {x.dtype} tensor; use the out-of-place form, or convert the "
             f"tensor first (e.g. `x = x.float()`)"
@@ -85,23 +94,32 @@ def _check_dtype(op: ElementwiseOp, result_dtype: Any, x: Tensor) -> None:
 
 
 def clamp_(x: Tensor, low: Any = None, high: Any = None) -> Tensor:
-    if _check_autograd(x, (low, high), "clamp_"):
-        result = clamp(x.clone(), low, high)
-        copy_into(x, result.detach())
+    recorded = _check_autograd(x, (low, high), "clamp_")
+    check_writable(x, "clamp_")
+    result = clamp(x.clone() if recorded else x, low, high)
+    _check_dtype(CLAMP, result.dtype, x)
+    if result.shape != x.shape:
+        raise ShapeError(
+            f"clamp_: the bounds broadcast the result to {format_shape(result.shape)}, which "
+            f"cannot be written into a tensor of shape {format_shape(x.shape)}"
+        )
+    copy_into(x, result.detach(), "clamp_")
+    if recorded:
         x._node = result._node
         x.requires_grad = True
-        return x
-    copy_into(x, clamp(x, low, high))
     return x
 
 
 def fill_(x: Tensor, value: Any) -> Tensor:
     if isinstance(value, Tensor):
         if value.numel() != 1:
-            raise ShapeError("fill_: the value must be a number or a one-element tensor")
+            raise ShapeError(
+                f"fill_: the value must be a number or a one-element tensor, got shape "
+                f"{format_shape(value.shape)}"
+            )
         value = value.item()
     _check_autograd(x, (), "fill_")
-    copy_into(x, value)
+    copy_into(x, value, "fill_")
     if x.requires_grad and x._node is not None:
         x._node = None
         x.requires_grad = False
@@ -114,5 +132,5 @@ def copy_(x: Tensor, source: Any) -> Tensor:
             "copy_: copying into a tensor while recording gradients is not supported; "
             "use the source tensor directly, or wrap the copy in `with kg.no_grad():`"
         )
-    copy_into(x, source)
+    copy_into(x, source, "copy_")
     return x

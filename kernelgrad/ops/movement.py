@@ -15,7 +15,7 @@ from typing import Any
 from .. import autograd
 from ..device import Device
 from ..dtypes import result_type
-from ..errors import DeviceMismatchError, ShapeError, format_shape
+from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, format_shape
 from ..shapes import (
     infer_reshape,
     normalize_dim,
@@ -50,7 +50,7 @@ def _shape_arg(shape: Sequence[Any], op: str) -> tuple[int, ...]:
         shape = tuple(shape[0])
     for s in shape:
         if not hasattr(s, "__index__"):
-            raise TypeError(f"{op}: shape entries must be integers, got {s!r}")
+            raise DTypeError(f"{op}: shape entries must be integers, got {s!r}")
     return tuple(int(s) for s in shape)
 
 
@@ -89,6 +89,81 @@ def view(x: Tensor, shape: Sequence[Any]) -> Tensor:
             "`.reshape(...)`, which copies when it must, or call `.contiguous()` first."
         )
     return _reshape_view(x, new_shape, strides)
+
+
+def view_dtype(x: Tensor, dtype: Any) -> Tensor:
+    """The same memory read as ``dtype``: the bits are reinterpreted, nothing is copied
+    or converted (PyTorch's ``Tensor.view(dtype)``; use ``.to(dtype)`` to convert values).
+
+    With a larger element size the last dimension shrinks by the size ratio, which needs
+    a last dimension of stride 1 whose size it divides, other strides and the offset
+    divisible by it; with a smaller one it grows. The result shares the version counter
+    of ``x`` and carries no gradient.
+
+    >>> import kernelgrad as kg
+    >>> kg.tensor([1.0]).view(kg.int32).tolist()
+    [1065353216]
+    >>> kg.tensor([1.0, 2.0]).view(kg.float64).shape
+    (1,)
+    """
+    from ..dtypes import as_dtype
+    from ..tensor import AliasStorage
+
+    target = as_dtype(dtype)
+    if target is x.dtype:
+        return x
+    _refuse_while_tracing("view(dtype)")
+    old, new = x.dtype.itemsize, target.itemsize
+    shape, strides, offset = list(x.shape), list(x._strides), x._offset
+    if new != old:
+        where = f"to view {x.dtype} as {target} (different element sizes)"
+        if x.ndim == 0:
+            raise ShapeError(f"view(dtype): a 0-d tensor has no last dimension {where}")
+        if strides[-1] != 1:
+            raise ShapeError(
+                f"view(dtype): the last dimension must have stride 1 {where}, but the "
+                f"tensor of shape {format_shape(x.shape)} has strides {x._strides}; call "
+                "`.contiguous()` first"
+            )
+        if new > old:
+            ratio = new // old
+            checks = [("the last dimension's size", shape[-1]), ("the offset", offset)]
+            checks += [(f"stride {d}", st) for d, st in enumerate(strides[:-1])]
+            for what, value in checks:
+                if value % ratio:
+                    raise ShapeError(
+                        f"view(dtype): {what} ({value}) must be divisible by {ratio} {where} "
+                        f"(shape {format_shape(x.shape)}, strides {x._strides})"
+                    )
+            shape[-1] //= ratio
+            strides = [st // ratio for st in strides[:-1]] + [1]
+            offset //= ratio
+        else:
+            ratio = old // new
+            shape[-1] *= ratio
+            strides = [st * ratio for st in strides[:-1]] + [1]
+            offset *= ratio
+    buffer = x._storage.buffer
+    usable = len(buffer) * old // new * new // old  # whole elements of the new dtype
+    reinterpreted = buffer[:usable].view(target.numpy)
+    root = x._storage.root if isinstance(x._storage, AliasStorage) else x._storage
+    return Tensor._make(
+        AliasStorage(reinterpreted, root), tuple(shape), tuple(strides), offset, target
+    )
+
+
+def _refuse_while_tracing(what: str) -> None:
+    """Refuse an operation that kg.compile cannot replay while a trace runs on this
+    thread. Looked up without importing the compile layer (which sits above ops)."""
+    import sys
+
+    trace = sys.modules.get("kernelgrad.compile.trace")
+    if trace is not None and trace.active_recorder() is not None:
+        raise trace.TraceError(
+            f"kg.compile: {what} creates a second buffer object over a tensor's memory, "
+            "which a replay cannot follow; do it outside the compiled function and pass the "
+            "result in as an argument"
+        )
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -242,7 +317,18 @@ def slice_backward(g: Tensor, shape: tuple[int, ...], key: Any) -> Tensor:
     return grad
 
 
+def _needs_a_dim(x: Tensor, op: str) -> None:
+    """Ops that work along a dimension refuse 0-d tensors (a 0-d tensor accepts dim 0
+    elsewhere, as in PyTorch, but has no size to slice or split)."""
+    if x.ndim == 0:
+        raise ShapeError(
+            f"{op}: a 0-d tensor has no dimension to work along; reshape it to 1-d first "
+            "(`x.reshape(1)`)"
+        )
+
+
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    _needs_a_dim(x, "narrow")
     d = normalize_dim(dim, x.ndim, "narrow")
     if start < 0:
         start += x.shape[d]
@@ -261,22 +347,38 @@ def flip(x: Tensor, dims: Any) -> Tensor:
 
 
 def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    _needs_a_dim(x, "chunk")
     d = normalize_dim(dim, x.ndim, "chunk")
+    if chunks < 1:
+        raise ArgumentError(f"chunk: the number of chunks must be positive, got {chunks}")
+    if x.shape[d] == 0:
+        return split(x, [0] * chunks, d)  # as PyTorch: `chunks` empty pieces
     size = -(-x.shape[d] // chunks)
     return split(x, size, d)
 
 
 def split(x: Tensor, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    _needs_a_dim(x, "split")
     d = normalize_dim(dim, x.ndim, "split")
     total = x.shape[d]
     if isinstance(split_size, int):
+        if split_size < 0 or (split_size == 0 and total):
+            raise ArgumentError(
+                f"split: split_size must be positive (0 only for an empty dimension), got "
+                f"{split_size} for dimension {d} of size {total}"
+            )
+        if total == 0:
+            return (x,)
         sizes = [split_size] * (total // split_size)
         if total % split_size:
             sizes.append(total % split_size)
     else:
         sizes = list(split_size)
-        if sum(sizes) != total:
-            raise ShapeError(f"split: sizes {sizes} do not add up to dimension size {total}")
+        if sum(sizes) != total or any(size < 0 for size in sizes):
+            raise ShapeError(
+                f"split: sizes {sizes} must be non-negative and add up to dimension {d}'s "
+                f"size {total}"
+            )
     parts, start = [], 0
     for size in sizes:
         parts.append(narrow(x, d, start, size))
@@ -295,6 +397,7 @@ def unfold(x: Tensor, dim: int, size: int, step: int, dilation: int = 1) -> Tens
     >>> kg.arange(5).unfold(0, 2, 1).tolist()
     [[0, 1], [1, 2], [2, 3], [3, 4]]
     """
+    _needs_a_dim(x, "unfold")
     d = normalize_dim(dim, x.ndim, "unfold")
     span = dilation * (size - 1) + 1
     if size < 1 or step < 1 or dilation < 1:
@@ -410,8 +513,9 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("cat: expected a non-empty list of tensors")
+        raise ArgumentError("cat: expected a non-empty list of tensors")
     first = tensors[0]
+    _needs_a_dim(first, "cat")
     d = normalize_dim(dim, first.ndim, "cat")
     for i, t in enumerate(tensors):
         if t.device != first.device:
@@ -449,7 +553,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join tensors of equal shape along a new dimension."""
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("stack: expected a non-empty list of tensors")
+        raise ArgumentError("stack: expected a non-empty list of tensors")
     shapes = {t.shape for t in tensors}
     if len(shapes) > 1:
         listed = ", ".join(format_shape(t.shape) for t in tensors)
@@ -461,7 +565,11 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 def repeat(x: Tensor, sizes: Sequence[Any]) -> Tensor:
     reps = _flat_sizes(sizes)
     if len(reps) < x.ndim:
-        raise ShapeError("repeat: give at least one repeat count per dimension")
+        raise ShapeError(
+            f"repeat: give at least one repeat count per dimension ({x.ndim}), got {reps}"
+        )
+    if any(not hasattr(r, "__index__") or int(r) < 0 for r in reps):
+        raise ArgumentError(f"repeat: repeat counts must be non-negative integers, got {reps}")
     x = x.reshape((1,) * (len(reps) - x.ndim) + x.shape)
     # (a, b) repeated (r, s): expand to (r, a, s, b), then merge pairs.
     expanded_shape, view_shape = [], []

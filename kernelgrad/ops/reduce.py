@@ -89,9 +89,12 @@ def _check_nonempty(x: Tensor, axes: tuple[int, ...], op: str) -> None:
         )
 
 
-def _extreme_values(kind: str, x: Tensor, axes: tuple[int, ...], keepdim: bool) -> Tensor:
-    """max/min values over several dims; ties share the gradient equally."""
-    _check_nonempty(x, axes, kind)
+def _extreme_values(
+    kind: str, x: Tensor, axes: tuple[int, ...], keepdim: bool, op: str | None = None
+) -> Tensor:
+    """max/min values over several dims; ties share the gradient equally. ``op`` is the
+    public name errors use (``amax``)."""
+    _check_nonempty(x, axes, op or kind)
     result = _run(kind, x, axes, x.dtype)
     if autograd.needs_grad(x):
         shape = x.shape
@@ -154,11 +157,11 @@ def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
 
 
 def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return _extreme_values("max", x, normalize_dims(dim, x.ndim, "amax"), keepdim)
+    return _extreme_values("max", x, normalize_dims(dim, x.ndim, "amax"), keepdim, "amax")
 
 
 def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return _extreme_values("min", x, normalize_dims(dim, x.ndim, "amin"), keepdim)
+    return _extreme_values("min", x, normalize_dims(dim, x.ndim, "amin"), keepdim, "amin")
 
 
 def _arg(kind: str, x: Tensor, d: int) -> Tensor:
@@ -223,11 +226,24 @@ def std(x: Tensor, dim: Any = None, correction: Any = None, keepdim: bool = Fals
     return var(x, dim, correction, keepdim).sqrt()
 
 
+def _peak(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+    """The maximum over ``axes`` (kept as size-1 dims) that stable exp-sums subtract, or
+    0 where it is infinite or where the reduced dims are empty (no maximum exists;
+    the sum of no exponentials is then 0, as in PyTorch: logsumexp of nothing is -inf)."""
+    if builtins.any(x.shape[d] == 0 for d in axes) or (not axes and x.numel() == 0):
+        from .creation import zeros
+
+        return zeros(_kept_shape(x, axes, keepdim=True), dtype=x.dtype, device=x.device)
+    peak = amax(x.detach(), axes, keepdim=True)
+    return where(peak.abs() == float("inf"), 0.0, peak)
+
+
 def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` computed stably (the maximum is subtracted first)."""
     axes = normalize_dims(dim, x.ndim, "logsumexp")
-    peak = amax(x.detach(), axes, keepdim=True)
-    peak = where(peak.abs() == float("inf"), 0.0, peak)
+    if not x.dtype.is_floating_point:
+        x = x.to(default_float())
+    peak = _peak(x, axes)
     shifted = (x - peak).exp().sum(dim=axes, keepdim=True).log() + peak
     return shifted if keepdim else shifted.squeeze(axes) if axes else shifted
 
@@ -237,6 +253,8 @@ def softmax(x: Tensor, dim: int) -> Tensor:
     d = normalize_dim(dim, x.ndim, "softmax")
     if not x.dtype.is_floating_point:
         x = x.to(default_float())
+    if x.numel() == 0:
+        return x * 1.0  # nothing to normalise, as in PyTorch
     shifted = x - amax(x.detach(), d, keepdim=True)
     exps = shifted.exp()
     return exps / exps.sum(dim=d, keepdim=True)
@@ -249,9 +267,7 @@ def log_softmax(x: Tensor, dim: int) -> Tensor:
         x = x.to(default_float())
     # Subtracting the (constant) maximum first keeps the digits that x - logsumexp(x)
     # would lose when |x| is large.
-    peak = amax(x.detach(), d, keepdim=True)
-    peak = where(peak.abs() == float("inf"), 0.0, peak)
-    shifted = x - peak
+    shifted = x - _peak(x, (d,) if x.ndim else ())
     return shifted - shifted.exp().sum(dim=d, keepdim=True).log()
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 
 import kernelgrad as kg
 from tests.helpers import assert_close
@@ -54,3 +57,33 @@ def test_rng_state_round_trip(device):
     a = kg.rand(4, device=device).cpu().numpy()
     kg.manual_seed(5)
     np.testing.assert_array_equal(kg.rand(4, device=device).cpu().numpy(), a)
+
+
+def test_ranges_of_bools_and_infinite_ranges_are_refused(device):
+    """`kg.linspace(0, 1, 3, dtype=kg.bool)` gave [False, True, True]; PyTorch 2.13
+    raises (`"linspace_cpu" not implemented for 'Bool'`, and the same for arange)."""
+    with pytest.raises(TypeError, match="linspace: dtype bool is not supported"):
+        kg.linspace(0, 1, 3, dtype=kg.bool, device=device)
+    with pytest.raises(kg.errors.DTypeError, match="arange: dtype bool"):
+        kg.arange(3, dtype=kg.bool, device=device)
+    with pytest.raises(ValueError, match="arange: start, end and step must be finite"):
+        kg.arange(0, math.inf, device=device)  # was an OverflowError from math.ceil
+    with pytest.raises(kg.errors.ArgumentError, match="finite"):
+        kg.arange(math.nan, device=device)
+    assert_close(kg.linspace(0, 10, 4, dtype=kg.int64, device=device), [0, 3, 6, 10])
+
+
+def test_integer_data_must_fit_and_sizes_must_be_valid(device):
+    """Fuzz findings: `kg.tensor([[0, inf]], dtype=kg.int32)` leaked NumPy's
+    OverflowError, `kg.tensor([2**40], dtype=kg.int32)` wrapped silently (PyTorch 2.13:
+    "value cannot be converted to type int32 without overflow" for both), `kg.eye(0, -1)`
+    leaked NumPy's ValueError, and an integer linspace to infinity failed in `tensor`."""
+    with pytest.raises(kg.errors.ArgumentError, match="tensor: the data holds NaN or infinity"):
+        kg.tensor([[0, math.inf]], dtype=kg.int32, device=device)
+    with pytest.raises(ValueError, match=r"tensor: the data.s values 1099511627776 .* kg\.int32"):
+        kg.tensor([2**40], dtype=kg.int32, device=device)
+    assert_close(kg.tensor(np.array([1.5, -2.7]), dtype=kg.int64, device=device), [1, -2])
+    with pytest.raises(kg.ShapeError, match="eye: negative dimension -1"):
+        kg.eye(0, -1, device=device)
+    with pytest.raises(ValueError, match=r"linspace: a range of kg\.int32 needs finite ends"):
+        kg.linspace(0, math.inf, 3, dtype=kg.int32, device=device)

@@ -80,6 +80,7 @@ COVERED = (
     | {
         "floor_divide",
         "remainder",
+        "int_pow",
         "where",
         "clamp",
         "identity",
@@ -245,6 +246,26 @@ def test_clamp_values_and_gradient(device):
         t.clamp()
 
 
+def test_clamp_with_min_above_max_gives_max(device):
+    """`x.clip(3, 0)` gave 3 below 3 and 0 above 0; PyTorch and NumPy compute
+    min(max(x, 3), 0), so the upper bound wins everywhere."""
+    values = np.arange(5.0)
+    assert_close(kg.tensor(values, device=device).clip(3, 0), np.clip(values, 3, 0))
+    assert_close(kg.arange(5, device=device).clamp(3, 0), [0, 0, 0, 0, 0])
+    # A NaN input or bound gives NaN (PyTorch 2.13: clamp(nan, 0, 2) = nan,
+    # clamp(1, min=nan) = nan).
+    assert_close(kg.tensor([math.nan, 1.0], device=device).clamp(0, 2), [math.nan, 1.0])
+    assert_close(kg.tensor([1.0], device=device).clamp(min=math.nan), [math.nan])
+    # Gradients as PyTorch 2.13 gives them: with min > max all of it goes to max.
+    x = kg.tensor(values, requires_grad=True, device=device)
+    low = kg.full((5,), 3.0, requires_grad=True, device=device)
+    high = kg.zeros(5, requires_grad=True, device=device)
+    kg.clamp(x, low, high).sum().backward()
+    assert_close(x.grad, [0.0] * 5)
+    assert_close(low.grad, [0.0] * 5)
+    assert_close(high.grad, [1.0] * 5)
+
+
 def test_clamp_with_tensor_bounds(device):
     values = np.array([[0.0, 5.0], [-5.0, 2.0]])
     low = np.array([1.0, -1.0])
@@ -377,3 +398,153 @@ def test_binary_gradients_on_generated_shapes_and_layouts(name, data, device):
         a, b = np.round(a, 1), np.round(b, 1) + 0.05
     layout = data.draw(st.sampled_from(["contiguous", "permuted", "strided", "offset"]))
     check_grad(fn, a, b, device=device, layout=layout)
+
+
+def _pow_grads(device, base, exponent, base_grad=True, exponent_grad=True):
+    x = kg.tensor(base, requires_grad=base_grad, device=device)
+    y = kg.tensor(exponent, requires_grad=exponent_grad, device=device)
+    (x**y).sum().backward()
+    return x.grad, y.grad
+
+
+def test_pow_gradients_follow_pytorch_at_the_edges(device):
+    """A nan gradient poisons training. The expected values are PyTorch 2.13's for the
+    same expressions (computed once with torch and written here, so that CI without
+    PyTorch checks them too)."""
+    nan, inf = math.nan, math.inf
+    # x ** y at zero and negative bases, both operands requiring grad.
+    grad_x, grad_y = _pow_grads(
+        device, [0.0, 0.0, 0.0, 0.0, 2.0, -2.0, -2.0], [0.0, 1.0, 2.0, -1.0, 0.0, 0.0, 2.0]
+    )
+    assert_close(grad_x, [0.0, 1.0, 0.0, -inf, 0.0, 0.0, -4.0])
+    assert_close(grad_y, [0.0, 0.0, 0.0, -inf, 0.6931471824645996, nan, nan])
+    # (-2) ** y: nan with respect to y (was 0), for a tensor or a Python base.
+    _, grad_y = _pow_grads(device, [-2.0] * 3, [2.0, 0.5, 3.0], base_grad=False)
+    assert_close(grad_y, [nan, nan, nan])
+    y = kg.tensor([2.0, 0.5, 3.0], requires_grad=True, device=device)
+    ((-2) ** y).sum().backward()
+    assert_close(y.grad, [nan, nan, nan])
+    # 0 ** y: -inf for negative y (was nan), 0 otherwise.
+    _, grad_y = _pow_grads(device, [0.0] * 5, [-1.0, -0.5, 0.0, 0.5, 2.0], base_grad=False)
+    assert_close(grad_y, [-inf, -inf, 0.0, 0.0, 0.0])
+    y = kg.tensor([-1.0, -0.5, 0.0, 0.5, 2.0], requires_grad=True, device=device)
+    (0**y).sum().backward()
+    assert_close(y.grad, [-inf, -inf, 0.0, 0.0, 0.0])
+    # x ** 0: 0 everywhere (was nan at x = 0), for a Python or a tensor exponent.
+    x = kg.tensor([0.0, 2.0, -1.0], requires_grad=True, device=device)
+    (x**0.0).sum().backward()
+    assert_close(x.grad, [0.0, 0.0, 0.0])
+    x = kg.tensor([0.0, 1.0], requires_grad=True, device=device)
+    (x ** kg.tensor(0.0, device=device)).sum().backward()
+    assert_close(x.grad, [0.0, 0.0])
+    # Unchanged elsewhere: x ** 0.5 and x ** -1 at 0 and below.
+    x = kg.tensor([0.0, -2.0], requires_grad=True, device=device)
+    (x**0.5).sum().backward()
+    assert_close(x.grad, [inf, nan])
+    x = kg.tensor([0.0, -2.0], requires_grad=True, device=device)
+    (x**-1.0).sum().backward()
+    assert_close(x.grad, [-inf, -0.25])
+
+
+def test_pow_second_derivative_at_zero(device):
+    x = kg.tensor([0.0, 1.0], dtype=kg.float64, requires_grad=True, device=device)
+    (x**2).sum().backward(create_graph=True)
+    grad = x.grad
+    x.grad = None
+    grad.sum().backward()
+    assert_close(x.grad, [2.0, 2.0])  # PyTorch 2.13: [2.0, 2.0]
+
+
+def test_integer_pow_follows_pytorch(device):
+    """Integer tensors: a negative Python exponent raises (PyTorch: "Integers to negative
+    integer powers are not allowed."); a negative exponent *tensor* gives PyTorch's
+    values (1 for a base of 1, +-1 for -1, else 0; 0 ** -1 was INT64_MIN here)."""
+    with pytest.raises(ValueError, match="pow: integers to negative integer powers"):
+        kg.tensor([2], device=device) ** -1
+    with pytest.raises(kg.errors.ArgumentError, match="int32"):
+        kg.tensor([2], dtype=kg.int32, device=device) ** -2
+    assert_close(kg.tensor([2], device=device) ** -1.0, [0.5])
+    base = kg.tensor([1, -1, 2, 0, -2, -1, 3], device=device)
+    exponent = kg.tensor([-1, -1, -1, 0, -3, -2, 2], device=device)
+    result = base**exponent
+    assert result.dtype == kg.int64
+    assert_close(result, [1, -1, 0, 1, 0, 1, 9])  # PyTorch 2.13, same expression
+    assert_close(kg.tensor([0], device=device) ** kg.tensor([-1], device=device), [0])
+    assert_close(2 ** kg.tensor([-1, 2], device=device), [0, 4])
+
+
+def test_integer_division_by_zero_raises(device):
+    """`kg.tensor([5]) // 0` returned 0. PyTorch 2.13 raises `RuntimeError:
+    ZeroDivisionError` for integer floor division and remainder by zero on the CPU."""
+    numbers = kg.tensor([5, -5], device=device)
+    for divide in (
+        lambda: numbers // 0,
+        lambda: numbers % 0,
+        lambda: numbers // kg.tensor([1, 0], device=device),
+        lambda: numbers % kg.tensor([0, 2], device=device),
+        lambda: 7 // kg.tensor([0], device=device),
+    ):
+        with pytest.raises(RuntimeError, match="integer division by zero"):
+            divide()
+    with pytest.raises(ZeroDivisionError, match="floor_divide"):
+        numbers.to(kg.int32) // 0
+    assert_close(numbers // kg.tensor([2, 3], device=device), [2, -2])
+    # Floats give inf and nan, as in PyTorch 2.13: [inf, -inf, nan] and [nan] * 3.
+    floats = kg.tensor([5.0, -5.0, 0.0], device=device)
+    assert_close(floats // 0, [math.inf, -math.inf, math.nan])
+    assert_close(floats % 0, [math.nan] * 3)
+
+
+# --- regressions found by the fuzz campaign (tests/fuzz) -------------------------------------
+def test_bool_minus_bool_is_refused(device):
+    """PyTorch and NumPy refuse `-` between two bool tensors; it returned a bool."""
+    masks = kg.tensor([True, False], device=device)
+    with pytest.raises(kg.errors.DTypeError, match=r"sub is not defined for bool.*a \^ b"):
+        masks - masks
+    with pytest.raises(TypeError, match="sub"):
+        masks - True
+    assert_close(masks - 1, [0, -1])  # an int operand promotes: allowed
+
+
+def test_clamp_of_bool_and_integer_tensors(device):
+    """A bool tensor with one bound leaked NumPy's `Invalid integer data type 'b'`, and
+    the missing bound was chosen for the input's dtype, not the result's:
+    `kg.tensor(False).clamp(min=2)` gave 1 (PyTorch 2.13: 2)."""
+    masks = kg.tensor([True, False], device=device)
+    assert_close(masks.clamp(min=False), [True, False])
+    assert_close(masks.clamp(max=0.5), [0.5, 0.0])
+    assert kg.tensor(False, device=device).clamp(min=2).item() == 2
+    assert_close(kg.tensor([1, 5], device=device).clamp(max=2.5), [1.0, 2.5])
+
+
+def test_inplace_clamp_checks_the_result_dtype(device):
+    """`int_tensor.clamp_(float_tensor)` truncated silently; PyTorch refuses a float
+    result in place in an integer tensor, as add_ does here."""
+    numbers = kg.tensor([0, 5], dtype=kg.int32, device=device)
+    with pytest.raises(kg.errors.DTypeError, match=r"clamp_: the result has dtype kg\.float32"):
+        numbers.clamp_(kg.tensor([0.5, 0.5], device=device))
+    with pytest.raises(kg.ShapeError, match="clamp_"):
+        numbers.clamp_(kg.zeros(2, 2, dtype=kg.int32, device=device))
+    numbers.clamp_(1, 3)
+    assert_close(numbers, [1, 3])
+
+
+def test_python_numbers_that_do_not_fit_an_integer_dtype_are_refused(device):
+    """`int32.fill_(inf)`, `kg.full(..., nan, dtype=int64)` and `int32 + 2**40` leaked
+    OverflowError / ValueError from the backend's conversion. PyTorch 2.13 raises "value
+    cannot be converted to type int without overflow" for the fills."""
+    numbers = kg.zeros(2, dtype=kg.int32, device=device)
+    with pytest.raises(kg.errors.ArgumentError, match="fill_: the value inf cannot"):
+        numbers.fill_(math.inf)
+    with pytest.raises(ValueError, match=r"fill_: the value 1099511627776 .* without overflow"):
+        numbers.fill_(2**40)
+    with pytest.raises(ValueError, match="full: the value nan cannot be converted"):
+        kg.full((2,), math.nan, dtype=kg.int64, device=device)
+    with pytest.raises(ValueError, match=r"add: .* without overflow"):
+        numbers + 2**40
+    with pytest.raises(ValueError, match=r"x\.double\(\)"):
+        kg.tensor([1], device=device) + 2**70
+    with pytest.raises(ValueError, match="indexing \\(assignment\\): the value nan"):
+        numbers[0:1] = math.nan
+    numbers.fill_(2.7)  # truncated, as PyTorch's fill_(2.7) of an int tensor gives 2
+    assert_close(numbers, [2, 2])

@@ -141,3 +141,90 @@ def test_overlapping_copy_is_safe(device):
     u = kg.arange(6.0, device=device)
     u[1:] = u[:-1]  # overlapping source and target: computed before writing
     assert_close(u, [0, 0, 1, 2, 3, 4])
+
+
+def test_boolean_mask_must_match_the_indexed_dims(device):
+    """A mask shorter (or longer) than its dim used to select from its first rows only:
+    `kg.arange(5)[kg.tensor([True, False])]` gave `[0]`. NumPy and PyTorch raise."""
+    t = kg.arange(5, device=device)
+    short = kg.tensor([True, False], device=device)
+    with pytest.raises(IndexError, match=r"mask of shape \(2,\).*tensor of shape \(5,\)"):
+        t[short]
+    with pytest.raises(kg.errors.IndexingError, match="dimension 1 has size 4"):
+        kg.zeros(3, 4, device=device)[:, kg.tensor([True, False, True], device=device)]
+    with pytest.raises(IndexError, match=r"mask dimension 1 has size 2"):
+        kg.zeros(3, 4, device=device)[kg.ones(3, 2, device=device) > 0]
+    # After an ellipsis the mask indexes the last dims.
+    grid = np.arange(24).reshape(2, 3, 4)
+    mask = np.array([True, False, False, True])
+    assert_close(
+        kg.tensor(grid, device=device)[..., kg.tensor(mask, device=device)], grid[..., mask]
+    )
+    with pytest.raises(IndexError, match="does not match"):
+        kg.tensor(grid, device=device)[..., kg.tensor(mask[:3], device=device)]
+
+
+def test_setitem_with_a_wrong_mask_writes_nothing():
+    t = kg.arange(5)
+    with pytest.raises(IndexError, match="does not match"):
+        t[kg.tensor([True, False])] = 9
+    assert t.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_advanced_setitem_checks_indices_and_values():
+    t = kg.zeros(2, 3)
+    with pytest.raises(kg.errors.IndexingError, match="indexing: index 5 is out of bounds"):
+        t[kg.tensor([5])] = 1.0
+    with pytest.raises(kg.errors.DTypeError, match="integer"):
+        t[kg.tensor([0.0])] = 1.0
+    with pytest.raises(kg.ShapeError, match=r"\(2,\)"):
+        t[kg.tensor([1])] = kg.ones(2)
+    t[:, kg.tensor([-1])] = kg.tensor([[8.0], [9.0]])
+    assert t.tolist() == [[0, 0, 8], [0, 0, 9]]
+    assert kg.arange(3)[[]].shape == (0,)
+
+
+# --- regressions found by the fuzz campaign (tests/fuzz) -------------------------------------
+def test_indices_are_checked_even_when_nothing_is_selected(device):
+    """`kg.zeros(0, 0)[[0]]` returned an empty tensor (no element to gather, so no
+    check ran); PyTorch 2.13 raises "index 0 is out of bounds for dimension 0 with size
+    0". Same for index_add with an empty source."""
+    empty = kg.zeros(0, 0, device=device)
+    with pytest.raises(IndexError, match="index 0 is out of bounds for dimension 0 with size 0"):
+        empty[kg.tensor([0], device=device)]
+    with pytest.raises(IndexError, match="take: index 0 is out of bounds"):
+        kg.take(empty, 0, kg.tensor(0, device=device))
+    with pytest.raises(IndexError, match="index_add: index 0 is out of bounds"):
+        kg.index_add(empty, 0, kg.tensor([0], device=device), kg.zeros(1, 0, device=device))
+    assert kg.zeros(2, 0, device=device)[kg.tensor([1], device=device)].shape == (1, 0)
+
+
+def test_gather_and_index_add_refuse_0d_tensors(device):
+    """They leaked `IndexError: tuple index out of range`."""
+    scalar = kg.tensor(1.0, device=device)
+    with pytest.raises(kg.ShapeError, match="gather: cannot index a 0-d tensor"):
+        scalar.gather(0, kg.tensor(0, device=device))
+    with pytest.raises(kg.ShapeError, match="index_add: cannot index a 0-d tensor"):
+        kg.index_add(scalar, 0, kg.tensor(0, device=device), scalar)
+
+
+def test_zero_slice_steps_and_mismatched_assignments(device):
+    """A zero slice step leaked Python's `ValueError: slice step cannot be zero`;
+    assigning a (2,) value to an empty selection was accepted (PyTorch: shape mismatch)."""
+    row = kg.zeros(3, device=device)
+    with pytest.raises(kg.errors.IndexingError, match="indexing: slice step cannot be zero"):
+        row[::0]
+    with pytest.raises(IndexError, match="slice step cannot be zero"):
+        row[::0] = 1.0
+    with pytest.raises(kg.ShapeError, match=r"indexing \(assignment\)"):
+        kg.zeros(0, device=device)[()] = kg.zeros(2, device=device)
+
+
+def test_advanced_assignment_checks_every_index():
+    """An out-of-range integer beside an index list, and index lists that do not
+    broadcast, leaked NumPy's IndexError."""
+    grid = kg.zeros(0, 2)
+    with pytest.raises(kg.errors.IndexingError, match="indexing: index 0 is out of bounds"):
+        grid[0, [1]] = 1.0
+    with pytest.raises(kg.ShapeError, match=r"indexing: shapes \(0,\) and \(2,\)"):
+        kg.zeros(2, 3)[[], [0, 0]] = 1.0

@@ -224,3 +224,109 @@ def test_transfer_to_same_device_is_identity(device):
     t = kg.ones(2, device=device)
     assert t.to(device) is t
     assert t.to(t.device, kg.float32) is t
+
+
+def test_view_dtype_reinterprets_the_bits(device):
+    """`x.view(kg.int32)` on float32 converted the values (1.0 -> 1) instead of
+    reinterpreting the bits as PyTorch's `view(dtype)` and NumPy's `view` do. Expected
+    values: NumPy's `.view` of the same data (and PyTorch 2.13 agrees)."""
+    values = np.array([[1.0, -2.5, 0.0], [3.0, 1e-3, -0.0]], dtype=np.float32)
+    t = kg.tensor(values, device=device)
+    bits = t.view(kg.int32)
+    assert bits.dtype == kg.int32 and bits.shape == (2, 3)
+    assert_close(bits, values.view(np.int32))
+    assert_close(kg.tensor([1.0], device=device).view(kg.int32), [1065353216])
+    assert t.view(kg.float32) is t
+    # Writes through either view reach the other, and the version counter is shared.
+    before = t._storage.version
+    bits[0, :1] = 0
+    assert t[0, 0].item() == 0.0
+    assert t._storage.version == bits._storage.version > before
+    # Larger elements: the last dimension shrinks (PyTorch's rules).
+    pairs = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    wide = kg.tensor(pairs, device=device).view(kg.float64)
+    assert wide.shape == (4, 1)
+    assert_close(wide, pairs.view(np.float64))
+    assert_close(kg.tensor(pairs, device=device)[2:].view(kg.float64), pairs[2:].view(np.float64))
+    assert_close(kg.tensor([1.0, 2.0], device=device).view(kg.int64), [4611686019492741120])
+    # Smaller elements: it grows, also from a strided view with a unit last stride.
+    longs = np.array([[1, -1], [2**40, 7]], dtype=np.int64)
+    halves = kg.tensor(longs, device=device).T[:, :].contiguous()[::2].view(kg.int32)
+    assert_close(halves, np.ascontiguousarray(longs.T)[::2].view(np.int32))
+    assert_close(kg.tensor([1], device=device).view(kg.float32), [1.401298464324817e-45, 0.0])
+    assert_close(kg.tensor([1.0], device=device).view(kg.bool), [False, False, True, True])
+    # Refused as PyTorch refuses it.
+    with pytest.raises(kg.ShapeError, match="size \\(3\\) must be divisible by 2"):
+        kg.tensor([1.0, 2.0, 3.0], device=device).view(kg.int64)
+    with pytest.raises(kg.ShapeError, match="stride 1"):
+        kg.arange(4.0, device=device).reshape(2, 2).T.view(kg.float64)
+    with pytest.raises(kg.ShapeError, match="offset \\(1\\)"):
+        kg.arange(8.0, device=device)[1:7].view(kg.float64)
+    with pytest.raises(kg.ShapeError, match="0-d"):
+        kg.tensor(1.0, device=device).view(kg.int64)
+    # Not differentiable: the result is a new leaf.
+    assert not kg.ones(2, requires_grad=True, device=device).view(kg.int32).requires_grad
+
+
+def test_view_dtype_outlives_its_source(device):
+    """The reinterpreting view keeps the source's memory alive (a pool must not reuse it)."""
+    bits = kg.tensor([1.0, 2.0], device=device).view(kg.int32)
+    import gc
+
+    gc.collect()
+    kg.ones(2, device=device) * 5  # would reuse a freed block
+    assert_close(bits, np.array([1.0, 2.0], dtype=np.float32).view(np.int32))
+
+
+def test_view_dtype_is_refused_inside_kg_compile():
+    @kg.compile
+    def reinterpret(x):
+        return x.view(kg.int32) + 1
+
+    x = kg.ones(3)
+    reinterpret(x)  # the eager first call works
+    with pytest.raises(kg.compile.TraceError, match=r"view\(dtype\)"):
+        reinterpret(x)
+
+
+def test_repeated_dims_and_0d_dims_are_refused_by_views(device):
+    """`flip((0, 0))` and `squeeze(1)` of a 0-d tensor were accepted; PyTorch raises."""
+    with pytest.raises(kg.ShapeError, match=r"flip: dim 0 appears more than once"):
+        kg.ones(2, 3, device=device).flip((0, 0))
+    with pytest.raises(IndexError, match="squeeze: dim 1 is out of range"):
+        kg.tensor(1.0, device=device).squeeze(1)
+    with pytest.raises(IndexError, match="squeeze: dim 0 appears more than once"):
+        kg.ones(1, 2, device=device).squeeze((0, -2))
+    assert kg.tensor(1.0, device=device).squeeze(0).shape == ()
+    assert kg.tensor(1.0, device=device).squeeze(-1).shape == ()
+
+
+def test_ops_along_a_dim_refuse_0d_tensors_and_bad_counts(device):
+    """Fuzz findings: narrow, unfold, chunk, split and cat of a 0-d tensor leaked
+    `IndexError: tuple index out of range`; chunk(0) and chunk/split of an empty dim
+    leaked ZeroDivisionError; repeat(-1) of an empty tensor was accepted. PyTorch 2.13
+    raises for each, except that an empty dim chunks into `chunks` empty pieces."""
+    scalar = kg.tensor(1.0, device=device)
+    for name, call in [
+        ("narrow", lambda: scalar.narrow(0, 0, 1)),
+        ("unfold", lambda: scalar.unfold(0, 1, 1)),
+        ("chunk", lambda: scalar.chunk(2)),
+        ("split", lambda: scalar.split(1)),
+        ("cat", lambda: kg.cat([scalar, scalar])),
+    ]:
+        with pytest.raises(kg.ShapeError, match=f"{name}: a 0-d tensor has no dimension"):
+            call()
+    row = kg.arange(3.0, device=device)
+    with pytest.raises(ValueError, match="chunk: the number of chunks must be positive"):
+        row.chunk(0)
+    with pytest.raises(kg.errors.ArgumentError, match="split: split_size must be positive"):
+        row.split(0)
+    with pytest.raises(ValueError, match="split_size must be positive"):
+        row.split(-1)
+    with pytest.raises(kg.ShapeError, match="non-negative"):
+        row.split([1, -1, 3])
+    assert [t.shape for t in kg.zeros(0, device=device).chunk(2)] == [(0,), (0,)]
+    assert [t.shape for t in kg.zeros(2, 0, device=device).chunk(3, 1)] == [(2, 0)] * 3
+    assert [t.shape for t in kg.zeros(0, device=device).split(0)] == [(0,)]
+    with pytest.raises(ValueError, match="repeat: repeat counts must be non-negative"):
+        kg.zeros(0, device=device).repeat(-1)

@@ -237,3 +237,44 @@ def test_argmax_when_every_value_equals_the_start_value(device):
     assert kg.tensor([[inf, inf]], device=device).argmin(dim=1).cpu().tolist() == [0]
     lowest = np.iinfo(np.int64).min
     assert kg.tensor([lowest, lowest], device=device).argmax().item() == 0
+
+
+def test_repeated_and_out_of_range_dims_are_refused(device):
+    """`sum(dim=(0, 0))` summed once, and `sum(1)` of a 0-d tensor returned it; PyTorch
+    raises (RuntimeError "dim 0 appears multiple times", IndexError "Dimension out of
+    range"). The dimension error is an IndexError too, as PyTorch's."""
+    x = kg.ones(2, 3, device=device)
+    with pytest.raises(kg.ShapeError, match=r"sum: dim 0 appears more than once"):
+        x.sum(dim=(0, 0))
+    with pytest.raises(kg.errors.DimensionError, match=r"amax: dim 1 appears more than once"):
+        x.amax(dim=(1, -1))
+    scalar = kg.tensor(1.0, device=device)
+    with pytest.raises(IndexError, match="sum: dim 1 is out of range"):
+        scalar.sum(1)
+    with pytest.raises(IndexError, match="mean: dim -2 is out of range"):
+        scalar.mean(-2)
+    # 0 and -1 remain valid dims of a 0-d tensor, as in PyTorch.
+    assert scalar.sum(0).item() == scalar.sum(-1).item() == scalar.amax((0,)).item() == 1.0
+
+
+def test_exp_sums_of_empty_and_bool_tensors(device):
+    """Fuzz findings: softmax, log_softmax and logsumexp of empty tensors raised "max:
+    cannot reduce over an empty dimension" (PyTorch 2.13 returns an empty result, and
+    -inf for logsumexp over an empty dim); logsumexp of a bool tensor failed in `x - max`
+    (PyTorch: logsumexp([True, False]) = 1.3133)."""
+    empty = kg.zeros(0, device=device)
+    assert empty.softmax(0).shape == (0,)
+    assert empty.log_softmax(0).shape == (0,)
+    assert kg.zeros(3, 0, device=device).softmax(0).shape == (3, 0)
+    assert_close(kg.zeros(2, 0, device=device).logsumexp(1), [-np.inf, -np.inf])
+    assert_close(kg.zeros(0, 3, device=device).logsumexp(0), [-np.inf] * 3)
+    assert kg.zeros(0, device=device).logsumexp(0).item() == -np.inf
+    masks = kg.tensor([True, False], device=device)
+    assert masks.logsumexp(0).item() == pytest.approx(np.log(1 + np.e), rel=1e-6)
+
+
+def test_amax_of_nothing_names_amax(device):
+    with pytest.raises(kg.ShapeError, match="amax: cannot reduce over an empty dimension"):
+        kg.zeros(0, device=device).amax()
+    with pytest.raises(kg.ShapeError, match="amin: cannot reduce"):
+        kg.zeros(2, 0, device=device).amin(1)

@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import kernelgrad as kg
 import kernelgrad.nn.functional as F  # noqa: N812
+from kernelgrad.nn.functional import convolution
 
 # name: (input shape, weight shape, padding, first layer)
 LAYERS = {
@@ -66,13 +67,13 @@ def measure_kernelgrad(arrays, padding: int, first: bool, repeats: int) -> dict:
         forward().backward(seed)
 
     results = {}
-    default = F.DIRECT_MAX_TAPS
+    default = convolution.DIRECT_MAX_TAPS
     for algorithm, limit in (("direct", 10**9), ("patch matrix", 0)):
-        F.DIRECT_MAX_TAPS = limit
+        convolution.DIRECT_MAX_TAPS = limit
         try:
             results[algorithm] = (timings(forward, repeats), timings(forward_backward, repeats))
         finally:
-            F.DIRECT_MAX_TAPS = default
+            convolution.DIRECT_MAX_TAPS = default
     return results
 
 
@@ -126,7 +127,7 @@ def main() -> None:
     arguments = ["--repeats", str(args.repeats), "--threads", str(args.threads)]
     for record in run_peer(__file__, [*arguments, "--batch", str(args.batch)]):
         theirs[record["layer"]] = record["passes"]
-    print(f"default: direct for stride 1 and at most {F.DIRECT_MAX_TAPS} taps per filter")
+    print(f"default: direct for stride 1 and at most {convolution.DIRECT_MAX_TAPS} taps per filter")
     print(f"{'layer':36s} {'pass':8s} {'direct':>15s} {'patch matrix':>15s} {'PyTorch':>15s}")
     print(f"{'':36s} {'':8s} {'best / median ms':>15s}")
     for name in LAYERS:

@@ -142,6 +142,7 @@ ORDER_2: dict[str, Callable[[], Case]] = {
 NOT_DIFFERENTIABLE = {
     "sign": "piecewise constant: its derivative is zero wherever it exists",
     "floor_divide": "piecewise constant: its derivative is zero wherever it exists",
+    "int_pow": "integer power of integer tensors (pow's integer variant): no gradient",
     "isnan": "boolean result",
     "logical_not": "boolean result",
     "eq": "boolean result",

@@ -10,6 +10,7 @@ import pytest
 import kernelgrad as kg
 import kernelgrad.nn.functional as F
 from kernelgrad.errors import BackwardError, ShapeError
+from kernelgrad.nn.functional import convolution
 from tests.helpers import as_numpy, assert_close, check_grad, numerical_grad
 from tests.nn import reference as ref
 from tests.nn.reference import compare
@@ -33,7 +34,9 @@ def conv_algorithm(request, monkeypatch, device):
     and other devices use the patch matrix)."""
     if request.param == "direct" and device != "cpu":
         pytest.skip("the direct convolution kernels run on the CPU only")
-    monkeypatch.setattr(F, "DIRECT_MAX_TAPS", 0 if request.param == "patch-matrix" else 10**9)
+    monkeypatch.setattr(
+        convolution, "DIRECT_MAX_TAPS", 0 if request.param == "patch-matrix" else 10**9
+    )
     return request.param
 
 

@@ -1,0 +1,85 @@
+"""``kg.nn.functional``: the stateless operations behind the layers, and the losses.
+
+Everything here is written with Tensor operations, a few explicitly fused elementwise
+kernels, and the ``@kg.kernel`` convolution and loss kernels of ``nn/_conv_kernels.py`` and
+``nn/_loss_kernels.py`` (one source for the CPU and CUDA), so it runs unchanged on every
+backend. The functions live in one module per family (``activation``, ``linear``,
+``convolution``, ``pooling``, ``layers``: dropout, normalisation, embedding, padding;
+``loss``); this package is their public face.
+
+Convolution keeps images *batch innermost* ((N, C, H, W) tensors stored as (C, H, W, N)).
+On the CPU a stride-1 convolution with few taps per filter runs as direct kernels;
+other convolutions (and other devices) are im2col + one matrix product (the bias rides
+along as an extra row of ones). Convolution, pooling, linear and cross-entropy have
+hand-written VJPs that reuse what the forward pass computed.
+
+>>> import kernelgrad as kg
+>>> import kernelgrad.nn.functional as F
+>>> x = kg.randn(2, 1, 8, 8)
+>>> w = kg.randn(4, 1, 3, 3)
+>>> F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2).shape
+(2, 4, 4, 4)
+"""
+
+from __future__ import annotations
+
+from .activation import gelu, leaky_relu, log_softmax, relu, sigmoid, silu, softmax, softplus, tanh
+from .convolution import conv1d, conv2d
+from .layers import (
+    batch_norm,
+    dropout,
+    embedding,
+    layer_norm,
+    one_hot,
+    pad,
+)
+from .linear import linear
+from .loss import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+)
+from .pooling import (
+    adaptive_avg_pool2d,
+    avg_pool1d,
+    avg_pool2d,
+    max_pool1d,
+    max_pool2d,
+    max_pool2d_relu,
+)
+
+__all__ = [
+    "relu",
+    "gelu",
+    "sigmoid",
+    "tanh",
+    "silu",
+    "leaky_relu",
+    "softplus",
+    "softmax",
+    "log_softmax",
+    "linear",
+    "conv1d",
+    "conv2d",
+    "max_pool1d",
+    "max_pool2d",
+    "max_pool2d_relu",
+    "avg_pool1d",
+    "avg_pool2d",
+    "adaptive_avg_pool2d",
+    "dropout",
+    "batch_norm",
+    "layer_norm",
+    "embedding",
+    "one_hot",
+    "pad",
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "l1_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+]

@@ -1,0 +1,225 @@
+"""Dropout, normalisation, embedding, one-hot and padding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ... import autograd
+from ...backends.base import ScalarFunction
+from ...dtypes import int64
+from ...errors import ShapeError, format_shape
+from ...ops.creation import arange, empty, rand
+from ...ops.elementwise import where
+from ...ops.indexing import take
+from ...ops.movement import pad as _pad_constant
+from ...tensor import Tensor
+from .. import _fused
+from ._layout import _check_float
+
+
+def dropout_mask(x, u, p, scale):
+    return x * scale if u >= p else x * 0.0
+
+
+_DROPOUT = ScalarFunction.from_python(dropout_mask)
+
+
+def _apply_dropout(x: Tensor, draws: Tensor, p: float, scale: float) -> Tensor:
+    """``x * scale`` where ``draws >= p``, else 0: one fused kernel, forward and backward."""
+    result = empty(x.shape, dtype=x.dtype, device=x.device)
+    _fused.launch(_DROPOUT, [result], [x, draws, p, scale], x.dtype)
+    if autograd.needs_grad(x):
+
+        def backward(grad: Tensor) -> tuple[Tensor]:
+            if autograd.is_grad_enabled():  # create_graph: stay differentiable
+                return (grad * where(draws >= p, scale, 0.0),)
+            return (_apply_dropout(grad, draws, p, scale),)
+
+        autograd.record("dropout", (x,), result, backward)
+    return result
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p) while
+    ``training``; the identity otherwise. One random draw and one fused kernel.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.dropout(kg.ones(3), p=0.5, training=False).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
+    if not training or p == 0.0:
+        return input
+    _check_float(input, "dropout")
+    if p == 1.0:
+        return input * 0.0
+    draws = rand(input.shape, dtype=input.dtype, device=input.device)
+    return _apply_dropout(input, draws, p, 1.0 / (1.0 - p))
+
+
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Batch normalisation over every dim but 1 (channels). In training, batch
+    statistics are used and the running statistics (if given) are updated in place
+    with ``momentum`` (the running variance uses the unbiased estimate, as PyTorch).
+
+    >>> import kernelgrad as kg
+    >>> y = kg.nn.functional.batch_norm(kg.randn(8, 3), None, None, training=True)
+    >>> [abs(round(v, 4)) for v in y.mean(0).tolist()]
+    [0.0, 0.0, 0.0]
+    """
+    if input.ndim < 2:
+        raise ShapeError(
+            f"batch_norm: expected at least 2 dims (N, C, ...), got {format_shape(input.shape)}"
+        )
+    channels = input.shape[1]
+    dims = (0,) + tuple(range(2, input.ndim))
+    shape = (1, channels) + (1,) * (input.ndim - 2)
+    if training:
+        count = input.numel() // channels
+        if count <= 1:
+            raise ValueError(
+                f"batch_norm: expected more than 1 value per channel when training, got input "
+                f"of shape {format_shape(input.shape)}"
+            )
+        mean = input.mean(dims, keepdim=True)
+        centered = input - mean
+        var = (centered * centered).mean(dims, keepdim=True)
+        if running_mean is not None and running_var is not None:
+            with autograd.no_grad():
+                running_mean.mul_(1.0 - momentum).add_(mean.reshape(channels) * momentum)
+                unbiased = var.reshape(channels) * (count / (count - 1))
+                running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running statistics are needed when not training")
+        centered = input - running_mean.reshape(shape)
+        var = running_var.reshape(shape)
+    result = centered * (var + eps).rsqrt()
+    if weight is not None:
+        result = result * weight.reshape(shape)
+    if bias is not None:
+        result = result + bias.reshape(shape)
+    return result
+
+
+def layer_norm(
+    input: Tensor,
+    normalized_shape: Any,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Normalise over the last ``len(normalized_shape)`` dims (mean 0, variance 1), then
+    scale by ``weight`` and shift by ``bias`` (both of ``normalized_shape``).
+
+    >>> import kernelgrad as kg
+    >>> y = kg.nn.functional.layer_norm(kg.tensor([[1.0, 2.0, 3.0]]), (3,))
+    >>> [round(v, 3) for v in y[0].tolist()]
+    [-1.225, 0.0, 1.225]
+    """
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if input.shape[input.ndim - len(shape) :] != shape:
+        raise ShapeError(
+            f"layer_norm: normalized_shape {shape} does not match the last dims of the input "
+            f"of shape {format_shape(input.shape)}"
+        )
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    mean = input.mean(dims, keepdim=True)
+    centered = input - mean
+    var = (centered * centered).mean(dims, keepdim=True)
+    result = centered * (var + eps).rsqrt()
+    if weight is not None:
+        result = result * weight
+    if bias is not None:
+        result = result + bias
+    return result
+
+
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Rows of ``weight`` picked by the integer ``input`` (any shape); the result has
+    shape ``input.shape + (embedding_dim,)``. Rows picked by ``padding_idx`` get no
+    gradient.
+
+    >>> import kernelgrad as kg
+    >>> table = kg.arange(6.0).reshape(3, 2)
+    >>> kg.nn.functional.embedding(kg.tensor([2, 0]), table).tolist()
+    [[4.0, 5.0], [0.0, 1.0]]
+    """
+    if not isinstance(input, Tensor) or input.dtype.is_floating_point or input.dtype.is_bool:
+        raise TypeError(
+            "embedding: the indices must be an integer tensor (e.g. `kg.tensor([1, 2])` or "
+            "`x.long()`)"
+        )
+    try:
+        result = take(weight, 0, input)
+    except IndexError:
+        raise IndexError(
+            f"embedding: an index is outside the table of {weight.shape[0]} rows (valid: 0 "
+            f"to {weight.shape[0] - 1})"
+        ) from None
+    if padding_idx is not None and weight.requires_grad and autograd.is_grad_enabled():
+        if padding_idx < 0:
+            padding_idx += weight.shape[0]
+        keep = (input != padding_idx).unsqueeze(-1)
+        result = where(keep, result, take(weight.detach(), 0, input))
+    return result
+
+
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 tensor with a trailing dim of ``num_classes``: 1 at each index, else 0.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.one_hot(kg.tensor([0, 2]), 3).tolist()
+    [[1, 0, 0], [0, 0, 1]]
+    """
+    from ..errors import DTypeError, IndexingError
+    from ..ops.movement import stack
+
+    if input.dtype.is_floating_point or input.dtype.is_bool:
+        raise DTypeError(
+            f"one_hot: the input must be an integer tensor of class indices, got {input.dtype}"
+        )
+    if num_classes < 0 and input.numel() == 0:
+        raise ShapeError(
+            "one_hot: cannot infer the number of classes from an empty tensor; give num_classes"
+        )
+    if input.numel():
+        low, high = (int(v) for v in stack([input.amin(), input.amax()]).cpu().tolist())
+        if low < 0:
+            raise IndexingError(
+                f"one_hot: class values must be non-negative, but the input holds {low}; "
+                "check the labels (a negative class has no column to set)"
+            )
+        if num_classes < 0:
+            num_classes = high + 1
+        elif high >= num_classes:
+            raise IndexingError(
+                f"one_hot: class value {high} is out of range for num_classes={num_classes} "
+                f"(valid: 0 to {num_classes - 1})"
+            )
+    classes = arange(max(num_classes, 0), device=input.device)
+    return (input.unsqueeze(-1) == classes).to(int64)
+
+
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
+    """Pad with a constant: ``pad`` lists (before, after) pairs from the last dim
+    backwards, as ``torch.nn.functional.pad``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.pad(kg.ones(1, 2), (1, 1)).tolist()
+    [[0.0, 1.0, 1.0, 0.0]]
+    """
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r} is not supported (only 'constant')")
+    return _pad_constant(input, tuple(pad), value)

@@ -1,0 +1,340 @@
+"""Losses."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from ... import autograd
+from ...errors import ShapeError, format_shape
+from ...ops.creation import arange, empty, ones
+from ...ops.elementwise import where
+from ...ops.indexing import take
+from ...tensor import Tensor
+from .. import _fused
+from ._layout import _flat
+
+
+def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _check_reduction(reduction: str, op: str) -> None:
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _classes_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tensor, tuple]:
+    """(N*, C) logits and (N*,) targets from (C,), (N, C) or (N, C, d1, ...) inputs."""
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise ShapeError(
+                f"{op}: an unbatched input of shape {format_shape(input.shape)} needs a 0-d "
+                f"target, got shape {format_shape(target.shape)}"
+            )
+        return input.reshape(1, -1), target.reshape(1), ()
+    if input.ndim < 1:
+        raise ShapeError(f"{op}: the input needs a class dimension")
+    expected = (input.shape[0],) + input.shape[2:]
+    if target.shape != expected:
+        raise ShapeError(
+            f"{op}: for an input of shape {format_shape(input.shape)} (classes in dim 1) the "
+            f"target must have shape {format_shape(expected)}, got {format_shape(target.shape)}"
+        )
+    if input.ndim == 2:
+        return input, target, expected
+    classes = input.shape[1]
+    order = (0,) + tuple(range(2, input.ndim)) + (1,)
+    return input.permute(*order).reshape(-1, classes), target.reshape(-1), expected
+
+
+def _class_weights(
+    target: Tensor, weight: Tensor | None, ignore_index: int, classes: int, op: str, dtype: Any
+) -> tuple[Tensor, Tensor]:
+    """Per-sample weights (weight[target], 0 where ignored) and the valid mask; raises
+    an error naming the bad class index if a target is out of range."""
+    valid = target != ignore_index
+    safe = where(valid, target, 0)
+    table = weight if weight is not None else ones(classes, dtype=dtype, device=target.device)
+    try:
+        picked = take(table, 0, safe)
+    except IndexError:
+        raise _class_index_error(op, "a target class index", classes, ignore_index) from None
+    return where(valid, picked, 0.0), valid
+
+
+def _class_index_error(op: str, which: str, classes: int, ignore_index: int) -> IndexError:
+    return IndexError(
+        f"{op}: {which} is out of range: the input has {classes} classes "
+        f"(valid targets: 0 to {classes - 1}, or ignore_index={ignore_index})"
+    )
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """Cross-entropy between logits ``input`` ((N, C), (N, C, d1, ...) or (C,)) and
+    ``target``: class indices (int, shape without C) or class probabilities (float,
+    same shape as ``input``). Computed from a stable log-sum-exp. ``weight`` rescales
+    classes; targets equal to ``ignore_index`` contribute nothing (and are left out of
+    the mean); ``label_smoothing`` mixes the target with the uniform distribution.
+
+    >>> import kernelgrad as kg
+    >>> logits = kg.tensor([[2.0, 0.0, 0.0]])
+    >>> round(kg.nn.functional.cross_entropy(logits, kg.tensor([0])).item(), 4)
+    0.2395
+    """
+    op = "cross_entropy"
+    _check_reduction(reduction, op)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    classes = input.shape[0 if input.ndim == 1 else 1] if input.ndim else 0
+    if classes == 0:
+        raise ShapeError(
+            f"{op}: the input of shape {format_shape(input.shape)} has no classes (a 0-d "
+            "tensor, or a class dimension of size 0); give logits of shape (C,) or "
+            "(N, C, ...) with C >= 1"
+        )
+    if weight is not None and weight.shape != (classes,):
+        raise ShapeError(
+            f"{op}: weight must have shape ({classes},), got {format_shape(weight.shape)}"
+        )
+    if not input.dtype.is_floating_point:
+        # Integer logits: the loss and its statistics are computed in floating point (a
+        # buffer of the input's dtype truncated the loss, 1.3133 -> 1).
+        from ..dtypes import default_float
+
+        input = input.to(default_float())  # noqa: A001
+    if target.dtype.is_floating_point:
+        return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
+    x, t, out_shape = _classes_last(input, target, op)
+
+    needs_grad = autograd.needs_grad(x, weight)
+    if needs_grad and weight is not None and weight.requires_grad:
+        raise NotImplementedError(f"{op}: gradients with respect to `weight` are not supported")
+    from . import _loss_kernels as kernels
+
+    rows = x.shape[0]
+    smoothing = float(label_smoothing)
+    has_weight = weight is not None
+    with autograd.no_grad():
+        logits = x.detach().contiguous()
+        targets = t.contiguous()
+        # without class weights the kernels never read `weights`; any flat tensor will do
+        weights = weight.detach().contiguous() if has_weight else logits
+        stats = empty((3, rows), dtype=x.dtype, device=x.device)
+        if rows:
+            # A target out of range is reported through a flag: read at once on the CPU,
+            # at the next synchronisation on CUDA (no device round trip per call).
+            error, check = _fused.error_flag(
+                x.device,
+                lambda bad: _class_index_error(
+                    op, f"target class index {bad}", classes, ignore_index
+                ),
+            )
+            kernels.row_statistics(
+                _flat(stats), error, _flat(logits), _flat(targets), _flat(weights), classes,
+                rows, ignore_index, smoothing, has_weight,
+            )  # fmt: skip
+            check()
+        denominator = None
+        if reduction == "mean":
+            totals = stats[:2].sum(1)
+            denominator = totals[1:]
+            result = totals[0] / totals[1]
+        elif reduction == "sum":
+            result = stats[0].sum()
+        else:
+            result = stats[0].contiguous().reshape(out_shape)
+
+    if needs_grad:
+
+        def backward(grad: Tensor) -> tuple[Tensor, None]:
+            if autograd.is_grad_enabled():  # create_graph: differentiable ops
+                return _cross_entropy_index_grad(
+                    x, t, weight, ignore_index, reduction, smoothing, grad
+                ), None
+            grad_x = empty((rows, classes), dtype=x.dtype, device=x.device)
+            if rows:
+                total = weight.sum().reshape(1) if has_weight else logits
+                upstream = grad.detach().contiguous().reshape(-1)
+                kernels.gradient(
+                    _flat(grad_x), _flat(logits), _flat(targets), _flat(weights),
+                    _flat(stats), upstream, denominator if denominator is not None else upstream,
+                    total, classes, rows, ignore_index, smoothing, has_weight,
+                    reduction == "none", reduction == "mean",
+                )  # fmt: skip
+            return grad_x, None
+
+        autograd.record(op, (x, weight), result, backward, (stats,))
+    return result
+
+
+def _cross_entropy_index_grad(
+    x: Tensor,
+    t: Tensor,
+    weight: Tensor | None,
+    ignore_index: int,
+    reduction: str,
+    smoothing: float,
+    grad: Tensor,
+) -> Tensor:
+    """The gradient of cross_entropy with class-index targets, written in differentiable
+    tensor ops (for ``backward(create_graph=True)``):
+    d loss_i / d x_ij = (a_i * p_ij - b_ij) * scale_i (see docs/nn.md for the derivation)."""
+    classes = x.shape[1]
+    sample_weight, valid = _class_weights(
+        t, weight, ignore_index, classes, "cross_entropy", x.dtype
+    )
+    valid_float = valid.to(x.dtype)
+    probs = x.softmax(1)
+    if reduction == "none":
+        scale = grad.reshape(-1)
+    elif reduction == "mean":
+        scale = grad / sample_weight.sum()
+    else:
+        scale = grad
+    per_sample = sample_weight * (1.0 - smoothing)
+    class_total = float(classes) if weight is None else weight.sum()
+    a = per_sample + valid_float * (class_total * (smoothing / classes))
+    target_mask = t.unsqueeze(1) == arange(classes, device=x.device)
+    b = where(target_mask, per_sample.unsqueeze(1), 0.0)
+    if smoothing > 0:
+        spread = weight if weight is not None else 1.0
+        b = b + valid_float.unsqueeze(1) * spread * (smoothing / classes)
+    return (probs * a.unsqueeze(1) - b) * scale.unsqueeze(-1)
+
+
+def _cross_entropy_probabilities(
+    input: Tensor, target: Tensor, weight: Tensor | None, reduction: str, label_smoothing: float
+) -> Tensor:
+    if target.shape != input.shape:
+        raise ShapeError(
+            f"cross_entropy: probability targets must have the input's shape "
+            f"{format_shape(input.shape)}, got {format_shape(target.shape)}"
+        )
+    class_dim = 0 if input.ndim == 1 else 1
+    classes = input.shape[class_dim]
+    if label_smoothing > 0:
+        target = target * (1.0 - label_smoothing) + label_smoothing / classes
+    log_probs = input.log_softmax(class_dim)
+    if weight is not None:
+        shape = [1] * input.ndim
+        shape[class_dim] = classes
+        log_probs = log_probs * weight.reshape(tuple(shape))
+    loss = -(log_probs * target).sum(class_dim)
+    return _reduce(loss, reduction, "cross_entropy")
+
+
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+) -> Tensor:
+    """Negative log-likelihood of class indices ``target`` under log-probabilities
+    ``input`` ((N, C), (N, C, d1, ...) or (C,)); pair it with ``log_softmax``.
+
+    >>> import kernelgrad as kg
+    >>> logp = kg.tensor([[-0.5, -1.0]])
+    >>> kg.nn.functional.nll_loss(logp, kg.tensor([1])).item()
+    1.0
+    """
+    op = "nll_loss"
+    _check_reduction(reduction, op)
+    x, t, out_shape = _classes_last(input, target, op)
+    classes = x.shape[1]
+    sample_weight, _ = _class_weights(t, weight, ignore_index, classes, op, x.dtype)
+    target_mask = t.unsqueeze(1) == arange(classes, device=x.device)
+    loss = -where(target_mask, x, 0.0).sum(1) * sample_weight
+    if reduction == "mean":
+        return loss.sum() / sample_weight.sum()
+    if reduction == "sum":
+        return loss.sum()
+    return loss.reshape(out_shape)
+
+
+def _check_same_shape(input: Tensor, target: Tensor, op: str) -> None:
+    if input.shape != target.shape:
+        warnings.warn(
+            f"{op}: the target shape {format_shape(target.shape)} differs from the input shape "
+            f"{format_shape(input.shape)}; they will be broadcast, which is rarely intended",
+            stacklevel=3,
+        )
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean squared error ``(input - target)**2`` (reduced by ``reduction``).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.mse_loss(kg.tensor([1.0, 3.0]), kg.tensor([0.0, 0.0])).item()
+    5.0
+    """
+    _check_same_shape(input, target, "mse_loss")
+    difference = input - target
+    return _reduce(difference * difference, reduction, "mse_loss")
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean absolute error ``|input - target|``."""
+    _check_same_shape(input, target, "l1_loss")
+    return _reduce((input - target).abs(), reduction, "l1_loss")
+
+
+def binary_cross_entropy(
+    input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean"
+) -> Tensor:
+    """Binary cross-entropy of probabilities ``input`` (in [0, 1]) against ``target``;
+    each log is clamped at -100, as PyTorch does.
+
+    >>> import kernelgrad as kg
+    >>> round(kg.nn.functional.binary_cross_entropy(kg.tensor([0.5]), kg.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    _check_same_shape(input, target, "binary_cross_entropy")
+    log_p = input.log().clamp(min=-100.0)
+    log_not_p = (1.0 - input).log().clamp(min=-100.0)
+    loss = -(target * log_p + (1.0 - target) * log_not_p)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
+    """Binary cross-entropy of ``sigmoid(input)``, computed stably from the logits:
+    ``(1 - t) * x + (1 + (pos_weight - 1) * t) * log(1 + exp(-x))``.
+
+    >>> import kernelgrad as kg
+    >>> F = kg.nn.functional
+    >>> round(F.binary_cross_entropy_with_logits(kg.tensor([0.0]), kg.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    _check_same_shape(input, target, "binary_cross_entropy_with_logits")
+    # log(1 + exp(-x)) without overflow: log1p(exp(-|x|)) + max(-x, 0)
+    softplus_negative = (-input.abs()).exp().log1p() + (-input).relu()
+    if pos_weight is not None:
+        log_weight = (pos_weight - 1.0) * target + 1.0
+        loss = (1.0 - target) * input + log_weight * softplus_negative
+    else:
+        loss = (1.0 - target) * input + softplus_negative
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")

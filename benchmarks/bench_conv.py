@@ -1,6 +1,6 @@
 """Convolution micro-benchmark: the layers of the reference models (LeNet-5, CNN), forward
 and forward+backward, with kernelgrad's two algorithms (direct kernels, and im2col +
-matrix product: ``kg.nn.functional.DIRECT_MAX_TAPS`` picks between them) and PyTorch (in
+matrix product: ``kg.nn.functional.convolution.DIRECT_MAX_TAPS`` picks between them) and PyTorch (in
 a process of its own, on the same seeded inputs: see ``_timing.py``), each with
 ``--threads`` threads.
 

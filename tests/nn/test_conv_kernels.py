@@ -9,6 +9,7 @@ import pytest
 import kernelgrad as kg
 import kernelgrad.nn.functional as F
 from kernelgrad.nn import _conv_kernels as kernels
+from kernelgrad.nn.functional import convolution
 from tests.helpers import as_numpy, assert_close, check_grad
 from tests.nn import reference as ref
 from tests.nn.reference import compare
@@ -129,7 +130,7 @@ def test_col2im_gathers_every_tap(stride, dilation, device):
 @pytest.fixture
 def direct_everywhere(monkeypatch):
     """Take the direct path for every stride-1 convolution on the CPU."""
-    monkeypatch.setattr(F, "DIRECT_MAX_TAPS", 10**9)
+    monkeypatch.setattr(convolution, "DIRECT_MAX_TAPS", 10**9)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +157,7 @@ def test_direct_and_patch_matrix_paths_agree(monkeypatch):
     seed = None
     results = []
     for limit in (10**9, 0):  # direct, then patch matrix
-        monkeypatch.setattr(F, "DIRECT_MAX_TAPS", limit)
+        monkeypatch.setattr(convolution, "DIRECT_MAX_TAPS", limit)
         for t in (x, weight, bias):
             t.grad = None
         out = F.conv2d(x, weight, bias, padding=1)

@@ -198,7 +198,7 @@ def _padded_chwn(x: Tensor, plan: _ConvPlan) -> Tensor:
         view._base = None
         return view
     if x.device.type == "cpu":
-        from . import _conv_kernels as kernels
+        from .. import _conv_kernels as kernels
 
         xq = empty((c, plan.hp, plan.wp, n), dtype=x.dtype, device=x.device)
         top, _, left, _ = plan.pads
@@ -254,7 +254,7 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
     with autograd.no_grad():
         xq = _padded_chwn(x, plan)
         if direct:
-            from . import _conv_kernels as kernels
+            from .. import _conv_kernels as kernels
 
             product = empty((out_channels, columns), dtype=x.dtype, device=x.device)
             b = zeros(out_channels, dtype=x.dtype, device=x.device) if bias is None else bias
@@ -335,7 +335,7 @@ def _conv2d_direct_backward(
     need_w: bool,
     need_b: bool,
 ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-    from . import _conv_kernels as kernels
+    from .. import _conv_kernels as kernels
 
     n, c, groups = plan.n, plan.c, plan.groups
     out_channels = plan.out_channels
@@ -382,7 +382,7 @@ def _col2im(grad_cols: Tensor, plan: _ConvPlan) -> Tensor:
     sh, sw = plan.stride
     hp, wp, oh, ow = plan.hp, plan.wp, plan.oh, plan.ow
     if grad_cols.device.type == "cpu":
-        from . import _conv_kernels as kernels
+        from .. import _conv_kernels as kernels
 
         grad_xq = empty((c, hp, wp, n), dtype=grad_cols.dtype, device=grad_cols.device)
         kernels.col2im(

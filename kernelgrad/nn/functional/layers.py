@@ -183,8 +183,8 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     >>> kg.nn.functional.one_hot(kg.tensor([0, 2]), 3).tolist()
     [[1, 0, 0], [0, 0, 1]]
     """
-    from ..errors import DTypeError, IndexingError
-    from ..ops.movement import stack
+    from ...errors import DTypeError, IndexingError
+    from ...ops.movement import stack
 
     if input.dtype.is_floating_point or input.dtype.is_bool:
         raise DTypeError(

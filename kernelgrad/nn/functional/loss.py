@@ -113,7 +113,7 @@ def cross_entropy(
     if not input.dtype.is_floating_point:
         # Integer logits: the loss and its statistics are computed in floating point (a
         # buffer of the input's dtype truncated the loss, 1.3133 -> 1).
-        from ..dtypes import default_float
+        from ...dtypes import default_float
 
         input = input.to(default_float())  # noqa: A001
     if target.dtype.is_floating_point:
@@ -123,7 +123,7 @@ def cross_entropy(
     needs_grad = autograd.needs_grad(x, weight)
     if needs_grad and weight is not None and weight.requires_grad:
         raise NotImplementedError(f"{op}: gradients with respect to `weight` are not supported")
-    from . import _loss_kernels as kernels
+    from .. import _loss_kernels as kernels
 
     rows = x.shape[0]
     smoothing = float(label_smoothing)

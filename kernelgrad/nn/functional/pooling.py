@@ -424,6 +424,6 @@ def _pooling_matrix(out: int, size: int, like: Tensor) -> Tensor:
         start = (i * size) // out
         stop = -(-((i + 1) * size) // out)
         matrix[i, start:stop] = 1.0 / (stop - start)
-    from ..ops.creation import tensor
+    from ...ops.creation import tensor
 
     return tensor(matrix, dtype=like.dtype, device=like.device)

@@ -221,7 +221,9 @@ dist.all_reduce(base[:, 1], op="mean")
 flat = kg.tensor([rank + 1.0, 5.0], device="cuda")
 dist.all_reduce(flat, op="max")
 dist.broadcast(flat, src=1)
-print("RESULT", rank, base.cpu().tolist(), flat.cpu().tolist(), flush=True)
+# One file per rank: the ranks' standard outputs interleave when mpiexec merges them.
+with open(f"{sys.argv[1]}/rank{rank}.txt", "w") as out:
+    out.write(f"RESULT {rank} {base.cpu().tolist()} {flat.cpu().tolist()}")
 """
 
 
@@ -233,9 +235,9 @@ def test_cuda_tensors_through_mpi_on_two_ranks(simulated, mpiexec, tmp_path):
     script.write_text(STAGED)
     environment = mpi_environment()
     environment["NUMBA_ENABLE_CUDASIM"] = "1"
-    job = run([mpiexec, "-n", "2", sys.executable, str(script)], environment, cwd=ROOT)
+    job = run([mpiexec, "-n", "2", sys.executable, str(script), str(tmp_path)], environment, cwd=ROOT)
     assert job.returncode == 0, job.stdout + job.stderr
-    lines = sorted(line for line in job.stdout.splitlines() if line.startswith("RESULT"))
+    lines = [(tmp_path / f"rank{rank}.txt").read_text() for rank in range(2)]
     middle = [1.5, 6.0]  # column 1 of rank 0 ([1, 4]) and rank 1 ([2, 8]), averaged
     for rank, line in enumerate(lines):
         scale = rank + 1

@@ -37,7 +37,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from ...debug import debug_level, log
+from ...debug import compile_action, compile_counts, debug_level, log
 from ...errors import KernelError
 from . import recording
 from .runtime import DeviceProperties
@@ -178,7 +178,7 @@ class Launcher:
         if recording.active():  # the compile check's workload (recording.py)
             recording.record(name, kernel, args)
         level = debug_level()
-        compiled_before = len(getattr(kernel, "overloads", ())) if level >= 1 else 0
+        counts_before = compile_counts(kernel) if level >= 1 else (0, 0)
         start = time.perf_counter() if level >= 1 else 0.0
         try:
             launch = self.configured(kernel, grid, block)
@@ -192,9 +192,9 @@ class Launcher:
             raise KernelError(self._describe_failure(record, error)) from error
         if level >= 1:
             elapsed = time.perf_counter() - start
-            compiled = len(getattr(kernel, "overloads", ())) != compiled_before
-            if compiled:
-                log(f"compiled cuda {name} in {elapsed:.2f} s ({operands})")
+            action = compile_action(kernel, counts_before)
+            if action is not None:  # "compiled" or "loaded from the disk cache"
+                log(f"cuda kernel {name} {action} in {elapsed:.2f} s ({operands})")
             elif level >= 2:
                 log(
                     f"{self.device_name} {name:<24} grid={grid!s:<10} block={block!s:<10} "

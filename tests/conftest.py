@@ -94,3 +94,42 @@ def device(backend_name: str) -> str:
 def simulated(backend_name: str) -> bool:
     """True when CUDA runs under the simulator: keep shapes tiny."""
     return backend_name == "cuda" and os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+# The fuzz campaign's case counts (tests/fuzz/oracle.py), printed after the run. Its
+# hooks live here, not in tests/fuzz/conftest.py: with pytest-xdist (the simulated pass
+# runs on two workers) the controller loads only this conftest, and each worker sends its
+# counts to the controller when it finishes.
+_FUZZ_COUNTERS = ("cases", "outcomes", "refusals", "builtin_raises", "known")
+
+
+def _fuzz_campaign():
+    module = sys.modules.get("tests.fuzz.oracle")
+    return None if module is None else module.CAMPAIGN
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    campaign = _fuzz_campaign()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None and campaign is not None:
+        workeroutput["kernelgrad_fuzz"] = {
+            name: dict(getattr(campaign, name)) for name in _FUZZ_COUNTERS
+        }
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    counts = getattr(node, "workeroutput", {}).get("kernelgrad_fuzz")
+    if counts:
+        from tests.fuzz.oracle import CAMPAIGN
+
+        for name, values in counts.items():
+            getattr(CAMPAIGN, name).update(values)
+
+
+def pytest_terminal_summary(terminalreporter: object) -> None:
+    campaign = _fuzz_campaign()
+    report = campaign.summary() if campaign is not None else ""
+    if report:
+        terminalreporter.write_sep("-", "kernelgrad fuzz campaign")
+        terminalreporter.write_line(report)

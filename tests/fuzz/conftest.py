@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.oracle import CAMPAIGN, count_case
+from tests.fuzz.oracle import count_case
 
 CPU_EXAMPLES = 10
 SIMULATED_EXAMPLES = 3
@@ -72,10 +72,3 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def fuzz(request: pytest.FixtureRequest, device: str, simulated: bool) -> Fuzz:
     return Fuzz(request.node.name, simulated)
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    report = CAMPAIGN.summary()
-    if report:
-        terminalreporter.write_sep("-", "kernelgrad fuzz campaign")
-        terminalreporter.write_line(report)

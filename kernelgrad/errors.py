@@ -1,5 +1,10 @@
 """Exception types. Each subclasses the builtin a PyTorch user would catch.
 
+Where PyTorch raises ``RuntimeError`` for a mistake (mismatched shapes, a bad argument
+value, a dtype an operation does not support) and NumPy or plain Python would raise
+``ValueError`` or ``TypeError``, the class subclasses both, so ``except RuntimeError``
+in a ported program and ``except ValueError`` in NumPy-minded code both catch it.
+
 Messages follow one rule: say what is wrong (with the shapes, dtypes or devices
 involved), name the operation, and say what to do instead.
 """
@@ -7,8 +12,9 @@ involved), name the operation, and say what to do instead.
 from __future__ import annotations
 
 
-class ShapeError(ValueError):
-    """Shapes that cannot be combined: broadcasting, matmul, reshape, bad dims."""
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that cannot be combined: broadcasting, matmul, reshape, bad dims (PyTorch
+    raises ``RuntimeError`` for these)."""
 
 
 class DimensionError(ShapeError, IndexError):
@@ -29,12 +35,14 @@ class IndexingError(IndexError):
     differs from the dimensions it indexes, too many indices."""
 
 
-class DTypeError(TypeError):
-    """A dtype (or an operand's type) that the operation does not accept."""
+class DTypeError(TypeError, RuntimeError):
+    """A dtype (or an operand's type) that the operation does not accept (PyTorch raises
+    ``RuntimeError`` for an unsupported dtype and ``TypeError`` for a wrong Python type)."""
 
 
-class ArgumentError(ValueError):
-    """An argument value the operation cannot use (a zero step, a bad reduction name)."""
+class ArgumentError(ValueError, RuntimeError):
+    """An argument value the operation cannot use (a zero step, a bad reduction name;
+    PyTorch raises ``RuntimeError``)."""
 
 
 class DivisionByZeroError(ZeroDivisionError, RuntimeError):

@@ -196,7 +196,9 @@ def _normalise_key(x: Tensor, key: Any) -> list[Any]:
             )
         elif isinstance(k, Tensor):
             entries.append(k)
-        elif isinstance(k, (list, np.ndarray)):
+        elif isinstance(k, (list, np.ndarray, range)):
+            if isinstance(k, range):
+                k = list(k)  # as PyTorch: a range is a list of integer indices
             empty = len(k) == 0  # `t[[]]` selects nothing, as in NumPy
             entries.append(tensor(k, dtype=int64 if empty else None, device=x.device))
         elif hasattr(k, "__index__"):

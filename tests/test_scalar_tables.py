@@ -89,7 +89,7 @@ def test_vmath_replaces_every_math_call_of_the_primitives_but_sqrt():
     # element (docs/cpu-math.md), except the rarely hot functions listed above
     calls = set().union(*(_math_calls(op.scalar.source) for op in OPS.values()))
     assert calls - {"sqrt"} - LIBM_PER_ELEMENT == set(vmath.FUNCTIONS)
-    assert LIBM_PER_ELEMENT <= calls  # the list names only functions primitives call
+    assert calls >= LIBM_PER_ELEMENT  # the list names only functions primitives call
     templates = set().union(*(_math_calls(text) for text in symbolic._TEMPLATES.values()))
     # @kg.elementwise may call a few more (tan, floor, ceil), compiled as Numba's own
     assert set(vmath.FUNCTIONS) <= templates

@@ -913,12 +913,12 @@ EXPECTED_FAILURES: set[str] = {
 
 
 # --- running a case -------------------------------------------------------------------------
-def _leaves(lib: Any, arrays: Sequence[np.ndarray], grad: bool) -> list[Any]:
+def _leaves(lib: Any, arrays: Sequence[np.ndarray], grad: bool, device: str = "cpu") -> list[Any]:
     tensors = []
     for a in arrays:
         floating = a.dtype.kind == "f"
         if lib is kg:
-            tensors.append(kg.tensor(a, requires_grad=grad and floating))
+            tensors.append(kg.tensor(a, requires_grad=grad and floating, device=device))
         else:
             tensors.append(torch.tensor(a, requires_grad=grad and floating))
     return tensors
@@ -965,7 +965,7 @@ def _cotangents(outputs: list[Any], lib: Any) -> list[Any]:
     weights = []
     for out in outputs:
         w = rng.standard_normal(tuple(out.shape)).astype(np.float32)
-        weights.append(kg.tensor(w) if lib is kg else torch.tensor(w))
+        weights.append(kg.tensor(w, device=out.device) if lib is kg else torch.tensor(w))
     return weights
 
 
@@ -978,8 +978,10 @@ def _differentiable_outputs(value: Any, lib: Any) -> list[Any]:
     return []
 
 
-def _gradients(case: Case, lib: Any, arrays: Sequence[np.ndarray]) -> list[np.ndarray] | None:
-    leaves = _leaves(lib, arrays, True)
+def _gradients(
+    case: Case, lib: Any, arrays: Sequence[np.ndarray], device: str = "cpu"
+) -> list[np.ndarray] | None:
+    leaves = _leaves(lib, arrays, True, device)
     outputs = _differentiable_outputs(case.fn(lib, *leaves), lib)
     if not outputs:
         return None
@@ -989,7 +991,7 @@ def _gradients(case: Case, lib: Any, arrays: Sequence[np.ndarray]) -> list[np.nd
     for leaf, a in zip(leaves, arrays):
         if a.dtype.kind == "f":
             grad = leaf.grad
-            grads.append(np.zeros_like(a) if grad is None else grad.detach().numpy())
+            grads.append(np.zeros_like(a) if grad is None else grad.detach().cpu().numpy())
     return grads
 
 
@@ -1018,20 +1020,20 @@ def _numerical_gradients(case: Case, arrays: Sequence[np.ndarray]) -> list[np.nd
     return grads
 
 
-def run_case(case: Case) -> str:
-    """'' when the case passes, else the reason it fails."""
+def run_case(case: Case, device: str = "cpu") -> str:
+    """'' when the case passes on ``device``, else the reason it fails."""
     rng = np.random.default_rng(zlib.crc32(case.name.encode()))
     arrays = [_array(spec, rng) for spec in case.inputs]
     if case.raises is not None:
         try:
-            case.fn(kg, *_leaves(kg, arrays, False))
+            case.fn(kg, *_leaves(kg, arrays, False, device))
         except case.raises:
             return ""
         except Exception as error:
             return f"raised {type(error).__name__}, PyTorch raises {case.raises.__name__}: {error}"
         return f"no error; PyTorch raises {case.raises.__name__}"
     try:
-        got = _flatten(case.fn(kg, *_leaves(kg, arrays, False)))
+        got = _flatten(case.fn(kg, *_leaves(kg, arrays, False, device)))
     except Exception as error:
         return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
     if case.ref is not None:
@@ -1046,7 +1048,7 @@ def run_case(case: Case) -> str:
     if not differentiable:
         return ""
     try:
-        grads = _gradients(case, kg, arrays)
+        grads = _gradients(case, kg, arrays, device)
     except Exception as error:
         return (
             f"backward: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
@@ -1092,6 +1094,26 @@ def test_op_suite_pass_rate():
     assert not newly_passing, (
         f"these cases pass now: remove them from EXPECTED_FAILURES: {newly_passing}"
     )
+
+
+# What the CUDA-simulator pass runs (the CPU pass runs every case above): the operations
+# of ops/composite.py and the new primitives, on cases that create no tensors of their
+# own (those would be on the CPU).
+DEVICE_SLICE = [
+    "tan", "asinh", "floor", "round", "fmod", "copysign", "logaddexp", "div_floor",
+    "div_int_trunc", "isclose", "prod_dim", "var_mean", "cumsum", "cummax", "logcumsumexp",
+    "sort", "topk", "argsort_desc", "tril", "triu_k", "masked_fill", "roll_dims",
+    "diagonal_offset", "einsum_mm", "einsum_batch", "nonzero", "repeat_interleave",
+    "new_zeros", "type_dtype", "Tensor.mm", "index_range",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", DEVICE_SLICE)
+def test_the_new_operations_on_the_device(name, device):
+    if device == "cpu":
+        pytest.skip("the CPU runs every case in test_op_suite_pass_rate")
+    by_name = {c.name: c for c in CASES}
+    assert run_case(by_name[name], device) == ""
 
 
 @pytest.mark.torch

@@ -421,6 +421,7 @@ _LAZY_ATTRIBUTES = {
     "elementwise": "kernel",
     "custom_vjp": "kernel",
     "save": "save_load",
+    "from_dlpack": "interop",
     "load": "save_load",
 }
 

@@ -116,6 +116,9 @@ TENSOR_ADVICE = {
     "scatter_": "use kg.index_add, or indexing assignment x[index] = value",
     "scatter_add_": "use kg.index_add(target, dim, index, source)",
     "cfloat": "kernelgrad has no complex dtypes",
+    "__cuda_array_interface__": "it exists only on CUDA tensors on a GPU (not on the CPU, "
+    "nor under Numba's CUDA simulator, which has no device pointers); on the CPU, "
+    "t.numpy() and __dlpack__ share the memory",
 }
 
 

@@ -1191,6 +1191,35 @@ class Tensor:
             requires_grad=requires_grad,
         )
 
+    # --- interop (kernelgrad/interop.py) ------------------------------------------------------
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Any = None,
+        dl_device: Any = None,
+        copy: Any = None,
+    ) -> Any:
+        """A DLPack capsule sharing this tensor's memory (``numpy.from_dlpack(t)``,
+        ``torch.from_dlpack(t)``, ...)."""
+        from .interop import to_dlpack
+
+        return to_dlpack(
+            self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
+        )
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from .interop import dlpack_device
+
+        return dlpack_device(self)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA tensors only (an AttributeError on the CPU, as in PyTorch)."""
+        from .interop import cuda_array_interface
+
+        return cuda_array_interface(self)
+
     def __getattr__(self, name: str) -> Any:
         # only reached for names the class does not have: say what kernelgrad offers
         from .errors import missing_attribute

@@ -232,3 +232,16 @@ def test_missing_names_give_advice_instead_of_a_spelling_guess():
     with pytest.raises(AttributeError, match=r"torch\.Tensor\.not_a_method"):
         kg.tensor([1.0]).not_a_method()
     assert not hasattr(kg.tensor([1.0]), "__cuda_array_interface__")  # CPU tensors lack it
+
+
+def test_random_draws_are_the_same_on_every_device(device):
+    draws = {}
+    for where in ("cpu", device):
+        kg.manual_seed(11)
+        weights = kg.tensor([[0.2, 0.3, 0.5], [1.0, 0.0, 1.0]], device=where)
+        draws[where] = (
+            kg.randperm(8, device=where).cpu().tolist(),
+            kg.multinomial(weights, 2).cpu().tolist(),
+            kg.multinomial(weights, 3, replacement=True).cpu().tolist(),
+        )
+    assert draws[device] == draws["cpu"]

@@ -1136,13 +1136,8 @@ class Tensor:
         """A new tensor from ``data`` with this tensor's dtype and device by default."""
         from .ops.creation import tensor
 
-        values = data.detach() if isinstance(data, Tensor) else data
-        return tensor(
-            values.tolist() if isinstance(values, Tensor) else values,
-            dtype=self.dtype if dtype is None else dtype,
-            device=self.device if device is None else device,
-            requires_grad=requires_grad,
-        )
+        values = data.detach().tolist() if isinstance(data, Tensor) else data
+        return tensor(values, **self._new_options(dtype, device), requires_grad=requires_grad)
 
     def new_full(
         self,
@@ -1155,41 +1150,39 @@ class Tensor:
     ) -> Tensor:
         from .ops.creation import full
 
-        return full(
-            size,
-            fill_value,
-            dtype=self.dtype if dtype is None else dtype,
-            device=self.device if device is None else device,
-            requires_grad=requires_grad,
-        )
+        options = self._new_options(dtype, device)
+        return full(size, fill_value, **options, requires_grad=requires_grad)
 
     def new_zeros(
         self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
     ) -> Tensor:
-        from .shapes import normalize_size
+        from .ops.creation import zeros
 
-        shape = normalize_size(size, "new_zeros")
-        return self.new_full(shape, 0, dtype=dtype, device=device, requires_grad=requires_grad)
+        options = self._new_options(dtype, device)
+        return zeros(*size, **options, requires_grad=requires_grad)
 
     def new_ones(
         self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
     ) -> Tensor:
-        from .shapes import normalize_size
+        from .ops.creation import ones
 
-        shape = normalize_size(size, "new_ones")
-        return self.new_full(shape, 1, dtype=dtype, device=device, requires_grad=requires_grad)
+        options = self._new_options(dtype, device)
+        return ones(*size, **options, requires_grad=requires_grad)
 
     def new_empty(
         self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
     ) -> Tensor:
         from .ops.creation import empty
 
-        return empty(
-            *size,
-            dtype=self.dtype if dtype is None else dtype,
-            device=self.device if device is None else device,
-            requires_grad=requires_grad,
-        )
+        options = self._new_options(dtype, device)
+        return empty(*size, **options, requires_grad=requires_grad)
+
+    def _new_options(self, dtype: Any, device: Any) -> dict[str, Any]:
+        """``new_*``: this tensor's dtype and device unless given."""
+        return {
+            "dtype": self.dtype if dtype is None else dtype,
+            "device": self.device if device is None else device,
+        }
 
     # --- interop (kernelgrad/interop.py) ------------------------------------------------------
     def __dlpack__(

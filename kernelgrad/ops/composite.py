@@ -855,30 +855,31 @@ def _check_ndim(x: Tensor, ndim: int, op: str) -> None:
         )
 
 
+def _fixed_rank_matmul(x: Tensor, y: Tensor, ranks: tuple[int, int], op: str) -> Tensor:
+    """``matmul`` for the PyTorch functions that accept only one rank per operand."""
+    _check_ndim(x, ranks[0], op)
+    _check_ndim(y, ranks[1], op)
+    return matmul(x, y)
+
+
 def mm(x: Tensor, y: Tensor) -> Tensor:
     """Matrix product of two 2-d tensors."""
-    _check_ndim(x, 2, "mm")
-    _check_ndim(y, 2, "mm")
-    return matmul(x, y)
+    return _fixed_rank_matmul(x, y, (2, 2), "mm")
 
 
 def bmm(x: Tensor, y: Tensor) -> Tensor:
     """Batched matrix product of two 3-d tensors."""
-    _check_ndim(x, 3, "bmm")
-    _check_ndim(y, 3, "bmm")
-    return matmul(x, y)
+    return _fixed_rank_matmul(x, y, (3, 3), "bmm")
 
 
 def mv(x: Tensor, v: Tensor) -> Tensor:
-    _check_ndim(x, 2, "mv")
-    _check_ndim(v, 1, "mv")
-    return matmul(x, v)
+    """Matrix times vector."""
+    return _fixed_rank_matmul(x, v, (2, 1), "mv")
 
 
 def dot(x: Tensor, y: Tensor) -> Tensor:
-    _check_ndim(x, 1, "dot")
-    _check_ndim(y, 1, "dot")
-    return matmul(x, y)
+    """Inner product of two 1-d tensors."""
+    return _fixed_rank_matmul(x, y, (1, 1), "dot")
 
 
 def outer(x: Tensor, y: Tensor) -> Tensor:

@@ -126,6 +126,7 @@ ORDER_2: dict[str, Callable[[], Case]] = {
     "acosh": lambda: _elementwise("acosh", uniform(1.2, 3)),
     "atanh": lambda: _elementwise("atanh", uniform(-0.8, 0.8)),
     # piecewise constant (zero derivatives), sampled away from the jumps and the halves
+    "sign": lambda: _elementwise("sign", away_from_zero()),
     "floor": lambda: _elementwise("floor", _between_integers()),
     "ceil": lambda: _elementwise("ceil", _between_integers()),
     "trunc": lambda: _elementwise("trunc", _between_integers()),
@@ -161,7 +162,6 @@ ORDER_2: dict[str, Callable[[], Case]] = {
 
 # The primitives without a derivative at all, and why.
 NOT_DIFFERENTIABLE = {
-    "sign": "piecewise constant: its derivative is zero wherever it exists",
     "floor_divide": "piecewise constant: its derivative is zero wherever it exists",
     "int_pow": "integer power of integer tensors (pow's integer variant): no gradient",
     "isnan": "boolean result",

@@ -362,7 +362,8 @@ ERF = defop(
 ABS = defop(
     abs_, promote, lambda g, x: (g * x.sign(),), "inputs", ("Tensor.abs", "kg.abs"), name="abs"
 )
-SIGN = defop(sign, promote, None, bindings=("Tensor.sign", "kg.sign"))
+# piecewise constant: a zero gradient, as PyTorch (the VJP is defined further down)
+SIGN = defop(sign, promote, lambda g, x: _zero_gradient(g, x), "none", ("Tensor.sign", "kg.sign"))
 LOGICAL_NOT = defop(
     logical_not,
     logical,

@@ -901,13 +901,11 @@ EXPECTED_FAILURES: set[str] = {
     "F.relu6",
     "F.smooth_l1_loss",
     "F.softsign",
-    "Tensor.sign",
     "copy_",
     "fill_",
     "norm_dim",
     "setitem_mask",
     "setitem_slice",
-    "sign",
     "zero_",
 }
 

@@ -901,12 +901,9 @@ EXPECTED_FAILURES: set[str] = {
     "F.relu6",
     "F.smooth_l1_loss",
     "F.softsign",
-    "copy_",
-    "fill_",
     "norm_dim",
     "setitem_mask",
     "setitem_slice",
-    "zero_",
 }
 
 

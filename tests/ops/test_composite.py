@@ -245,3 +245,19 @@ def test_random_draws_are_the_same_on_every_device(device):
             kg.multinomial(weights, 3, replacement=True).cpu().tolist(),
         )
     assert draws[device] == draws["cpu"]
+
+
+def test_fill_and_copy_into_a_tensor_in_a_graph_are_recorded_as_in_pytorch():
+    x = kg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    y.fill_(5.0)  # y stays in the graph: a zero gradient to what it held
+    assert y.requires_grad
+    (y * x).sum().backward()
+    assert x.grad.tolist() == [5.0, 5.0]
+    source = kg.tensor([1.0, 2.0], requires_grad=True)
+    target = kg.zeros(2, 2, requires_grad=True) * 1
+    target.copy_(source)  # broadcast: the gradient is summed back to the source
+    (target * kg.tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    assert source.grad.tolist() == [4.0, 6.0]
+    with pytest.raises(RuntimeError, match="cannot write a value of shape"):
+        (kg.zeros(2, requires_grad=True) * 1).copy_(kg.ones(3, 2, requires_grad=True))

@@ -902,8 +902,6 @@ EXPECTED_FAILURES: set[str] = {
     "F.smooth_l1_loss",
     "F.softsign",
     "norm_dim",
-    "setitem_mask",
-    "setitem_slice",
 }
 
 

@@ -71,11 +71,12 @@ from .ops.creation import (
     zeros,
     zeros_like,
 )
-from .ops.elementwise import clamp, where
+from .ops.elementwise import clamp
 from .ops.indexing import gather, index_add, take
 from .ops.linalg import matmul
 from .ops.movement import cat, stack
 from .placement import on
+from .shapes import Size
 from .tensor import Tensor, allow_scalar
 
 float = float32
@@ -119,10 +120,7 @@ def _binary(op: Any, doc: str) -> Any:
     return fn
 
 
-add = _binary(_ew.ADD, "Elementwise x + y (broadcast).")
-sub = _binary(_ew.SUB, "Elementwise x - y (broadcast).")
 mul = _binary(_ew.MUL, "Elementwise x * y (broadcast).")
-div = _binary(_ew.DIV, "Elementwise x / y (true division, broadcast).")
 pow = _binary(_ew.POW, "Elementwise x ** y (broadcast).")
 maximum = _binary(_ew.MAXIMUM, "Elementwise larger of x and y (NaN propagates).")
 minimum = _binary(_ew.MINIMUM, "Elementwise smaller of x and y (NaN propagates).")
@@ -136,19 +134,85 @@ logical_and = _binary(_ew.LOGICAL_AND, "Elementwise boolean and.")
 logical_or = _binary(_ew.LOGICAL_OR, "Elementwise boolean or.")
 logical_xor = _binary(_ew.LOGICAL_XOR, "Elementwise boolean xor.")
 
-sum = _reduce.sum
-mean = _reduce.mean
-max = _reduce.max
-min = _reduce.min
-amax = _reduce.amax
-amin = _reduce.amin
-argmax = _reduce.argmax
-argmin = _reduce.argmin
-var = _reduce.var
-std = _reduce.std
-logsumexp = _reduce.logsumexp
 softmax = _reduce.softmax
 log_softmax = _reduce.log_softmax
+
+# PyTorch's wider API: the trigonometric, hyperbolic and rounding primitives, and the
+# operations composed from primitives (kernelgrad/ops/composite.py).
+tan = _unary(_ew.TAN, "Elementwise tangent.")
+asin = arcsin = _unary(_ew.ASIN, "Elementwise inverse sine (NaN outside [-1, 1]).")
+acos = arccos = _unary(_ew.ACOS, "Elementwise inverse cosine (NaN outside [-1, 1]).")
+atan = arctan = _unary(_ew.ATAN, "Elementwise inverse tangent.")
+sinh = _unary(_ew.SINH, "Elementwise hyperbolic sine.")
+cosh = _unary(_ew.COSH, "Elementwise hyperbolic cosine.")
+asinh = arcsinh = _unary(_ew.ASINH, "Elementwise inverse hyperbolic sine.")
+acosh = arccosh = _unary(_ew.ACOSH, "Elementwise inverse hyperbolic cosine (NaN below 1).")
+atanh = arctanh = _unary(_ew.ATANH, "Elementwise inverse hyperbolic tangent.")
+floor = _unary(_ew.FLOOR, "Round down to an integer value (same dtype).")
+ceil = _unary(_ew.CEIL, "Round up to an integer value (same dtype).")
+trunc = fix = _unary(_ew.TRUNC, "Round toward zero to an integer value (same dtype).")
+reciprocal = _unary(_ew.RECIPROCAL, "Elementwise 1 / x.")
+
+
+def square(x: Tensor) -> Tensor:
+    """Elementwise x * x."""
+    return x * x
+
+
+def rsqrt(x: Tensor) -> Tensor:
+    """Elementwise 1 / sqrt(x)."""
+    return x.rsqrt()
+
+
+def is_floating_point(x: Tensor) -> bool:
+    return x.dtype.is_floating_point
+
+
+def clip(x: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    """Alias of :func:`clamp`."""
+    return clamp(x, min, max)
+
+
+def concat(tensors: Any, dim: int = 0) -> Tensor:
+    """Alias of :func:`cat`."""
+    return cat(tensors, dim)
+
+
+concatenate = concat
+
+
+def broadcast_to(x: Tensor, shape: Any) -> Tensor:
+    return x.broadcast_to(shape)
+
+
+def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    return x.split(split_size_or_sections, dim)
+
+
+def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    return x.chunk(chunks, dim)
+
+
+def flip(x: Tensor, dims: Any) -> Tensor:
+    return x.flip(dims)
+
+
+def fliplr(x: Tensor) -> Tensor:
+    """Reverse the order of the columns (dim 1)."""
+    return x.flip(1)
+
+
+def flipud(x: Tensor) -> Tensor:
+    """Reverse the order of the rows (dim 0)."""
+    return x.flip(0)
+
+
+def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    return x.narrow(dim, start, length)
+
+
+def index_select(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    return x.index_select(dim, index)
 
 
 def reshape(x: Tensor, shape: Any) -> Tensor:
@@ -173,6 +237,147 @@ def squeeze(x: Tensor, dim: Any = None) -> Tensor:
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
     return x.unsqueeze(dim)
+
+
+from .ops.composite import (
+    allclose,
+    argsort,
+    argwhere,
+    atan2,
+    bmm,
+    copysign,
+    count_nonzero,
+    cummax,
+    cummin,
+    cumprod,
+    cumsum,
+    diag,
+    diagonal,
+    div,
+    dot,
+    einsum,
+    equal,
+    exp2,
+    floor_divide,
+    fmax,
+    fmin,
+    fmod,
+    frac,
+    hstack,
+    hypot,
+    isclose,
+    isfinite,
+    isinf,
+    kthvalue,
+    lerp,
+    log2,
+    log10,
+    logaddexp,
+    logaddexp2,
+    logcumsumexp,
+    masked_fill,
+    masked_select,
+    median,
+    mm,
+    movedim,
+    multinomial,
+    mv,
+    nan_to_num,
+    nonzero,
+    norm,
+    outer,
+    prod,
+    randperm,
+    remainder,
+    repeat_interleave,
+    roll,
+    round,
+    sort,
+    std_mean,
+    swapaxes,
+    take_along_dim,
+    topk,
+    trace,
+    tril,
+    triu,
+    true_divide,
+    unbind,
+    var_mean,
+    vstack,
+    xlogy,
+)
+from .ops.composite import aminmax as _aminmax
+
+arctan2 = atan2
+swapdims = swapaxes
+
+
+def aminmax(x: Tensor, *, dim: Any = None, keepdim: bool = False) -> Any:
+    """``(min, max)`` of ``x`` (over ``dim``)."""
+    return _aminmax(x, dim=dim, keepdim=keepdim)
+
+
+def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
+    """Elementwise x + alpha * y (broadcast)."""
+    return _ew.ADD(x, y if alpha == 1 else _ew.MUL(y, alpha))
+
+
+def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
+    """Elementwise x - alpha * y (broadcast)."""
+    return _ew.SUB(x, y if alpha == 1 else _ew.MUL(y, alpha))
+
+
+_NO_VALUE = object()
+
+
+def where(condition: Any, x: Any = _NO_VALUE, y: Any = _NO_VALUE) -> Any:
+    """``x`` where ``condition`` is true, else ``y`` (broadcast together); with the
+    condition alone, ``kg.nonzero(condition, as_tuple=True)``.
+
+    >>> import kernelgrad as kg
+    >>> kg.where(kg.tensor([True, False]), kg.tensor([1.0, 2.0]), 0.0).tolist()
+    [1.0, 0.0]
+    """
+    if x is _NO_VALUE and y is _NO_VALUE:
+        return nonzero(condition, as_tuple=True)
+    if x is _NO_VALUE or y is _NO_VALUE:
+        raise TypeError("where: give both x and y, or neither (for the indices of the condition)")
+    return _ew.where(condition, x, y)
+
+
+def _accepting_axis(reduction: Any) -> Any:
+    """A reduction that also takes NumPy's ``axis=`` for ``dim=``, as PyTorch does."""
+
+    def fn(x: Tensor, dim: Any = None, *args: Any, axis: Any = None, **kwargs: Any) -> Any:
+        from .tensor import _axis
+
+        return reduction(x, _axis(dim, axis, reduction.__name__), *args, **kwargs)
+
+    fn.__name__ = reduction.__name__
+    fn.__doc__ = reduction.__doc__
+    return fn
+
+
+sum = _accepting_axis(_reduce.sum)
+max = _accepting_axis(_reduce.max)
+min = _accepting_axis(_reduce.min)
+amax = _accepting_axis(_reduce.amax)
+amin = _accepting_axis(_reduce.amin)
+argmax = _accepting_axis(_reduce.argmax)
+argmin = _accepting_axis(_reduce.argmin)
+var = _accepting_axis(_reduce.var)
+std = _accepting_axis(_reduce.std)
+logsumexp = _accepting_axis(_reduce.logsumexp)
+any = _accepting_axis(_reduce.any)
+all = _accepting_axis(_reduce.all)
+
+
+def mean(
+    x: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None, axis: Any = None
+) -> Tensor:
+    """Arithmetic mean of a floating point tensor (convert integers first, or give
+    ``dtype=``)."""
+    return x.mean(dim, keepdim, dtype, axis=axis)
 
 
 def is_tensor(x: Any) -> bool:
@@ -216,6 +421,7 @@ _LAZY_ATTRIBUTES = {
     "elementwise": "kernel",
     "custom_vjp": "kernel",
     "save": "save_load",
+    "from_dlpack": "interop",
     "load": "save_load",
 }
 
@@ -226,4 +432,6 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY_ATTRIBUTES:
         module = importlib.import_module(f".{_LAZY_ATTRIBUTES[name]}", __name__)
         return getattr(module, name)
-    raise AttributeError(f"module 'kernelgrad' has no attribute {name!r}")
+    from .errors import missing_attribute
+
+    raise missing_attribute("module", name)

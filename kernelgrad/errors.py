@@ -1,5 +1,10 @@
 """Exception types. Each subclasses the builtin a PyTorch user would catch.
 
+Where PyTorch raises ``RuntimeError`` for a mistake (mismatched shapes, a bad argument
+value, a dtype an operation does not support) and NumPy or plain Python would raise
+``ValueError`` or ``TypeError``, the class subclasses both, so ``except RuntimeError``
+in a ported program and ``except ValueError`` in NumPy-minded code both catch it.
+
 Messages follow one rule: say what is wrong (with the shapes, dtypes or devices
 involved), name the operation, and say what to do instead.
 """
@@ -7,8 +12,9 @@ involved), name the operation, and say what to do instead.
 from __future__ import annotations
 
 
-class ShapeError(ValueError):
-    """Shapes that cannot be combined: broadcasting, matmul, reshape, bad dims."""
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that cannot be combined: broadcasting, matmul, reshape, bad dims (PyTorch
+    raises ``RuntimeError`` for these)."""
 
 
 class DimensionError(ShapeError, IndexError):
@@ -29,12 +35,14 @@ class IndexingError(IndexError):
     differs from the dimensions it indexes, too many indices."""
 
 
-class DTypeError(TypeError):
-    """A dtype (or an operand's type) that the operation does not accept."""
+class DTypeError(TypeError, RuntimeError):
+    """A dtype (or an operand's type) that the operation does not accept (PyTorch raises
+    ``RuntimeError`` for an unsupported dtype and ``TypeError`` for a wrong Python type)."""
 
 
-class ArgumentError(ValueError):
-    """An argument value the operation cannot use (a zero step, a bad reduction name)."""
+class ArgumentError(ValueError, RuntimeError):
+    """An argument value the operation cannot use (a zero step, a bad reduction name;
+    PyTorch raises ``RuntimeError``)."""
 
 
 class DivisionByZeroError(ZeroDivisionError, RuntimeError):
@@ -62,3 +70,70 @@ class KernelError(RuntimeError):
 
 def format_shape(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+# PyTorch names kernelgrad does not have, and what to use instead. ``kernelgrad`` and
+# ``Tensor`` raise AttributeError with this advice instead of Python's spelling guess
+# (``'mm'. Did you mean: 'mT'?``).
+MODULE_ADVICE = {
+    "half": "kernelgrad has float32 and float64 only: use kg.float32",
+    "float16": "kernelgrad has float32 and float64 only: use kg.float32",
+    "bfloat16": "kernelgrad has float32 and float64 only: use kg.float32",
+    "complex64": "kernelgrad has no complex dtypes",
+    "jit": "kernelgrad has no TorchScript: kg.compile traces and fuses a function instead",
+    "autocast": "kernelgrad has no mixed precision: remove the autocast block",
+    "vmap": "kernelgrad has no vmap: write the batch dimension explicitly, or a @kg.kernel",
+    "func": "kernelgrad has no torch.func: kg.autograd.grad gives gradients",
+    "fft": "kernelgrad has no FFTs",
+    "sparse": "kernelgrad has no sparse tensors",
+    "linalg": "kernelgrad has no linalg module: kg.matmul, x.norm() and kg.einsum cover "
+    "products and norms",
+    "set_default_dtype": "kernelgrad's default float is float32: convert with .double() "
+    "where float64 is needed",
+    "set_printoptions": "kernelgrad prints tensors with NumPy's options: numpy.set_printoptions",
+    "Generator": "kernelgrad has one random stream per device: kg.manual_seed(seed)",
+    "save_file": "kg.serialization.save_file writes a safetensors file (kg.save saves "
+    "nested structures)",
+    "Function": "kernelgrad's custom backward passes are kg.custom_vjp",
+}
+TENSOR_ADVICE = {
+    "half": "kernelgrad has float32 and float64 only: use .float()",
+    "bfloat16": "kernelgrad has float32 and float64 only: use .float()",
+    "data_ptr": "kernelgrad does not expose raw pointers: use x.__dlpack__() or, on CUDA, "
+    "x.__cuda_array_interface__",
+    "pin_memory": "kernelgrad has no pinned host memory: remove the call (copies to the GPU "
+    "are synchronous)",
+    "share_memory_": "kernelgrad tensors are not shared between processes: use kg.distributed",
+    "storage": "kernelgrad has no storage objects: x.numpy() shares a CPU tensor's memory",
+    "untyped_storage": "kernelgrad has no storage objects: x.numpy() shares a CPU tensor's memory",
+    "to_sparse": "kernelgrad has no sparse tensors",
+    "register_hook": "use kg.autograd's hooks (docs/autograd.md)",
+    "backward_hook": "use kg.autograd's hooks (docs/autograd.md)",
+    "apply_": "kernelgrad does not run Python per element: write a @kg.elementwise function",
+    "map_": "kernelgrad does not run Python per element: write a @kg.elementwise function",
+    "as_strided": "kernelgrad has no as_strided: use view, expand, unfold or slicing",
+    "index_put_": "use indexing assignment, x[index] = value",
+    "scatter_": "use kg.index_add, or indexing assignment x[index] = value",
+    "scatter_add_": "use kg.index_add(target, dim, index, source)",
+    "cfloat": "kernelgrad has no complex dtypes",
+    "__cuda_array_interface__": "it exists only on CUDA tensors on a GPU (not on the CPU, "
+    "nor under Numba's CUDA simulator, which has no device pointers); on the CPU, "
+    "t.numpy() and __dlpack__ share the memory",
+}
+
+
+def missing_attribute(owner: str, name: str) -> AttributeError:
+    """The AttributeError for a name that ``kernelgrad`` (``owner="module"``) or a
+    ``Tensor`` does not have, with the kernelgrad equivalent where there is one."""
+    table = MODULE_ADVICE if owner == "module" else TENSOR_ADVICE
+    what = "module 'kernelgrad'" if owner == "module" else "'Tensor' object"
+    advice = table.get(name)
+    if advice is None and name.startswith("__") and name.endswith("__"):
+        return AttributeError(f"{what} has no attribute {name!r}")
+    if advice is None:
+        where = "torch" if owner == "module" else "torch.Tensor"
+        advice = (
+            f"kernelgrad does not implement PyTorch's {where}.{name} (if PyTorch has it; "
+            "docs/pytorch-compat.md lists what is covered)"
+        )
+    return AttributeError(f"{what} has no attribute {name!r}: {advice}")

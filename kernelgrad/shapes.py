@@ -225,3 +225,33 @@ def coalesce(shape: Shape, strides_list: Sequence[Shape]) -> tuple[Shape, list[S
             for out_st, st in zip(out_strides, strides_list):
                 out_st.append(st[d])
     return tuple(out_shape), [tuple(s) for s in out_strides]
+
+
+class Size(tuple):
+    """The shape of a tensor as ``x.size()`` returns it: a tuple (it compares equal to
+    plain tuples and unpacks like one) with PyTorch's ``torch.Size`` extras.
+
+    >>> import kernelgrad as kg
+    >>> size = kg.zeros(2, 3).size()
+    >>> size == (2, 3), size.numel(), size[1:]
+    (True, 6, kg.Size([3]))
+    """
+
+    __slots__ = ()
+
+    def numel(self) -> int:
+        """The number of elements a tensor of this shape holds."""
+        count = 1
+        for size in self:
+            count *= size
+        return count
+
+    def __getitem__(self, key: Any) -> Any:
+        result = tuple.__getitem__(self, key)
+        return Size(result) if isinstance(key, slice) else result
+
+    def __add__(self, other: Any) -> Size:
+        return Size(tuple.__add__(self, tuple(other)))
+
+    def __repr__(self) -> str:
+        return f"kg.Size({list(self)})"

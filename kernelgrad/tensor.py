@@ -206,7 +206,9 @@ class Tensor:
 
     def size(self, dim: int | None = None) -> Any:
         if dim is None:
-            return self.shape
+            from .shapes import Size
+
+            return Size(self.shape)
         from .shapes import normalize_dim
 
         return self.shape[normalize_dim(dim, self.ndim, "size")]
@@ -597,7 +599,9 @@ class Tensor:
     def mul(self, other: Any) -> Tensor:
         return _ew.MUL(self, other)
 
-    def div(self, other: Any) -> Tensor:
+    def div(self, other: Any, rounding_mode: str | None = None) -> Tensor:
+        if rounding_mode is not None:
+            return _composite.div(self, other, rounding_mode)
         return _ew.DIV(self, other)
 
     def pow(self, other: Any) -> Tensor:
@@ -703,52 +707,70 @@ class Tensor:
         return _inplace.copy_(self, source)
 
     # --- reductions ---------------------------------------------------------------------------
-    def sum(self, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
-        return _reduce.sum(self, dim, keepdim, dtype)
+    # ``axis=`` is NumPy's name for ``dim=``, which PyTorch accepts too
+    def sum(
+        self, dim: Any = None, keepdim: bool = False, dtype: Any = None, *, axis: Any = None
+    ) -> Tensor:
+        return _reduce.sum(self, _axis(dim, axis, "sum"), keepdim, dtype)
 
-    def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _reduce.mean(self, dim, keepdim)
+    def mean(
+        self, dim: Any = None, keepdim: bool = False, dtype: Any = None, *, axis: Any = None
+    ) -> Tensor:
+        x = self if dtype is None else self.to(dtype)
+        return _reduce.mean(x, _axis(dim, axis, "mean"), keepdim)
 
-    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def max(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
         if isinstance(dim, Tensor):
             return _ew.MAXIMUM(self, dim)
-        return _reduce.max(self, dim, keepdim)
+        return _reduce.max(self, _axis(dim, axis, "max"), keepdim)
 
-    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def min(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
         if isinstance(dim, Tensor):
             return _ew.MINIMUM(self, dim)
-        return _reduce.min(self, dim, keepdim)
+        return _reduce.min(self, _axis(dim, axis, "min"), keepdim)
 
-    def amax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _reduce.amax(self, dim, keepdim)
+    def amax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        return _reduce.amax(self, _axis(dim, axis, "amax"), keepdim)
 
-    def amin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _reduce.amin(self, dim, keepdim)
+    def amin(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        return _reduce.amin(self, _axis(dim, axis, "amin"), keepdim)
 
-    def argmax(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _reduce.argmax(self, dim, keepdim)
+    def argmax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        return _reduce.argmax(self, _axis(dim, axis, "argmax"), keepdim)
 
-    def argmin(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _reduce.argmin(self, dim, keepdim)
+    def argmin(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        return _reduce.argmin(self, _axis(dim, axis, "argmin"), keepdim)
 
     def var(
-        self, dim: Any = None, correction: Any = None, keepdim: bool = False, unbiased: Any = None
+        self,
+        dim: Any = None,
+        correction: Any = None,
+        keepdim: bool = False,
+        unbiased: Any = None,
+        *,
+        axis: Any = None,
     ) -> Tensor:
-        return _reduce.var(self, dim, correction, keepdim, unbiased)
+        return _reduce.var(self, _axis(dim, axis, "var"), correction, keepdim, unbiased)
 
     def std(
-        self, dim: Any = None, correction: Any = None, keepdim: bool = False, unbiased: Any = None
+        self,
+        dim: Any = None,
+        correction: Any = None,
+        keepdim: bool = False,
+        unbiased: Any = None,
+        *,
+        axis: Any = None,
     ) -> Tensor:
-        return _reduce.var(self, dim, correction, keepdim, unbiased).sqrt()
+        return _reduce.var(self, _axis(dim, axis, "std"), correction, keepdim, unbiased).sqrt()
 
-    def logsumexp(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _reduce.logsumexp(self, dim, keepdim)
+    def logsumexp(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        return _reduce.logsumexp(self, _axis(dim, axis, "logsumexp"), keepdim)
 
-    def any(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _reduce.any(self, dim, keepdim)
+    def any(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        return _reduce.any(self, _axis(dim, axis, "any"), keepdim)
 
-    def all(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _reduce.all(self, dim, keepdim)
+    def all(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
+        return _reduce.all(self, _axis(dim, axis, "all"), keepdim)
 
     def softmax(self, dim: int) -> Tensor:
         return _reduce.softmax(self, dim)
@@ -849,6 +871,373 @@ class Tensor:
     def matmul(self, other: Any) -> Tensor:
         return _linalg.matmul(self, other)
 
+    # --- PyTorch's wider API (ops/composite.py and the trigonometric primitives) -------------
+    def eq(self, other: Any) -> Tensor:
+        return _ew.EQ(self, other)
+
+    def ne(self, other: Any) -> Tensor:
+        return _ew.NE(self, other)
+
+    def lt(self, other: Any) -> Tensor:
+        return _ew.LT(self, other)
+
+    def le(self, other: Any) -> Tensor:
+        return _ew.LE(self, other)
+
+    def gt(self, other: Any) -> Tensor:
+        return _ew.GT(self, other)
+
+    def ge(self, other: Any) -> Tensor:
+        return _ew.GE(self, other)
+
+    def tan(self) -> Tensor:
+        return _ew.TAN(self)
+
+    def asin(self) -> Tensor:
+        return _ew.ASIN(self)
+
+    def acos(self) -> Tensor:
+        return _ew.ACOS(self)
+
+    def atan(self) -> Tensor:
+        return _ew.ATAN(self)
+
+    arcsin, arccos, arctan = asin, acos, atan
+
+    def sinh(self) -> Tensor:
+        return _ew.SINH(self)
+
+    def cosh(self) -> Tensor:
+        return _ew.COSH(self)
+
+    def asinh(self) -> Tensor:
+        return _ew.ASINH(self)
+
+    def acosh(self) -> Tensor:
+        return _ew.ACOSH(self)
+
+    def atanh(self) -> Tensor:
+        return _ew.ATANH(self)
+
+    arcsinh, arccosh, arctanh = asinh, acosh, atanh
+
+    def floor(self) -> Tensor:
+        return _ew.FLOOR(self)
+
+    def ceil(self) -> Tensor:
+        return _ew.CEIL(self)
+
+    def trunc(self) -> Tensor:
+        return _ew.TRUNC(self)
+
+    fix = trunc
+
+    def round(self, decimals: int = 0) -> Tensor:
+        return _composite.round(self, decimals)
+
+    def frac(self) -> Tensor:
+        return _composite.frac(self)
+
+    def log2(self) -> Tensor:
+        return _composite.log2(self)
+
+    def log10(self) -> Tensor:
+        return _composite.log10(self)
+
+    def exp2(self) -> Tensor:
+        return _composite.exp2(self)
+
+    def isinf(self) -> Tensor:
+        return _composite.isinf(self)
+
+    def isfinite(self) -> Tensor:
+        return _composite.isfinite(self)
+
+    def nan_to_num(self, nan: float = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:
+        return _composite.nan_to_num(self, nan, posinf, neginf)
+
+    def fmod(self, other: Any) -> Tensor:
+        return _composite.fmod(self, other)
+
+    def remainder(self, other: Any) -> Tensor:
+        return _composite.remainder(self, other)
+
+    def floor_divide(self, other: Any) -> Tensor:
+        return _composite.floor_divide(self, other)
+
+    def true_divide(self, other: Any) -> Tensor:
+        return _ew.DIV(self, other)
+
+    def copysign(self, other: Any) -> Tensor:
+        return _composite.copysign(self, other)
+
+    def logaddexp(self, other: Any) -> Tensor:
+        return _composite.logaddexp(self, other)
+
+    def atan2(self, other: Any) -> Tensor:
+        return _composite.atan2(self, other)
+
+    def hypot(self, other: Any) -> Tensor:
+        return _composite.hypot(self, other)
+
+    def lerp(self, end: Any, weight: Any) -> Tensor:
+        return _composite.lerp(self, end, weight)
+
+    def isclose(
+        self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+    ) -> Tensor:
+        return _composite.isclose(self, other, rtol, atol, equal_nan)
+
+    def allclose(
+        self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+    ) -> bool:
+        return _composite.allclose(self, other, rtol, atol, equal_nan)
+
+    def equal(self, other: Tensor) -> bool:
+        return _composite.equal(self, other)
+
+    def prod(
+        self, dim: Any = None, keepdim: bool = False, dtype: Any = None, *, axis: Any = None
+    ) -> Tensor:
+        return _composite.prod(self, dim, keepdim, dtype, axis)
+
+    def count_nonzero(self, dim: Any = None) -> Tensor:
+        return _composite.count_nonzero(self, dim)
+
+    def aminmax(self, *, dim: Any = None, keepdim: bool = False) -> Any:
+        return _composite.aminmax(self, dim=dim, keepdim=keepdim)
+
+    def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
+        return _composite.norm(self, p, dim, keepdim)
+
+    def cumsum(self, dim: int, dtype: Any = None) -> Tensor:
+        return _composite.cumsum(self, dim, dtype)
+
+    def cumprod(self, dim: int, dtype: Any = None) -> Tensor:
+        return _composite.cumprod(self, dim, dtype)
+
+    def cummax(self, dim: int) -> Any:
+        return _composite.cummax(self, dim)
+
+    def cummin(self, dim: int) -> Any:
+        return _composite.cummin(self, dim)
+
+    def logcumsumexp(self, dim: int) -> Tensor:
+        return _composite.logcumsumexp(self, dim)
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+        return _composite.sort(self, dim, descending, stable)
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+        return _composite.argsort(self, dim, descending, stable)
+
+    def topk(
+        self,
+        k: int,
+        dim: int = -1,
+        largest: bool = True,
+        sorted: bool = True,  # noqa: A002
+    ) -> Any:
+        return _composite.topk(self, k, dim, largest, sorted)
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> Any:
+        return _composite.kthvalue(self, k, dim, keepdim)
+
+    def median(self, dim: Any = None, keepdim: bool = False) -> Any:
+        return _composite.median(self, dim, keepdim)
+
+    def nonzero(self, *, as_tuple: bool = False) -> Any:
+        return _composite.nonzero(self, as_tuple=as_tuple)
+
+    def argwhere(self) -> Tensor:
+        return _composite.nonzero(self)
+
+    def masked_select(self, mask: Tensor) -> Tensor:
+        return _composite.masked_select(self, mask)
+
+    def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
+        return _composite.masked_fill(self, mask, value)
+
+    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
+        return _composite.masked_fill_(self, mask, value)
+
+    def repeat_interleave(
+        self, repeats: Any, dim: int | None = None, *, output_size: int | None = None
+    ) -> Tensor:
+        return _composite.repeat_interleave(self, repeats, dim)
+
+    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
+        return _composite.roll(self, shifts, dims)
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        return _composite.diagonal(self, offset, dim1, dim2)
+
+    def diag(self, diagonal: int = 0) -> Tensor:
+        return _composite.diag(self, diagonal)
+
+    def trace(self) -> Tensor:
+        return _composite.trace(self)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        return _composite.tril(self, diagonal)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        return _composite.triu(self, diagonal)
+
+    def movedim(self, source: Any, destination: Any) -> Tensor:
+        return _composite.movedim(self, source, destination)
+
+    def swapaxes(self, axis0: int, axis1: int) -> Tensor:
+        return self.transpose(axis0, axis1)
+
+    swapdims = swapaxes
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        return _composite.unbind(self, dim)
+
+    def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
+        return _composite.take_along_dim(self, indices, dim)
+
+    def mm(self, other: Tensor) -> Tensor:
+        return _composite.mm(self, other)
+
+    def bmm(self, other: Tensor) -> Tensor:
+        return _composite.bmm(self, other)
+
+    def mv(self, other: Tensor) -> Tensor:
+        return _composite.mv(self, other)
+
+    def dot(self, other: Tensor) -> Tensor:
+        return _composite.dot(self, other)
+
+    def outer(self, other: Tensor) -> Tensor:
+        return _composite.outer(self, other)
+
+    # --- PyTorch's tensor bookkeeping methods -------------------------------------------------
+    def nelement(self) -> int:
+        return self.numel()
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def type(self, dtype: Any = None) -> Any:
+        """With no argument, the type's name (``'kernelgrad.FloatTensor'``); with a dtype
+        (or a name such as ``'torch.LongTensor'``), the tensor converted to it."""
+        if dtype is None:
+            return f"kernelgrad.{_TYPE_NAMES[self.dtype.name]}"
+        if isinstance(dtype, str) and dtype.rpartition(".")[2] in _TYPE_NAMES.values():
+            name = dtype.rpartition(".")[2]
+            dtype = next(k for k, v in _TYPE_NAMES.items() if v == name)
+        return self.to(as_dtype(dtype))
+
+    def new_tensor(
+        self, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    ) -> Tensor:
+        """A new tensor from ``data`` with this tensor's dtype and device by default."""
+        from .ops.creation import tensor
+
+        values = data.detach().tolist() if isinstance(data, Tensor) else data
+        return tensor(values, **self._new_options(dtype, device), requires_grad=requires_grad)
+
+    def new_full(
+        self,
+        size: Any,
+        fill_value: Any,
+        *,
+        dtype: Any = None,
+        device: Any = None,
+        requires_grad: bool = False,
+    ) -> Tensor:
+        from .ops.creation import full
+
+        options = self._new_options(dtype, device)
+        return full(size, fill_value, **options, requires_grad=requires_grad)
+
+    def new_zeros(
+        self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    ) -> Tensor:
+        from .ops.creation import zeros
+
+        options = self._new_options(dtype, device)
+        return zeros(*size, **options, requires_grad=requires_grad)
+
+    def new_ones(
+        self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    ) -> Tensor:
+        from .ops.creation import ones
+
+        options = self._new_options(dtype, device)
+        return ones(*size, **options, requires_grad=requires_grad)
+
+    def new_empty(
+        self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    ) -> Tensor:
+        from .ops.creation import empty
+
+        options = self._new_options(dtype, device)
+        return empty(*size, **options, requires_grad=requires_grad)
+
+    def _new_options(self, dtype: Any, device: Any) -> dict[str, Any]:
+        """``new_*``: this tensor's dtype and device unless given."""
+        return {
+            "dtype": self.dtype if dtype is None else dtype,
+            "device": self.device if device is None else device,
+        }
+
+    # --- interop (kernelgrad/interop.py) ------------------------------------------------------
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Any = None,
+        dl_device: Any = None,
+        copy: Any = None,
+    ) -> Any:
+        """A DLPack capsule sharing this tensor's memory (``numpy.from_dlpack(t)``,
+        ``torch.from_dlpack(t)``, ...)."""
+        from .interop import to_dlpack
+
+        return to_dlpack(
+            self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy
+        )
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from .interop import dlpack_device
+
+        return dlpack_device(self)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA tensors only (an AttributeError on the CPU, as in PyTorch)."""
+        from .interop import cuda_array_interface
+
+        return cuda_array_interface(self)
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for names the class does not have: say what kernelgrad offers
+        from .errors import missing_attribute
+
+        raise missing_attribute("Tensor", name)
+
+
+# The names of PyTorch's legacy tensor types, by dtype (``x.type()``).
+_TYPE_NAMES = {
+    "float32": "FloatTensor",
+    "float64": "DoubleTensor",
+    "int32": "IntTensor",
+    "int64": "LongTensor",
+    "bool": "BoolTensor",
+}
+
+
+def _axis(dim: Any, axis: Any, op: str) -> Any:
+    """``axis=`` is an alias of ``dim=`` (as in PyTorch); giving both is an error."""
+    if axis is None:
+        return dim
+    if dim is not None:
+        raise ArgumentError(f"{op}: give dim or its alias axis, not both (dim={dim}, axis={axis})")
+    return axis
+
 
 def _rebuild_tensor(values: np.ndarray, dtype: str, device: str, requires_grad: bool) -> Tensor:
     from .ops.creation import tensor
@@ -865,6 +1254,7 @@ def _is_dtype_name(text: str) -> bool:
 
 
 # Bound at the end: the op modules import Tensor from this module.
+from .ops import composite as _composite  # noqa: E402
 from .ops import elementwise as _ew  # noqa: E402
 from .ops import indexing as _indexing  # noqa: E402
 from .ops import inplace as _inplace  # noqa: E402

@@ -75,6 +75,13 @@ def _remainder_case() -> Case:
     return Case(OPS["remainder"], [x, y])
 
 
+def _between_integers() -> np.ndarray:
+    """Values whose fractional part is in [0.1, 0.4] or [0.6, 0.9]: no jump of floor,
+    ceil, trunc or round within reach of a finite difference."""
+    fraction = uniform(0.1, 0.4) + RNG.choice([0.0, 0.5], (2, 3))
+    return RNG.integers(-2, 3, (2, 3)) + fraction
+
+
 def _distinct(shape: tuple[int, ...]) -> np.ndarray:
     """Values at least 0.1 apart, in random order: no ties for max and min."""
     return RNG.permutation(np.arange(np.prod(shape)) * 0.1 - 0.5).reshape(shape)
@@ -109,6 +116,21 @@ ORDER_2: dict[str, Callable[[], Case]] = {
     "sigmoid": lambda: _elementwise("sigmoid", uniform(-2, 2)),
     "tanh": lambda: _elementwise("tanh", uniform(-2, 2)),
     "gelu": lambda: _elementwise("gelu", uniform(-2, 2)),
+    "tan": lambda: _elementwise("tan", uniform(-1, 1)),
+    "asin": lambda: _elementwise("asin", uniform(-0.8, 0.8)),
+    "acos": lambda: _elementwise("acos", uniform(-0.8, 0.8)),
+    "atan": lambda: _elementwise("atan", uniform(-2, 2)),
+    "sinh": lambda: _elementwise("sinh", uniform(-2, 2)),
+    "cosh": lambda: _elementwise("cosh", uniform(-2, 2)),
+    "asinh": lambda: _elementwise("asinh", uniform(-2, 2)),
+    "acosh": lambda: _elementwise("acosh", uniform(1.2, 3)),
+    "atanh": lambda: _elementwise("atanh", uniform(-0.8, 0.8)),
+    # piecewise constant (zero derivatives), sampled away from the jumps and the halves
+    "sign": lambda: _elementwise("sign", away_from_zero()),
+    "floor": lambda: _elementwise("floor", _between_integers()),
+    "ceil": lambda: _elementwise("ceil", _between_integers()),
+    "trunc": lambda: _elementwise("trunc", _between_integers()),
+    "round": lambda: _elementwise("round", _between_integers()),
     "add": lambda: _elementwise("add", uniform(-1, 1), uniform(-1, 1, (3,))),  # broadcast
     "sub": lambda: _elementwise("sub", uniform(-1, 1), uniform(-1, 1)),
     "mul": lambda: _elementwise("mul", uniform(-1, 1), uniform(-1, 1, (2, 1))),
@@ -140,7 +162,6 @@ ORDER_2: dict[str, Callable[[], Case]] = {
 
 # The primitives without a derivative at all, and why.
 NOT_DIFFERENTIABLE = {
-    "sign": "piecewise constant: its derivative is zero wherever it exists",
     "floor_divide": "piecewise constant: its derivative is zero wherever it exists",
     "int_pow": "integer power of integer tensors (pow's integer variant): no gradient",
     "isnan": "boolean result",

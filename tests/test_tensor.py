@@ -41,8 +41,13 @@ def test_from_numpy_shares_memory():
     data[1] = 2.0
     assert t.tolist() == [0.0, 2.0, 0.0]
     assert t.numpy().base is not None
-    with pytest.raises(TypeError, match="contiguous"):
-        kg.from_numpy(np.zeros((3, 3), np.float32).T)
+    # any non-negative strides are shared (as torch.from_numpy); negative ones refused
+    square = np.zeros((3, 3), np.float32)
+    transposed = kg.from_numpy(square.T)
+    square[0, 2] = 5.0
+    assert transposed[2, 0].item() == 5.0
+    with pytest.raises(ValueError, match="negative"):
+        kg.from_numpy(square[:, ::-1])
 
 
 @pytest.mark.parametrize("fn", [kg.zeros, kg.ones, kg.empty, kg.rand, kg.randn])

@@ -54,6 +54,7 @@ _KG_MATH = {
     "sqrt": "math.sqrt",
     "sin": "math.sin",
     "cos": "math.cos",
+    "tan": "math.tan",
     "tanh": "math.tanh",
     "erf": "math.erf",
     "abs": "abs",

@@ -114,18 +114,51 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
-    """A CPU tensor that shares memory with a contiguous NumPy array."""
+    """A CPU tensor that shares memory with a NumPy array of any layout with
+    non-negative strides (transposed, sliced with a step), as ``torch.from_numpy``.
+
+    >>> import numpy as np, kernelgrad as kg
+    >>> array = np.zeros((2, 3))
+    >>> t = kg.from_numpy(array[:, ::2])
+    >>> array[0, 2] = 5.0
+    >>> t.tolist()
+    [[0.0, 5.0], [0.0, 0.0]]
+    """
     if not isinstance(array, np.ndarray):
         raise DTypeError(f"from_numpy expects a NumPy array, got {type(array).__name__}")
     dtype = as_dtype(array.dtype)
-    if array.dtype != dtype.numpy or not array.flags.c_contiguous:
+    if array.dtype != dtype.numpy:
         raise DTypeError(
-            f"from_numpy shares memory, so it needs a C-contiguous array of a supported "
-            f"dtype (got {array.dtype}, contiguous={array.flags.c_contiguous}); use "
-            "kg.tensor(array) to copy instead"
+            f"from_numpy shares memory, so it needs an array of a supported dtype (got "
+            f"{array.dtype}); use kg.tensor(array) to copy and convert instead"
         )
     device = as_device("cpu")
-    return Tensor._from_buffer(array.reshape(-1), array.shape, dtype, device)
+    if array.flags.c_contiguous:
+        return Tensor._from_buffer(array.reshape(-1), array.shape, dtype, device)
+    itemsize = array.itemsize
+    if any(stride < 0 or stride % itemsize for stride in array.strides):
+        raise ArgumentError(
+            f"from_numpy: at least one stride of the array is negative (strides "
+            f"{array.strides}, in bytes), which tensors cannot share (PyTorch refuses it "
+            "too); copy first: `kg.from_numpy(array.copy())` or `kg.tensor(array)`"
+        )
+    return _share_strided(array, dtype, device)
+
+
+def _share_strided(array: np.ndarray, dtype: DType, device: Any) -> Tensor:
+    """A tensor viewing the memory of a strided array: the flat buffer spans from its
+    first to its last element, and the tensor is a strided view of that buffer."""
+    strides = tuple(stride // array.itemsize for stride in array.strides)
+    span = 1 + sum((size - 1) * stride for size, stride in zip(array.shape, strides))
+    if array.size == 0:
+        span = 0
+    flat = np.lib.stride_tricks.as_strided(array, shape=(span,), strides=(array.itemsize,))
+    base = Tensor._from_buffer(flat, (span,), dtype, device)
+    from .movement import make_view
+
+    view = make_view(base, array.shape, strides, 0)
+    view._base = None  # the buffer belongs to NumPy; the view is the user's tensor
+    return view
 
 
 def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:

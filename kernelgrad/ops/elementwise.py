@@ -362,7 +362,8 @@ ERF = defop(
 ABS = defop(
     abs_, promote, lambda g, x: (g * x.sign(),), "inputs", ("Tensor.abs", "kg.abs"), name="abs"
 )
-SIGN = defop(sign, promote, None, bindings=("Tensor.sign", "kg.sign"))
+# piecewise constant: a zero gradient, as PyTorch (the VJP is defined further down)
+SIGN = defop(sign, promote, lambda g, x: _zero_gradient(g, x), "none", ("Tensor.sign", "kg.sign"))
 LOGICAL_NOT = defop(
     logical_not,
     logical,
@@ -821,3 +822,133 @@ def _overlaps(a: Tensor, b: Tensor) -> bool:
 
     (a0, a1), (b0, b1) = extent(a), extent(b)
     return a0 <= b1 and b0 <= a1
+
+
+# --- trigonometric, hyperbolic and rounding functions (PyTorch's names) -----------------------
+def tan(x):
+    return math.tan(x)
+
+
+def asin(x):
+    return math.asin(x) if -1 <= x <= 1 else math.nan
+
+
+def acos(x):
+    return math.acos(x) if -1 <= x <= 1 else math.nan
+
+
+def atan(x):
+    return math.atan(x)
+
+
+def sinh(x):
+    return math.sinh(x)
+
+
+def cosh(x):
+    return math.cosh(x)
+
+
+def asinh(x):
+    return math.asinh(x)
+
+
+def acosh(x):
+    return math.acosh(x) if x >= 1 else math.nan
+
+
+def atanh(x):
+    if -1 < x < 1:
+        return math.atanh(x)
+    if x == 1 or x == -1:
+        return x * math.inf
+    return math.nan
+
+
+# Rounding without math.floor/ceil (which give integers in compiled code): magnitudes of
+# 2**52 and more, infinities and NaN are already integral (or not numbers) and pass
+# through; int() truncates toward zero below that.
+def trunc(x):
+    if not abs(x) < 4503599627370496.0:
+        return x
+    t = float(int(x))
+    return x if t == x else t
+
+
+def floor(x):
+    if not abs(x) < 4503599627370496.0:
+        return x
+    t = float(int(x))
+    return x if t == x else (t - 1.0 if t > x else t)
+
+
+def ceil(x):
+    if not abs(x) < 4503599627370496.0:
+        return x
+    t = float(int(x))
+    return x if t == x else (t + 1.0 if t < x else t)
+
+
+def round_half_even(x):
+    # to the nearest integer, halves to the even one (as PyTorch and NumPy)
+    if not abs(x) < 4503599627370496.0:
+        return x
+    t = float(int(x))
+    fraction = x - t
+    if fraction > 0.5 or (fraction == 0.5 and t % 2 != 0):
+        return t + 1.0
+    if fraction < -0.5 or (fraction == -0.5 and t % 2 != 0):
+        return t - 1.0
+    return x if t == x else t
+
+
+def _zero_gradient(g, x):
+    # piecewise constant: PyTorch's derivative is zero everywhere (not NaN at the jumps).
+    # Selecting 0 (rather than zeros_like) keeps it in the graph for create_graph=True,
+    # and unlike g * 0 it stays 0 where g is inf or NaN.
+    return (where(True, 0.0, g),)
+
+
+TAN = defop(tan, to_float, lambda g, y: (g * (y * y + 1),), "output", ("Tensor.tan", "kg.tan"))
+ASIN = defop(
+    asin, to_float, lambda g, x: (g / (1 - x * x).sqrt(),), "inputs", ("Tensor.asin", "kg.asin")
+)
+ACOS = defop(
+    acos, to_float, lambda g, x: (-g / (1 - x * x).sqrt(),), "inputs", ("Tensor.acos", "kg.acos")
+)
+ATAN = defop(atan, to_float, lambda g, x: (g / (x * x + 1),), "inputs", ("Tensor.atan", "kg.atan"))
+SINH = defop(sinh, to_float, lambda g, x: (g * COSH(x),), "inputs", ("Tensor.sinh", "kg.sinh"))
+COSH = defop(cosh, to_float, lambda g, x: (g * SINH(x),), "inputs", ("Tensor.cosh", "kg.cosh"))
+ASINH = defop(
+    asinh,
+    to_float,
+    lambda g, x: (g / (x * x + 1).sqrt(),),
+    "inputs",
+    ("Tensor.asinh", "kg.asinh"),
+)
+ACOSH = defop(
+    acosh,
+    to_float,
+    lambda g, x: (g / (x * x - 1).sqrt(),),
+    "inputs",
+    ("Tensor.acosh", "kg.acosh"),
+)
+ATANH = defop(
+    atanh, to_float, lambda g, x: (g / (1 - x * x),), "inputs", ("Tensor.atanh", "kg.atanh")
+)
+TRUNC = defop(
+    trunc, promote, _zero_gradient, "none", ("Tensor.trunc", "kg.trunc"), reject_bool=True
+)
+FLOOR = defop(
+    floor, promote, _zero_gradient, "none", ("Tensor.floor", "kg.floor"), reject_bool=True
+)
+CEIL = defop(ceil, promote, _zero_gradient, "none", ("Tensor.ceil", "kg.ceil"), reject_bool=True)
+ROUND = defop(
+    round_half_even,
+    promote,
+    _zero_gradient,
+    "none",
+    ("Tensor.round", "kg.round"),
+    name="round",
+    reject_bool=True,
+)

@@ -15,12 +15,11 @@ from typing import Any
 import numpy as np
 
 from .. import autograd
-from ..dtypes import int64
+from ..dtypes import bool_, int64
 from ..errors import (
     DeviceMismatchError,
     DTypeError,
     IndexingError,
-    InplaceError,
     ShapeError,
     UnsupportedError,
     format_shape,
@@ -196,7 +195,9 @@ def _normalise_key(x: Tensor, key: Any) -> list[Any]:
             )
         elif isinstance(k, Tensor):
             entries.append(k)
-        elif isinstance(k, (list, np.ndarray)):
+        elif isinstance(k, (list, np.ndarray, range)):
+            if isinstance(k, range):
+                k = list(k)  # as PyTorch: a range is a list of integer indices
             empty = len(k) == 0  # `t[[]]` selects nothing, as in NumPy
             entries.append(tensor(k, dtype=int64 if empty else None, device=x.device))
         elif hasattr(k, "__index__"):
@@ -353,12 +354,8 @@ def _multi_take(view: Tensor, advanced: list[tuple[int, Tensor]]) -> Tensor:
 # --- __setitem__ ---------------------------------------------------------------------------------
 def setitem(x: Tensor, key: Any, value: Any) -> None:
     if autograd.is_grad_enabled() and (x.requires_grad or getattr(value, "requires_grad", False)):
-        raise InplaceError(
-            "assigning into a tensor with `t[...] = value` is not recorded by autograd when "
-            "the tensor or the value requires grad. Build the result out of place instead "
-            "(e.g. `t = kg.where(mask, value, t)` or `kg.cat([...])`), or wrap the "
-            "assignment in `with kg.no_grad():` if no gradient should flow through it."
-        )
+        _recorded_setitem(x, key, value)
+        return
     entries = _normalise_key(x, key)
     if (
         all(isinstance(k, int) for k in entries if k is not None)
@@ -381,6 +378,31 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
                     f"cannot be assigned to the {format_shape(target.shape)} selection"
                 )
         x._storage.version += 1
+
+
+def _recorded_setitem(x: Tensor, key: Any, value: Any) -> None:
+    """``x[key] = value`` recorded by autograd, as PyTorch does: ``x``'s earlier values get
+    a zero gradient where they were overwritten, ``value`` the gradient of the region
+    (summed over its broadcasting)."""
+    from .creation import zeros
+    from .inplace import _check_autograd
+
+    _check_autograd(x, (value,), "indexing (assignment)")  # refuses leaves and views
+    previous = x.clone()  # recorded: the edge to what x held
+    with autograd.no_grad():
+        written = zeros(x.shape, dtype=bool_, device=x.device)
+        setitem(written, key, True)
+        result = previous.detach().clone()
+        setitem(result, key, value.detach() if isinstance(value, Tensor) else value)
+
+    def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        grad_value = getitem(g, key) if getattr(value, "requires_grad", False) else None
+        return where(written, 0.0, g), grad_value
+
+    autograd.record("setitem", (previous, value), result, backward)
+    copy_into(x, result, "indexing (assignment)")
+    x._node = result._node
+    x.requires_grad = True
 
 
 def _advanced_setitem(x: Tensor, entries: list[Any], value: Any) -> None:

@@ -26,6 +26,7 @@ from .elementwise import (
     check_writable,
     clamp,
     copy_into,
+    where,
 )
 
 
@@ -118,7 +119,10 @@ def fill_(x: Tensor, value: Any) -> Tensor:
                 f"{format_shape(value.shape)}"
             )
         value = value.item()
-    _check_autograd(x, (), "fill_")
+    if _check_autograd(x, (), "fill_"):
+        # as PyTorch: the filled tensor stays in the graph, passing a zero gradient back
+        _record_overwrite(x, value, "fill_")
+        return x
     copy_into(x, value, "fill_")
     if x.requires_grad and x._node is not None:
         x._node = None
@@ -126,11 +130,25 @@ def fill_(x: Tensor, value: Any) -> Tensor:
     return x
 
 
+def _record_overwrite(x: Tensor, value: Any, op_name: str) -> None:
+    """Write ``value`` (a number or a tensor broadcast to ``x``) into ``x`` and record it:
+    the gradient goes to a tensor value, none to what ``x`` held before."""
+    if isinstance(value, Tensor):
+        value = value.to(device=x.device, dtype=x.dtype)
+    result = where(True, value, x.clone())  # a clone: backward must not see the overwrite
+    if result.shape != x.shape:
+        raise ShapeError(
+            f"{op_name}: cannot write a value of shape {format_shape(result.shape)} into a "
+            f"tensor of shape {format_shape(x.shape)}"
+        )
+    copy_into(x, result.detach(), op_name)
+    x._node = result._node
+    x.requires_grad = True
+
+
 def copy_(x: Tensor, source: Any) -> Tensor:
     if _check_autograd(x, (source,), "copy_"):
-        raise InplaceError(
-            "copy_: copying into a tensor while recording gradients is not supported; "
-            "use the source tensor directly, or wrap the copy in `with kg.no_grad():`"
-        )
+        _record_overwrite(x, source, "copy_")  # the gradient flows to the source
+        return x
     copy_into(x, source, "copy_")
     return x

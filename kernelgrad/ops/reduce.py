@@ -13,7 +13,7 @@ from typing import Any
 
 from .. import autograd
 from ..dtypes import as_dtype, bool_, default_float, int64
-from ..errors import ShapeError, format_shape
+from ..errors import DTypeError, ShapeError, format_shape
 from ..shapes import normalize_dim, normalize_dims
 from ..tensor import Tensor, ValuesIndices
 from . import register
@@ -70,13 +70,18 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
 
 
 def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Arithmetic mean; integer inputs give the default float type."""
+    """Arithmetic mean of a floating point tensor (an integer or bool one is refused, as
+    in PyTorch: convert it first)."""
     axes = normalize_dims(dim, x.ndim, "mean")
     count = 1
     for d in axes:
         count *= x.shape[d]
     if not x.dtype.is_floating_point:
-        x = x.to(default_float())
+        raise DTypeError(
+            f"mean(): could not infer the output dtype: the input dtype must be floating "
+            f"point, got {x.dtype} (PyTorch refuses it too). Convert first: `x.float().mean()`"
+            ", or `x.mean(dtype=kg.float32)`"
+        )
     total = sum(x, axes, keepdim)
     return total / count if count else total * float("nan")
 

@@ -44,9 +44,23 @@ UNARY = {
     "reciprocal": (lambda t: t.reciprocal(), np.reciprocal, (0.5, 3)),
     "erf": (kg.erf, _erf, (-2, 2)),
     "gelu": (ew.GELU, _gelu, (-3, 3)),
+    "tan": (kg.tan, np.tan, (-1.4, 1.4)),
+    "asin": (kg.asin, np.arcsin, (-0.95, 0.95)),
+    "acos": (kg.acos, np.arccos, (-0.95, 0.95)),
+    "atan": (kg.atan, np.arctan, (-4, 4)),
+    "sinh": (kg.sinh, np.sinh, (-3, 3)),
+    "cosh": (kg.cosh, np.cosh, (-3, 3)),
+    "asinh": (kg.asinh, np.arcsinh, (-4, 4)),
+    "acosh": (kg.acosh, np.arccosh, (1.05, 5)),
+    "atanh": (kg.atanh, np.arctanh, (-0.95, 0.95)),
+    # piecewise constant: the gradient is zero (as in PyTorch), checked away from the jumps
+    "floor": (kg.floor, np.floor, (-3, 3)),
+    "ceil": (kg.ceil, np.ceil, (-3, 3)),
+    "trunc": (kg.trunc, np.trunc, (-3, 3)),
+    "round": (kg.round, np.round, (-3, 3)),
 }
-# Ops whose gradient is checked (away from kinks: relu and abs get |x| >= 0.1).
-DIFFERENTIABLE_UNARY = [n for n in UNARY if n != "sign"]
+# Every gradient is checked (away from kinks: relu, abs and sign get |x| >= 0.1).
+DIFFERENTIABLE_UNARY = list(UNARY)
 
 BINARY = {
     "add": (lambda a, b: a + b, np.add),
@@ -107,7 +121,7 @@ def test_unary_matches_numpy(name, data, device):
 def test_unary_gradient(name, device):
     fn, _, (low, high) = UNARY[name]
     values = np.random.default_rng(1).uniform(low, high, (2, 3))
-    if name in ("relu", "abs"):
+    if name in ("relu", "abs", "sign"):
         values = np.where(np.abs(values) < 0.1, 0.5, values)
     check_grad(fn, values, device=device)
 

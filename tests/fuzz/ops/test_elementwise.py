@@ -39,7 +39,22 @@ UNARY = {  # name -> (kernelgrad, NumPy on float64 values, result is floating po
     "sign": (kg.sign, _sign, False),
     "isnan": (kg.isnan, np.isnan, False),
     "logical_not": (kg.logical_not, np.logical_not, False),
+    "tan": (kg.tan, np.tan, True),
+    "asin": (kg.asin, np.arcsin, True),
+    "acos": (kg.acos, np.arccos, True),
+    "atan": (kg.atan, np.arctan, True),
+    "sinh": (kg.sinh, np.sinh, True),
+    "cosh": (kg.cosh, np.cosh, True),
+    "asinh": (kg.asinh, np.arcsinh, True),
+    "acosh": (kg.acosh, np.arccosh, True),
+    "atanh": (kg.atanh, np.arctanh, True),
+    "floor": (kg.floor, np.floor, False),
+    "ceil": (kg.ceil, np.ceil, False),
+    "trunc": (kg.trunc, np.trunc, False),
+    "round": (kg.round, np.round, False),
 }
+# refused for bool tensors, as in PyTorch (NumPy's answer does not apply)
+REFUSE_BOOL = {"neg", "floor", "ceil", "trunc", "round"}
 
 
 def _tolerance(dtype: kg.DType) -> tuple[float, float]:
@@ -50,13 +65,13 @@ def test_unary_ops(fuzz, device):
     def body(case):
         name, (values, x) = case
         fn, reference, floating = UNARY[name]
-        if name == "neg" and x.dtype is kg.bool:
+        if name in REFUSE_BOOL and x.dtype is kg.bool:
             reference = None  # refused as in PyTorch; NumPy's answer does not apply
         out_dtype = kg.float32 if floating and not x.dtype.is_floating_point else x.dtype
 
         def expected():
             if reference is None:
-                raise TypeError("neg of bool")
+                raise TypeError(f"{name} of bool")
             with np.errstate(all="ignore"):
                 return reference(values.astype(np.float64))
 

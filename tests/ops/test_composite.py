@@ -1,0 +1,263 @@
+"""The operations of ops/composite.py and PyTorch's tensor bookkeeping: the edges and
+errors that tests/compat/test_op_suite.py (values and gradients of ordinary inputs)
+does not reach."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+from tests.helpers import assert_close, check_grad
+
+
+# --- values at the edges -------------------------------------------------------------------------
+def test_rounding_keeps_the_dtype_halves_go_to_even_and_large_values_pass_through():
+    values = [0.5, 1.5, 2.5, -0.5, -2.5, 2.0**60, -math.inf, math.nan, -0.3]
+    assert_close(kg.round(kg.tensor(values, dtype=kg.float64)), np.round(values))
+    assert_close(kg.floor(kg.tensor(values)), np.floor(np.float32(values)))
+    assert_close(kg.ceil(kg.tensor(values)), np.ceil(np.float32(values)))
+    assert_close(kg.trunc(kg.tensor(values)), np.trunc(np.float32(values)))
+    integers = kg.tensor([3, -2])
+    assert kg.floor(integers).dtype == kg.int64 and kg.floor(integers).tolist() == [3, -2]
+
+
+def test_rounding_gradient_is_zero_even_for_an_infinite_incoming_gradient():
+    x = kg.tensor([1.5, -2.5], requires_grad=True)
+    (kg.floor(x) * kg.tensor([math.inf, 1.0])).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]
+
+
+def test_inverse_trigonometric_functions_are_nan_outside_their_domain():
+    assert_close(kg.asin(kg.tensor([2.0, -1.0])), np.arcsin([np.nan, -1.0]))
+    assert_close(kg.acosh(kg.tensor([0.5])), [np.nan])
+    assert kg.atanh(kg.tensor([1.0, -1.0])).tolist() == [math.inf, -math.inf]
+
+
+def test_integer_division_rounding_modes_match_python_and_refuse_zero():
+    x = kg.tensor([-7, 7, -6, 5])
+    y = kg.tensor([2, -2, 3, 5])
+    assert kg.div(x, y, rounding_mode="floor").tolist() == [-4, -4, -2, 1]
+    assert kg.div(x, y, rounding_mode="trunc").tolist() == [-3, -3, -2, 1]
+    assert kg.fmod(x, y).tolist() == [
+        math.fmod(a, b) for a, b in zip([-7, 7, -6, 5], [2, -2, 3, 5])
+    ]
+    with pytest.raises(ZeroDivisionError):
+        kg.div(x, 0, rounding_mode="trunc")
+    with pytest.raises(ValueError, match="rounding_mode"):
+        kg.div(x, y, rounding_mode="round")
+
+
+def test_copysign_reads_the_sign_of_negative_zero():
+    assert kg.copysign(kg.tensor([1.0, 1.0]), kg.tensor([-0.0, 0.0])).tolist() == [-1.0, 1.0]
+
+
+def test_logaddexp_of_two_minus_infinities_is_minus_infinity():
+    result = kg.logaddexp(kg.tensor([-math.inf, 1000.0]), kg.tensor([-math.inf, 1000.0]))
+    assert_close(result, [-math.inf, 1000.0 + math.log(2)])
+
+
+def test_isclose_and_allclose_follow_pytorch_for_infinities_and_nan():
+    x = kg.tensor([math.inf, -math.inf, math.nan, 1.0])
+    y = kg.tensor([math.inf, math.inf, math.nan, 1.0 + 1e-6])
+    assert kg.isclose(x, y).tolist() == [True, False, False, True]
+    assert kg.isclose(x, y, equal_nan=True).tolist() == [True, False, True, True]
+    assert kg.allclose(x[3:], y[3:]) is True
+
+
+def test_prod_and_cumprod_gradients_through_zeros():
+    check_grad(lambda t: t.prod(1), np.array([[0.0, 2.0, 3.0], [1.5, 0.0, 0.0]]))
+    check_grad(lambda t: t.cumprod(1), np.array([[0.0, 2.0, 3.0], [1.5, -1.0, 0.5]]))
+    assert kg.tensor([[1, 2, 3]], dtype=kg.int32).prod().dtype == kg.int64
+
+
+def test_scans_on_long_rows_match_numpy():
+    values = np.random.default_rng(0).standard_normal((3, 37))
+    t = kg.tensor(values)
+    assert_close(t.cumsum(1), np.cumsum(values, 1), rtol=1e-5, atol=1e-5)
+    assert_close(t.cummax(1).values, np.maximum.accumulate(values, 1))
+    expected = np.log(np.cumsum(np.exp(values), 1))
+    assert_close(t.logcumsumexp(1), expected, rtol=1e-5, atol=1e-5)
+    assert_close(t.cummin(1).indices, _running_argmin(values))
+
+
+def _running_argmin(values: np.ndarray) -> np.ndarray:
+    result = np.zeros(values.shape, np.int64)
+    for row in range(values.shape[0]):
+        for k in range(values.shape[1]):
+            result[row, k] = int(np.argmin(values[row, : k + 1]))
+    return result
+
+
+def test_sort_is_stable_puts_nan_last_ascending_and_first_descending():
+    x = kg.tensor([2.0, math.nan, 1.0, 2.0])
+    assert kg.sort(x).indices.tolist() == [2, 0, 3, 1]
+    assert kg.sort(x, descending=True).indices.tolist() == [1, 0, 3, 2]
+
+
+def test_topk_and_kthvalue_refuse_k_out_of_range():
+    with pytest.raises(ValueError, match=r"topk: k \(5\)"):
+        kg.topk(kg.ones(4), 5)
+    with pytest.raises(ValueError, match="kthvalue"):
+        kg.kthvalue(kg.ones(4), 0)
+
+
+def test_einsum_checks_its_operands():
+    with pytest.raises(ValueError, match="2 operand"):
+        kg.einsum("ij,jk->ik", kg.ones(2, 2))
+    with pytest.raises(RuntimeError, match="subscript 'j'"):
+        kg.einsum("ij,jk->ik", kg.ones(2, 3), kg.ones(4, 2))
+    with pytest.raises(RuntimeError, match="name 3 dims"):
+        kg.einsum("ijk->i", kg.ones(2, 3))
+    assert_close(kg.einsum("ii->i", kg.eye(3) * 2), [2.0, 2.0, 2.0])
+    assert_close(kg.einsum("i,i->", kg.ones(3), kg.ones(3)), 3.0)
+
+
+def test_nonzero_and_repeat_interleave_of_empty_selections():
+    assert kg.nonzero(kg.zeros(2, 3)).shape == (0, 2)
+    assert kg.tensor([1.0, 2.0]).repeat_interleave(kg.tensor([0, 0])).shape == (0,)
+    assert kg.repeat_interleave(kg.tensor([2, 1])).tolist() == [0, 0, 1]
+
+
+def test_masked_fill_keeps_the_dtype_and_checks_its_arguments():
+    x = kg.tensor([1, 2, 3])
+    assert x.masked_fill(x > 1, 0).tolist() == [1, 0, 0]
+    assert x.masked_fill(x > 1, 0).dtype == kg.int64
+    with pytest.raises(TypeError, match="boolean masks"):
+        x.masked_fill(x, 0)
+    with pytest.raises(RuntimeError, match="does not broadcast"):
+        kg.ones(2, 3).masked_fill(kg.ones(4, 2, 3, dtype=kg.bool), 0.0)
+    with pytest.raises(RuntimeError, match=r"\(2, 3\) and \(3, 3\)"):
+        kg.ones(2, 3).masked_fill(kg.ones(3, 3, dtype=kg.bool), 0.0)
+
+
+def test_masked_fill_in_place_is_recorded_by_autograd():
+    x = kg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = x * 2
+    y.masked_fill_(x < 0, 0.0)
+    y.sum().backward()
+    assert x.grad.tolist() == [2.0, 0.0, 2.0]
+
+
+def test_tril_and_triu_need_a_matrix():
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        kg.tril(kg.ones(3))
+
+
+def test_multinomial_and_randperm_are_reproducible_and_follow_the_weights():
+    kg.manual_seed(3)
+    first = kg.multinomial(kg.tensor([0.1, 0.0, 0.9]), 400, replacement=True)
+    kg.manual_seed(3)
+    assert kg.multinomial(kg.tensor([0.1, 0.0, 0.9]), 400, replacement=True).tolist() == (
+        first.tolist()
+    )
+    counts = np.bincount(first.numpy(), minlength=3)
+    assert counts[1] == 0 and 300 < counts[2] < 395
+    draws = kg.multinomial(kg.tensor([[1.0, 1.0, 0.0, 1.0]]), 3)
+    assert sorted(draws[0].tolist()) == [0, 1, 3]  # without replacement: each once
+    with pytest.raises(ValueError, match="without replacement"):
+        kg.multinomial(kg.tensor([1.0, 0.0]), 2)
+    kg.manual_seed(5)
+    permutation = kg.randperm(10)
+    kg.manual_seed(5)
+    assert kg.randperm(10).tolist() == permutation.tolist()
+    assert sorted(permutation.tolist()) == list(range(10))
+
+
+# --- tensor bookkeeping ---------------------------------------------------------------------------
+def test_size_is_a_tuple_with_pytorch_extras():
+    size = kg.zeros(2, 3, 4).size()
+    assert isinstance(size, tuple) and isinstance(size, kg.Size)
+    assert size == (2, 3, 4) and size.numel() == 24
+    assert isinstance(size[1:], kg.Size) and size[1:] == (3, 4) and size[-1] == 4
+    assert repr(size) == "kg.Size([2, 3, 4])"
+
+
+def test_new_tensors_take_dtype_and_device_from_the_tensor():
+    x = kg.zeros(2, dtype=kg.float64)
+    assert x.new_zeros(3).dtype == kg.float64 and x.new_ones((2, 2)).shape == (2, 2)
+    assert x.new_full((2,), 7).tolist() == [7.0, 7.0]
+    assert x.new_tensor([1, 2]).dtype == kg.float64
+    assert x.new_zeros(2, dtype=kg.int32).dtype == kg.int32
+
+
+def test_type_converts_and_names_the_type():
+    x = kg.tensor([1.5])
+    assert x.type() == "kernelgrad.FloatTensor"
+    assert x.type(kg.int64).dtype == kg.int64
+    assert x.type("torch.DoubleTensor").dtype == kg.float64
+
+
+def test_integer_mean_is_refused_with_the_fix():
+    with pytest.raises(RuntimeError, match=r"x\.float\(\)\.mean\(\)"):
+        kg.tensor([1, 2]).mean()
+    assert kg.mean(kg.tensor([1, 2]), dtype=kg.float32).item() == 1.5
+
+
+def test_axis_is_an_alias_of_dim():
+    x = kg.tensor([[1.0, 2.0], [3.0, 5.0]])
+    assert kg.sum(x, axis=1).tolist() == [3.0, 8.0]
+    assert x.mean(axis=0).tolist() == [2.0, 3.5]
+    with pytest.raises(ValueError, match="not both"):
+        x.sum(0, axis=1)
+
+
+def test_indexing_with_a_range():
+    x = kg.arange(12).reshape(3, 4)
+    assert x[range(1, 3)].tolist() == x[1:3].tolist()
+    assert x[:, range(0, 4, 2)].tolist() == [[0, 2], [4, 6], [8, 10]]
+
+
+def test_from_numpy_shares_memory_with_strided_arrays_and_refuses_negative_strides():
+    array = np.arange(12.0).reshape(3, 4)
+    transposed = kg.from_numpy(array.T)
+    stepped = kg.from_numpy(array[:, ::2])
+    array[2, 2] = 100.0
+    assert transposed[2, 2].item() == 100.0 and stepped[2, 1].item() == 100.0
+    stepped[0, 1] = -1.0  # writes through to the array
+    assert array[0, 2] == -1.0
+    with pytest.raises(ValueError, match="negative"):
+        kg.from_numpy(array[::-1])
+
+
+# --- names PyTorch has and kernelgrad does not ----------------------------------------------------
+def test_missing_names_give_advice_instead_of_a_spelling_guess():
+    with pytest.raises(AttributeError, match="float32 and float64 only") as error:
+        kg.tensor([1.0]).half()
+    assert "Did you mean" not in str(error.value)
+    with pytest.raises(AttributeError, match=r"kg\.compile"):
+        kg.jit  # noqa: B018
+    with pytest.raises(AttributeError, match=r"torch\.Tensor\.not_a_method"):
+        kg.tensor([1.0]).not_a_method()
+    assert not hasattr(kg.tensor([1.0]), "__cuda_array_interface__")  # CPU tensors lack it
+
+
+def test_random_draws_are_the_same_on_every_device(device):
+    draws = {}
+    for where in ("cpu", device):
+        kg.manual_seed(11)
+        weights = kg.tensor([[0.2, 0.3, 0.5], [1.0, 0.0, 1.0]], device=where)
+        draws[where] = (
+            kg.randperm(8, device=where).cpu().tolist(),
+            kg.multinomial(weights, 2).cpu().tolist(),
+            kg.multinomial(weights, 3, replacement=True).cpu().tolist(),
+        )
+    assert draws[device] == draws["cpu"]
+
+
+def test_fill_and_copy_into_a_tensor_in_a_graph_are_recorded_as_in_pytorch():
+    x = kg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    y.fill_(5.0)  # y stays in the graph: a zero gradient to what it held
+    assert y.requires_grad
+    (y * x).sum().backward()
+    assert x.grad.tolist() == [5.0, 5.0]
+    source = kg.tensor([1.0, 2.0], requires_grad=True)
+    target = kg.zeros(2, 2, requires_grad=True) * 1
+    target.copy_(source)  # broadcast: the gradient is summed back to the source
+    (target * kg.tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+    assert source.grad.tolist() == [4.0, 6.0]
+    with pytest.raises(RuntimeError, match="cannot write a value of shape"):
+        (kg.zeros(2, requires_grad=True) * 1).copy_(kg.ones(3, 2, requires_grad=True))

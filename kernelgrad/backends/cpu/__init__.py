@@ -150,6 +150,9 @@ def _numpy_view(view: View) -> np.ndarray:
     return strided_array(view.buffer, view.shape, view.strides, view.offset)
 
 
+_CONTIGUOUS_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # shape -> its strides
+
+
 class CPUBackend:
     name = "cpu"
 
@@ -162,6 +165,7 @@ class CPUBackend:
         self._threads = numba.get_num_threads()
         self.buffers = HostBufferCache()
         self._elementwise_modules: dict[tuple, Any] = {}
+        self._flat_kernels: dict[tuple, tuple[Any, Any]] = {}  # see _flat_one_output
         self._reduce_modules: dict[tuple, Any] = {}
         self.random_stream = philox.Stream()
         self._dummy: dict[str, np.ndarray] = {}
@@ -198,6 +202,8 @@ class CPUBackend:
         if numel == 0:
             return
         if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
+            return
+        if len(outputs) == 1 and self._flat_one_output(fn, outputs[0], inputs, compute_dtypes):
             return
         kinds = tuple(operand_kind(x, outputs) for x in inputs)
         module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
@@ -241,6 +247,49 @@ class CPUBackend:
             rows_per_item,
             *_interleave(buffers, kinds, scalars, len(outputs)),
         )
+
+    def _flat_one_output(self, fn: ScalarFunction, out: View, inputs, compute_dtypes) -> bool:
+        """:meth:`elementwise`'s common case, with its decisions cached: one output and
+        every array contiguous (an input that is exactly the output, as in ``a.add_(b)``,
+        is read from the output). The kernels are looked up under (function, operand
+        kinds, dtypes) without building the generated module's key. Returns False when
+        the call does not qualify (the general path runs instead)."""
+        shape = out.shape
+        contiguous = _CONTIGUOUS_STRIDES.get(shape)
+        if contiguous is None:
+            contiguous = contiguous_strides(shape)
+            if len(_CONTIGUOUS_STRIDES) < 4096:
+                _CONTIGUOUS_STRIDES[shape] = contiguous
+        if out.strides != contiguous:
+            return False
+        numel = prod(shape)
+        buffer, offset = out.buffer, out.offset
+        args: list[Any] = [buffer[offset : offset + numel]]
+        kinds: list[str] = []
+        for x, dtype in zip(inputs, compute_dtypes):
+            if type(x) is not View:
+                kinds.append("scalar")
+                args.append(dtype.numpy.type(x))
+            elif x.strides != contiguous:
+                return False
+            elif x.buffer is buffer and x.offset == offset:
+                kinds.append("out0")
+            else:
+                kinds.append("array")
+                args.append(x.buffer[x.offset : x.offset + numel])
+        key = (fn.key, *kinds, *compute_dtypes, out.dtype)
+        kernels = self._flat_kernels.get(key)
+        if kernels is None:
+            module = self._generated(
+                codegen.elementwise_source, fn, tuple(kinds), compute_dtypes, [out]
+            )
+            kernels = self._flat_kernels[key] = (module.flat_serial, module.flat)
+        kernel = kernels[0] if numel < PARALLEL_THRESHOLD else kernels[1]
+        if debug_level():
+            _launch(fn.name, kernel, shape, numel, *args)
+        else:
+            kernel(numel, *args)
+        return True
 
     def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
         """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each item with

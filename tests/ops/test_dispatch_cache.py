@@ -163,3 +163,23 @@ def test_moving_between_devices_is_not_served_from_the_cache(device: str) -> Non
     assert (on_cpu + on_cpu).device == kg.device("cpu")
     with pytest.raises(DeviceMismatchError):
         on_cpu + on_device
+
+
+def test_reductions_follow_the_input_layout(device: str) -> None:
+    values = _values((3, 4))
+    x = kg.tensor(values, device=device)
+    np.testing.assert_allclose(x.sum(1).numpy(), values.sum(1), rtol=1e-6)
+    # same shape (4, 3) twice: contiguous, then a transposed view with other strides
+    wide = kg.tensor(values.T.copy(), device=device)
+    np.testing.assert_allclose(wide.sum(1).numpy(), values.T.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(x.t().sum(1).numpy(), values.T.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(x.t().amax(1).numpy(), values.T.max(1))  # another kind
+
+
+def test_strided_elementwise_layouts_follow_the_strides(device: str) -> None:
+    values, row_values = _values((3, 3)), _values((3,), seed=1)
+    x, row = kg.tensor(values, device=device), kg.tensor(row_values, device=device)
+    np.testing.assert_allclose((x * row).numpy(), values * row_values)
+    np.testing.assert_allclose((x.t() * row).numpy(), values.T * row_values)
+    offset = kg.tensor(_values((4, 3), seed=2), device=device)[1:]  # same strides, offset 3
+    np.testing.assert_allclose((offset * row).numpy(), offset.numpy() * row_values)

@@ -166,7 +166,9 @@ class CPUBackend:
         self.buffers = HostBufferCache()
         self._elementwise_modules: dict[tuple, Any] = {}
         self._flat_kernels: dict[tuple, tuple[Any, Any]] = {}  # see _flat_one_output
+        self._strided_layouts: dict[tuple, tuple] = {}  # see elementwise
         self._reduce_modules: dict[tuple, Any] = {}
+        self._reduce_plans: dict[tuple, tuple] = {}  # see reduce
         self.random_stream = philox.Stream()
         self._dummy: dict[str, np.ndarray] = {}
 
@@ -229,12 +231,23 @@ class CPUBackend:
         scalars = [
             dtype.numpy.type(x) for x, dtype in zip(inputs, compute_dtypes) if type(x) is not View
         ]
-        run_shape, run_strides = coalesce(shape, [v.strides for v in views])
-        shape_array = np.array(run_shape, dtype=np.int64)
+        layout_key = (shape, *(v.strides for v in views))
+        layout = self._strided_layouts.get(layout_key)
+        if layout is None:
+            # coalesced loop shape and strides (as the kernel's arrays) and the blocking:
+            # the same for every call with these strides, so computed once
+            run_shape, run_strides = coalesce(shape, [v.strides for v in views])
+            layout = (
+                np.array(run_shape, dtype=np.int64),
+                np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape)),
+                *_blocking(run_shape, run_strides),
+            )
+            if len(self._strided_layouts) >= 4096:
+                self._strided_layouts.clear()
+            self._strided_layouts[layout_key] = layout
+        shape_array, strides, col_chunk, rows_per_item = layout
         offsets = np.array([v.offset for v in views], dtype=np.int64)
-        strides = np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape))
         buffers = [v.buffer for v in views]
-        col_chunk, rows_per_item = _blocking(run_shape, run_strides)
         kernel = module.strided_serial if small else module.strided
         _launch(
             fn.name,
@@ -385,9 +398,48 @@ class CPUBackend:
 
     # --- reductions -----------------------------------------------------------------
     def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
-        n_out = prod(out.shape)
+        key = (kind, x.shape, x.strides, axes, x.dtype, out.shape, out.dtype)
+        plan = self._reduce_plans.get(key)
+        if plan is None:
+            plan = self._reduce_plan(kind, out, x, axes)
+            if len(self._reduce_plans) >= 4096:
+                self._reduce_plans.clear()
+            self._reduce_plans[key] = plan
+        n_out, name, kernel, shapes, columns, nsplit, acc = plan
         if n_out == 0:
             return
+        target = out.buffer[out.offset : out.offset + n_out]
+        if columns:
+            _launch(name, kernel, x.shape, *shapes, x.buffer, x.offset, target, COLUMN_BLOCK)
+            return
+        if nsplit > 1:
+            partial_value = np.empty(n_out * nsplit, dtype=acc.numpy)
+            partial_index = np.empty(n_out * nsplit, dtype=np.int64)
+        else:
+            partial_value = self._dummy_array(acc)
+            partial_index = self._dummy_array(int64)
+        _launch(
+            name,
+            kernel,
+            x.shape,
+            *shapes,
+            x.buffer,
+            x.offset,
+            target,
+            partial_value,
+            partial_index,
+            nsplit,
+        )
+
+    def _reduce_plan(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> tuple:
+        """What :meth:`reduce` decides for one (kind, input layout, axes, output): the
+        number of outputs, the kernel and its name, the coalesced shapes and strides (as
+        the kernel's arrays), whether the column kernel runs, the split of long
+        reductions, and the accumulator dtype. Cached per layout by :meth:`reduce`."""
+        n_out = prod(out.shape)
+        acc = _ACC_SUM.get(x.dtype.name, int64) if kind == "sum" else x.dtype
+        if n_out == 0:
+            return n_out, "", None, (), False, 1, acc
         kept = [d for d in range(len(x.shape)) if d not in axes]
         kept_shape = tuple(x.shape[d] for d in kept)
         kshape, (kstrides, _) = coalesce(
@@ -398,7 +450,6 @@ class CPUBackend:
         rshape, (rstrides,) = coalesce(red_shape, [tuple(x.strides[d] for d in axes)])
         n_red = prod(red_shape)
 
-        acc = _ACC_SUM.get(x.dtype.name, int64) if kind == "sum" else x.dtype
         key = (kind, x.dtype.name, acc.name, out.dtype.name)
         module = self._reduce_modules.get(key)
         if module is None:
@@ -406,7 +457,6 @@ class CPUBackend:
             module = _load_module(source, f"cpu_reduce_{kind}")
             self._reduce_modules[key] = module
 
-        target = out.buffer[out.offset : out.offset + n_out]
         shapes = (
             np.array(kshape, dtype=np.int64),
             np.array(kstrides, dtype=np.int64),
@@ -422,40 +472,14 @@ class CPUBackend:
             and kshape[-1] >= 8
             and min(abs(s) for s in rstrides) > 1
         ):
-            _launch(
-                f"reduce_{kind}(columns)",
-                module.columns,
-                x.shape,
-                *shapes,
-                x.buffer,
-                x.offset,
-                target,
-                COLUMN_BLOCK,
-            )
-            return
+            return n_out, f"reduce_{kind}(columns)", module.columns, shapes, True, 1, acc
 
         threads = self._numba.get_num_threads()
         nsplit = 1
         if not small and n_out < 4 * threads and n_red >= 2 * codegen.CHUNK:
             nsplit = min(-(-4 * threads // n_out), -(-n_red // codegen.CHUNK))
-        if nsplit > 1:
-            partial_value = np.empty(n_out * nsplit, dtype=acc.numpy)
-            partial_index = np.empty(n_out * nsplit, dtype=np.int64)
-        else:
-            partial_value = self._dummy_array(acc)
-            partial_index = self._dummy_array(int64)
-        _launch(
-            f"reduce_{kind}",
-            module.kernel_serial if small else module.kernel,
-            x.shape,
-            *shapes,
-            x.buffer,
-            x.offset,
-            target,
-            partial_value,
-            partial_index,
-            nsplit,
-        )
+        kernel = module.kernel_serial if small else module.kernel
+        return n_out, f"reduce_{kind}", kernel, shapes, False, nsplit, acc
 
     def _dummy_array(self, dtype: DType) -> np.ndarray:
         array = self._dummy.get(dtype.name)

@@ -155,6 +155,10 @@ _CONTIGUOUS_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # shape -> its
 
 class CPUBackend:
     name = "cpu"
+    # capabilities (see backends/base.py): buffers are NumPy arrays in host memory; a
+    # kernel's ndrange is a parallel loop, without cooperating groups of threads
+    host_memory = True
+    work_groups = False
 
     def __init__(self, device: Device) -> None:
         _configure_thread_pools()

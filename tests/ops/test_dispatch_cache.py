@@ -11,7 +11,7 @@ import pytest
 
 import kernelgrad as kg
 from kernelgrad.backends import get_backend
-from kernelgrad.errors import ArgumentError, DeviceMismatchError, ShapeError
+from kernelgrad.errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError
 from kernelgrad.ops import elementwise
 from kernelgrad.tensor import Storage, Tensor
 
@@ -183,3 +183,22 @@ def test_strided_elementwise_layouts_follow_the_strides(device: str) -> None:
     np.testing.assert_allclose((x.t() * row).numpy(), values.T * row_values)
     offset = kg.tensor(_values((4, 3), seed=2), device=device)[1:]  # same strides, offset 3
     np.testing.assert_allclose((offset * row).numpy(), offset.numpy() * row_values)
+
+
+def test_in_place_checks_follow_shape_and_dtype(device: str) -> None:
+    target = kg.zeros((2, 3), device=device)
+    target.add_(kg.ones(3, device=device))  # checked once, then cached for this key
+    target.add_(kg.ones(3, device=device))
+    np.testing.assert_allclose(target.numpy(), np.full((2, 3), 2, np.float32))
+    with pytest.raises(ShapeError, match=r"broadcast to \(2, 2, 3\)"):
+        target.add_(kg.ones((2, 2, 3), device=device))
+    counts = kg.zeros(3, dtype=kg.int64, device=device)
+    counts.add_(1)
+    with pytest.raises(DTypeError, match="cannot be stored in place"):
+        counts.add_(0.5)
+    with pytest.raises(DTypeError, match="cannot be stored in place"):
+        counts.add_(kg.ones(3, device=device))
+    assert counts.tolist() == [1, 1, 1]
+    shared = kg.arange(4.0, device=device)
+    shared.add_(shared.flip(0))  # overlapping operand: checked on every call
+    assert shared.tolist() == [3.0, 3.0, 3.0, 3.0]

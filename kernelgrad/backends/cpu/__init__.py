@@ -170,7 +170,7 @@ class CPUBackend:
         self.buffers = HostBufferCache()
         self._elementwise_modules: dict[tuple, Any] = {}
         self._flat_kernels: dict[tuple, tuple[Any, Any]] = {}  # see _flat_one_output
-        self._strided_layouts: dict[tuple, tuple] = {}  # see elementwise
+        self._elementwise_plans: dict[tuple, tuple] = {}  # see elementwise
         self._reduce_modules: dict[tuple, Any] = {}
         self._reduce_plans: dict[tuple, tuple] = {}  # see reduce
         self.random_stream = philox.Stream()
@@ -211,22 +211,26 @@ class CPUBackend:
             return
         if len(outputs) == 1 and self._flat_one_output(fn, outputs[0], inputs, compute_dtypes):
             return
-        kinds = tuple(operand_kind(x, outputs) for x in inputs)
-        module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
-
-        arrays = [x for x, kind in zip(inputs, kinds) if kind == "array"]
-        views = [*outputs, *arrays]
+        kinds = tuple([operand_kind(x, outputs) for x in inputs])
+        views = [*outputs, *[x for x, kind in zip(inputs, kinds) if kind == "array"]]
         small = numel < PARALLEL_THRESHOLD
-        contiguous = contiguous_strides(shape)
-        if all(v.strides == contiguous for v in views):
-            # The common case: plain 1-D slices of the buffers, no index arithmetic.
+        key = (fn.key, kinds, small, *compute_dtypes, shape, *[o.dtype for o in outputs])
+        key += (*[(v.strides, v.offset) for v in views],)
+        plan = self._elementwise_plans.get(key)
+        if plan is None:
+            plan = self._elementwise_plan(fn, kinds, compute_dtypes, outputs, views, small)
+            if len(self._elementwise_plans) >= 4096:
+                self._elementwise_plans.clear()
+            self._elementwise_plans[key] = plan
+        kernel, layout = plan
+        if layout is None:
+            # every view contiguous: plain 1-D slices of the buffers, no index arithmetic
             args: list[Any] = [o.buffer[o.offset : o.offset + numel] for o in outputs]
             for x, kind, dtype in zip(inputs, kinds, compute_dtypes):
                 if kind == "array":
                     args.append(x.buffer[x.offset : x.offset + numel])
                 elif kind == "scalar":
                     args.append(dtype.numpy.type(x))
-            kernel = module.flat_serial if small else module.flat
             if debug_level():
                 _launch(fn.name, kernel, shape, numel, *args)
             else:
@@ -235,35 +239,35 @@ class CPUBackend:
         scalars = [
             dtype.numpy.type(x) for x, dtype in zip(inputs, compute_dtypes) if type(x) is not View
         ]
-        layout_key = (shape, *(v.strides for v in views))
-        layout = self._strided_layouts.get(layout_key)
-        if layout is None:
-            # coalesced loop shape and strides (as the kernel's arrays) and the blocking:
-            # the same for every call with these strides, so computed once
-            run_shape, run_strides = coalesce(shape, [v.strides for v in views])
-            layout = (
-                np.array(run_shape, dtype=np.int64),
-                np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape)),
-                *_blocking(run_shape, run_strides),
-            )
-            if len(self._strided_layouts) >= 4096:
-                self._strided_layouts.clear()
-            self._strided_layouts[layout_key] = layout
-        shape_array, strides, col_chunk, rows_per_item = layout
-        offsets = np.array([v.offset for v in views], dtype=np.int64)
         buffers = [v.buffer for v in views]
-        kernel = module.strided_serial if small else module.strided
         _launch(
             fn.name,
             kernel,
             shape,
-            shape_array,
-            offsets,
-            strides,
-            col_chunk,
-            rows_per_item,
+            *layout,
             *_interleave(buffers, kinds, scalars, len(outputs)),
         )
+
+    def _elementwise_plan(
+        self, fn: ScalarFunction, kinds: tuple, compute_dtypes, outputs, views, small: bool
+    ) -> tuple[Any, tuple | None]:
+        """What :meth:`elementwise` decides for one operand pattern and layout (cached
+        there per function, kinds, dtypes, shape, strides and offsets): the kernel, and
+        for strided views the kernel's layout arguments (coalesced loop shape, offsets,
+        strides, blocking), or None when every view is contiguous (the flat kernel)."""
+        module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
+        shape = outputs[0].shape
+        contiguous = contiguous_strides(shape)
+        if all(v.strides == contiguous for v in views):
+            return (module.flat_serial if small else module.flat), None
+        run_shape, run_strides = coalesce(shape, [v.strides for v in views])
+        layout = (
+            np.array(run_shape, dtype=np.int64),
+            np.array([v.offset for v in views], dtype=np.int64),
+            np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape)),
+            *_blocking(run_shape, run_strides),
+        )
+        return (module.strided_serial if small else module.strided), layout
 
     def _flat_one_output(self, fn: ScalarFunction, out: View, inputs, compute_dtypes) -> bool:
         """:meth:`elementwise`'s common case, with its decisions cached: one output and

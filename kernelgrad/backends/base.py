@@ -217,7 +217,9 @@ def group_foreach_items(
         numel = prod(shape)
         if numel == 0:
             continue
-        kinds = tuple(operand_kind(x, outputs) for x in inputs)
+        kinds = tuple(
+            ["scalar" if type(x) is not View else operand_kind(x, outputs) for x in inputs]
+        )
         arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
         contiguous = contiguous_strides(shape)
         if alone(numel) or any(v.strides != contiguous for v in arrays):

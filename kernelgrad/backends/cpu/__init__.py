@@ -211,7 +211,9 @@ class CPUBackend:
             return
         if len(outputs) == 1 and self._flat_one_output(fn, outputs[0], inputs, compute_dtypes):
             return
-        kinds = tuple([operand_kind(x, outputs) for x in inputs])
+        kinds = tuple(
+            ["scalar" if type(x) is not View else operand_kind(x, outputs) for x in inputs]
+        )
         views = [*outputs, *[x for x, kind in zip(inputs, kinds) if kind == "array"]]
         small = numel < PARALLEL_THRESHOLD
         key = (fn.key, kinds, small, *compute_dtypes, shape, *[o.dtype for o in outputs])

@@ -28,12 +28,12 @@ def _values(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> np
 def test_changed_strides_are_not_read_as_the_cached_layout(device: str) -> None:
     a_values, b_values = _values((3, 3)), _values((3, 3), seed=1)
     a, b = kg.tensor(a_values, device=device), kg.tensor(b_values, device=device)
-    np.testing.assert_allclose((a + b).numpy(), a_values + b_values)
+    np.testing.assert_allclose((a + b).cpu().numpy(), a_values + b_values)
     transposed = b.t()  # same shape, dtype and device: only the strides differ
-    np.testing.assert_allclose((a + transposed).numpy(), a_values + b_values.T)
+    np.testing.assert_allclose((a + transposed).cpu().numpy(), a_values + b_values.T)
     sliced = kg.tensor(_values((3, 6), seed=2), device=device)[:, ::2]
-    np.testing.assert_allclose((a + sliced).numpy(), a_values + sliced.numpy())
-    np.testing.assert_allclose((a + b).numpy(), a_values + b_values)  # and back
+    np.testing.assert_allclose((a + sliced).cpu().numpy(), a_values + sliced.cpu().numpy())
+    np.testing.assert_allclose((a + b).cpu().numpy(), a_values + b_values)  # and back
 
 
 def test_changed_dtype_changes_the_result_dtype(device: str) -> None:
@@ -42,7 +42,7 @@ def test_changed_dtype_changes_the_result_dtype(device: str) -> None:
     doubled = a.to(kg.float64)
     product = doubled * doubled
     assert product.dtype == kg.float64
-    np.testing.assert_allclose(product.numpy(), doubled.numpy() ** 2)
+    np.testing.assert_allclose(product.cpu().numpy(), doubled.cpu().numpy() ** 2)
     integers = kg.tensor([1, 2, 3], device=device)
     assert (integers * integers).dtype == kg.int64
     assert (integers / integers).dtype == kg.float32  # integer true division: the float rule
@@ -54,7 +54,7 @@ def test_scalar_type_and_default_dtype_are_part_of_the_decision(
     integers = kg.tensor([1, 2, 3], device=device)
     assert (integers + 1).dtype == kg.int64
     assert (integers + 1.5).dtype == kg.float32
-    np.testing.assert_allclose((integers + 1.5).numpy(), [2.5, 3.5, 4.5])
+    np.testing.assert_allclose((integers + 1.5).cpu().numpy(), [2.5, 3.5, 4.5])
     assert (integers + True).dtype == kg.int64
     # the float dtype integers promote to is read from kernelgrad.dtypes on every call
     monkeypatch.setattr(kg.dtypes, "_default_float", kg.float64)
@@ -65,20 +65,20 @@ def test_scalar_type_and_default_dtype_are_part_of_the_decision(
 
 def test_scalar_values_are_checked_on_every_call() -> None:
     small = kg.tensor([1, 2], dtype=kg.int32)
-    assert (small + 5).tolist() == [6, 7]
+    assert (small + 5).cpu().tolist() == [6, 7]
     with pytest.raises(ArgumentError, match="without overflow"):
         small + 2**40
     with pytest.raises(ArgumentError, match="without overflow"):  # the same key: checked again
         small + 2**40
-    assert (small + 5).tolist() == [6, 7]
+    assert (small + 5).cpu().tolist() == [6, 7]
 
 
 def test_a_changed_shape_is_broadcast_again_or_refused(device: str) -> None:
     a = kg.tensor(_values((2, 3)), device=device)
     row = kg.tensor(_values((3,), seed=1), device=device)
-    np.testing.assert_allclose((a * row).numpy(), a.numpy() * row.numpy())
+    np.testing.assert_allclose((a * row).cpu().numpy(), a.cpu().numpy() * row.cpu().numpy())
     column = kg.tensor(_values((2, 1), seed=2), device=device)
-    np.testing.assert_allclose((a * column).numpy(), a.numpy() * column.numpy())
+    np.testing.assert_allclose((a * column).cpu().numpy(), a.cpu().numpy() * column.cpu().numpy())
     with pytest.raises(ShapeError, match=r"\(2, 3\).*\(4,\)|\(4,\).*\(2, 3\)"):
         a * kg.tensor(_values((4,)), device=device)
 
@@ -91,7 +91,7 @@ def test_grad_mode_and_requires_grad_are_read_on_every_call(device: str) -> None
     product = leaf * other
     assert product.requires_grad and product.grad_fn is not None
     product.sum().backward()
-    np.testing.assert_allclose(leaf.grad.numpy(), other.numpy())
+    np.testing.assert_allclose(leaf.grad.cpu().numpy(), other.cpu().numpy())
     leaf.requires_grad_(False)
     assert not (leaf * other).requires_grad
     other.requires_grad_(True)
@@ -121,7 +121,7 @@ def test_in_place_add_through_the_cache_writes_every_time(device: str) -> None:
     step = kg.ones(4, device=device)
     for expected in range(1, 4):
         target.add_(step)
-        np.testing.assert_allclose(target.numpy(), np.full(4, expected, np.float32))
+        np.testing.assert_allclose(target.cpu().numpy(), np.full(4, expected, np.float32))
 
 
 def test_a_different_backend_object_gets_its_own_decisions() -> None:
@@ -142,7 +142,7 @@ def test_a_different_backend_object_gets_its_own_decisions() -> None:
     b._storage = Storage(b._storage.buffer, cpu, other_backend)
     result = a + b
     assert result._storage.backend is other_backend
-    np.testing.assert_allclose(result.numpy(), plain.numpy())
+    np.testing.assert_allclose(result.cpu().numpy(), plain.cpu().numpy())
     # A tensor labelled with another device (its memory is host memory here, so that the
     # test runs without a GPU) next to a CPU tensor of the same dtype, shape and strides:
     # the cached CPU decision must not serve it; the device check refuses the pair.
@@ -168,28 +168,28 @@ def test_moving_between_devices_is_not_served_from_the_cache(device: str) -> Non
 def test_reductions_follow_the_input_layout(device: str) -> None:
     values = _values((3, 4))
     x = kg.tensor(values, device=device)
-    np.testing.assert_allclose(x.sum(1).numpy(), values.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(x.sum(1).cpu().numpy(), values.sum(1), rtol=1e-6)
     # same shape (4, 3) twice: contiguous, then a transposed view with other strides
     wide = kg.tensor(values.T.copy(), device=device)
-    np.testing.assert_allclose(wide.sum(1).numpy(), values.T.sum(1), rtol=1e-6)
-    np.testing.assert_allclose(x.t().sum(1).numpy(), values.T.sum(1), rtol=1e-6)
-    np.testing.assert_allclose(x.t().amax(1).numpy(), values.T.max(1))  # another kind
+    np.testing.assert_allclose(wide.sum(1).cpu().numpy(), values.T.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(x.t().sum(1).cpu().numpy(), values.T.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(x.t().amax(1).cpu().numpy(), values.T.max(1))  # another kind
 
 
 def test_strided_elementwise_layouts_follow_the_strides(device: str) -> None:
     values, row_values = _values((3, 3)), _values((3,), seed=1)
     x, row = kg.tensor(values, device=device), kg.tensor(row_values, device=device)
-    np.testing.assert_allclose((x * row).numpy(), values * row_values)
-    np.testing.assert_allclose((x.t() * row).numpy(), values.T * row_values)
+    np.testing.assert_allclose((x * row).cpu().numpy(), values * row_values)
+    np.testing.assert_allclose((x.t() * row).cpu().numpy(), values.T * row_values)
     offset = kg.tensor(_values((4, 3), seed=2), device=device)[1:]  # same strides, offset 3
-    np.testing.assert_allclose((offset * row).numpy(), offset.numpy() * row_values)
+    np.testing.assert_allclose((offset * row).cpu().numpy(), offset.cpu().numpy() * row_values)
 
 
 def test_in_place_checks_follow_shape_and_dtype(device: str) -> None:
     target = kg.zeros((2, 3), device=device)
     target.add_(kg.ones(3, device=device))  # checked once, then cached for this key
     target.add_(kg.ones(3, device=device))
-    np.testing.assert_allclose(target.numpy(), np.full((2, 3), 2, np.float32))
+    np.testing.assert_allclose(target.cpu().numpy(), np.full((2, 3), 2, np.float32))
     with pytest.raises(ShapeError, match=r"broadcast to \(2, 2, 3\)"):
         target.add_(kg.ones((2, 2, 3), device=device))
     counts = kg.zeros(3, dtype=kg.int64, device=device)
@@ -198,7 +198,7 @@ def test_in_place_checks_follow_shape_and_dtype(device: str) -> None:
         counts.add_(0.5)
     with pytest.raises(DTypeError, match="cannot be stored in place"):
         counts.add_(kg.ones(3, device=device))
-    assert counts.tolist() == [1, 1, 1]
+    assert counts.cpu().tolist() == [1, 1, 1]
     shared = kg.arange(4.0, device=device)
     shared.add_(shared.flip(0))  # overlapping operand: checked on every call
-    assert shared.tolist() == [3.0, 3.0, 3.0, 3.0]
+    assert shared.cpu().tolist() == [3.0, 3.0, 3.0, 3.0]

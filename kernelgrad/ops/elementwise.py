@@ -89,7 +89,7 @@ class ElementwiseOp:
     # The op that runs instead when the result is an integer (its semantics differ).
     integer_variant: ElementwiseOp | None = None
 
-    def __call__(self, *operands: Any) -> Tensor:
+    def __call__(self, *operands: Any) -> Tensor:  # replaced by ``apply`` below
         return apply(self, *operands)
 
 
@@ -251,6 +251,11 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
                 _record(op, operands, [x for x in operands if isinstance(x, Tensor)], result)
                 break
     return result
+
+
+# Calling an op is applying it, without a frame in between (``ElementwiseOp.__call__``
+# forwarding to ``apply`` cost ~0.2 us per op).
+ElementwiseOp.__call__ = apply  # type: ignore[method-assign,assignment]
 
 
 def _check_scalars(operands: Sequence[Any], compute_dtypes: Sequence[DType], name: str) -> None:

@@ -40,7 +40,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _timing import import_torch, report_to_parent, run_peer, thread_counts, use_threads
+from _timing import (
+    best_per_call,
+    import_torch,
+    report_to_parent,
+    run_peer,
+    thread_counts,
+    use_threads,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's kernelgrad
 
@@ -58,15 +65,7 @@ def _clock(name: str) -> Callable[[], float]:
 def per_call(fn: Callable[[], Any], number: int, repeat: int, clock: Callable[[], float]) -> float:
     """Best microseconds per call of ``fn`` over ``repeat`` runs of ``number`` calls,
     after ``number`` warm-up calls."""
-    for _ in range(number):
-        fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = clock()
-        for _ in range(number):
-            fn()
-        best = min(best, (clock() - start) / number)
-    return best * 1e6
+    return best_per_call(fn, number, repeat, clock, warmup=number)
 
 
 # --- the cases, written once for both libraries ---------------------------------------------------

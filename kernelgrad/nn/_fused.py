@@ -58,7 +58,8 @@ def launch_each(
 
     by_device: dict[Any, list[tuple[Sequence[Tensor], Sequence[Any]]]] = {}
     for item in items:
-        by_device.setdefault(item[0][0].device, []).append(item)
+        # one backend object per device, hashed by identity (a Device hashes in Python)
+        by_device.setdefault(item[0][0]._storage.backend, []).append(item)
     for same_device in by_device.values():
         backend = same_device[0][0][0]._backend
         foreach = getattr(backend, "elementwise_foreach", None)
@@ -85,7 +86,7 @@ def _views(fn: ScalarFunction, outputs: Sequence[Tensor], inputs: Sequence[Any])
     shape = outputs[0].shape
     device = outputs[0].device
     for t in list(outputs) + [x for x in inputs if isinstance(x, Tensor)]:
-        if t.device != device:
+        if t._storage.device is not device and t.device != device:
             raise DeviceMismatchError(
                 f"{fn.name}: expected every tensor on {device}, found one on {t.device}"
             )

@@ -287,7 +287,9 @@ class CPUBackend:
             return False
         numel = prod(shape)
         buffer, offset = out.buffer, out.offset
-        args: list[Any] = [buffer[offset : offset + numel]]
+        # a buffer that is exactly the view is passed as it is (a slice is a new array)
+        whole = offset == 0 and buffer.shape[0] == numel
+        args: list[Any] = [buffer if whole else buffer[offset : offset + numel]]
         kinds: list[str] = []
         for x, dtype in zip(inputs, compute_dtypes):
             if type(x) is not View:
@@ -299,7 +301,10 @@ class CPUBackend:
                 kinds.append("out0")
             else:
                 kinds.append("array")
-                args.append(x.buffer[x.offset : x.offset + numel])
+                source = x.buffer
+                if x.offset or source.shape[0] != numel:
+                    source = source[x.offset : x.offset + numel]
+                args.append(source)
         key = (fn.key, *kinds, *compute_dtypes, out.dtype)
         kernels = self._flat_kernels.get(key)
         if kernels is None:

@@ -210,6 +210,10 @@ def _plan_key(op: ElementwiseOp, operands: Sequence[Any], out: Tensor | None) ->
     return tuple(key)
 
 
+# View(...) through tuple.__new__: the named tuple's own __new__ is a Python function
+_new_view = tuple.__new__
+
+
 def clear_plans() -> None:
     """Forget every cached ``apply`` decision."""
     _PLANS.clear()
@@ -235,13 +239,15 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         buffer = backend.empty(plan.numel, out_dtype)
         strides = plan.strides
         result = Tensor._make(Storage(buffer, like.device, backend), shape, strides, 0, out_dtype)
-        output = View(buffer, shape, strides, 0, out_dtype)
+        output = _new_view(View, (buffer, shape, strides, 0, out_dtype))
     else:
         result = out
         output = out._view()
         backend = out._storage.backend
     inputs = [
-        x if strides is None else View(x._storage.buffer, shape, strides, x._offset, x.dtype)
+        x
+        if strides is None
+        else _new_view(View, (x._storage.buffer, shape, strides, x._offset, x.dtype))
         for x, strides in zip(operands, plan.input_strides)
     ]
     backend.elementwise(op.scalar, [output], inputs, compute_dtypes)

@@ -288,7 +288,7 @@ class CPUBackend:
         numel = prod(shape)
         buffer, offset = out.buffer, out.offset
         # a buffer that is exactly the view is passed as it is (a slice is a new array)
-        whole = offset == 0 and buffer.shape[0] == numel
+        whole = offset == 0 and len(buffer) == numel
         args: list[Any] = [buffer if whole else buffer[offset : offset + numel]]
         kinds: list[str] = []
         for x, dtype in zip(inputs, compute_dtypes):
@@ -302,7 +302,7 @@ class CPUBackend:
             else:
                 kinds.append("array")
                 source = x.buffer
-                if x.offset or source.shape[0] != numel:
+                if x.offset or len(source) != numel:
                     source = source[x.offset : x.offset + numel]
                 args.append(source)
         key = (fn.key, *kinds, *compute_dtypes, out.dtype)

@@ -46,6 +46,26 @@ def timeit(fn: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return min(times), statistics.median(times)
 
 
+def best_per_call(
+    fn: Callable[[], Any],
+    number: int,
+    repeat: int,
+    clock: Callable[[], float] = time.perf_counter,
+    warmup: int = 1,
+) -> float:
+    """Best microseconds per call of ``fn`` over ``repeat`` runs of ``number`` calls each
+    (timed with ``clock``), after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeat):
+        start = clock()
+        for _ in range(number):
+            fn()
+        best = min(best, (clock() - start) / number)
+    return best * 1e6
+
+
 def use_threads(threads: int) -> None:
     """Run this script with ``threads`` threads for Numba, OpenMP (PyTorch), OpenBLAS and
     MKL. The pools read their size from the environment when they start, which may

@@ -66,14 +66,9 @@ def disable_launches() -> None:
 
 def per_op(fn: Callable[[], Any], number: int, repeat: int, clock: Callable[[], float]) -> float:
     """Best microseconds per call of ``fn`` over ``repeat`` runs of ``number`` calls."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = clock()
-        for _ in range(number):
-            fn()
-        best = min(best, (clock() - start) / number)
-    return best * 1e6
+    from _timing import best_per_call
+
+    return best_per_call(fn, number, repeat, clock)
 
 
 def cases(kg: Any) -> dict[str, Callable[[], Any]]:

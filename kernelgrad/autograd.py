@@ -343,7 +343,12 @@ def record(
 
 
 def needs_grad(*inputs: Any) -> bool:
-    return _mode.enabled and any(getattr(x, "requires_grad", False) for x in inputs)
+    if not _mode.enabled:
+        return False
+    for x in inputs:  # noqa: SIM110 (a loop is faster than any() over a generator)
+        if getattr(x, "requires_grad", False):
+            return True
+    return False
 
 
 def _topological_order(root: Node) -> list[Node]:

@@ -77,6 +77,8 @@ def overlaps_itself(shape: Sequence[int], strides: Sequence[int]) -> bool:
 
 def broadcast_shapes(*shapes: Shape, op: str = "broadcast") -> Shape:
     """NumPy broadcasting. The error lists every shape and the first clashing dimension."""
+    if len(shapes) == 2 and shapes[0] == shapes[1] and type(shapes[0]) is tuple:
+        return shapes[0]  # the common case: two equal shapes
     ndim = max((len(s) for s in shapes), default=0)
     result = [1] * ndim
     for shape in shapes:

@@ -25,6 +25,23 @@ One primitive is optional: ``elementwise_foreach(fn, items, compute_dtypes)`` ru
 kernels if the backend can (the CPU backend's one kernel for many small tensors: an
 optimizer's update of every parameter). Callers fall back to one ``elementwise`` per item
 where a backend lacks it (``nn._fused.launch_each``), and while ``kg.compile`` traces.
+
+Layers above the front end (nn, optim) never branch on a device's type: they ask the
+backend a question with :func:`backend_capability`. A backend answers by a class
+attribute of that name; one that does not declare it gets the default, which is always
+the answer that is correct everywhere (only slower):
+
+=================  ======================================================  =======
+``host_memory``    buffers are host memory that Python may read and write     False
+                   directly (``numpy_view``, no copy, nothing to wait for):
+                   an optimizer keeps its step counts there and updates
+                   them in Python instead of launching a kernel
+``work_groups``    a launch's ``workgroup`` threads run together and          False
+                   cooperate (GPUs): kernels written for a group of threads
+                   per row are worth it; where False each index of an
+                   ``ndrange`` is one loop iteration (the CPU) and a
+                   one-thread-per-row form is used instead
+=================  ======================================================  =======
 """
 
 from __future__ import annotations
@@ -153,6 +170,26 @@ class Backend(Protocol):
     def synchronize(self) -> None: ...
 
 
+CAPABILITIES: dict[str, bool] = {"host_memory": False, "work_groups": False}
+
+
+def backend_capability(backend: Any, name: str) -> bool:
+    """The backend's answer to the capability question ``name`` (see the module
+    docstring), or the question's default where the backend does not declare it.
+
+    >>> import kernelgrad as kg
+    >>> backend_capability(kg.zeros(1)._backend, "host_memory")
+    True
+    """
+    if name not in CAPABILITIES:
+        raise ValueError(
+            f"unknown backend capability {name!r}; the questions a backend answers are "
+            f"{', '.join(sorted(CAPABILITIES))} (declare a new one in CAPABILITIES, with the "
+            "default that is correct on every backend)"
+        )
+    return bool(getattr(backend, name, CAPABILITIES[name]))
+
+
 def operand_kind(x: Any, outputs: Sequence[View]) -> str:
     """How an elementwise input is passed: ``"scalar"``, ``"array"``, or ``"out<k>"`` when
     it is exactly the view of output ``k`` (same buffer, offset and strides: an in-place
@@ -180,7 +217,9 @@ def group_foreach_items(
         numel = prod(shape)
         if numel == 0:
             continue
-        kinds = tuple(operand_kind(x, outputs) for x in inputs)
+        kinds = tuple(
+            ["scalar" if type(x) is not View else operand_kind(x, outputs) for x in inputs]
+        )
         arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
         contiguous = contiguous_strides(shape)
         if alone(numel) or any(v.strides != contiguous for v in arrays):

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
+from .. import tracing
 from ..backends import loaded_backends
 from ..backends.base import ScalarFunction, View
 from ..dtypes import DType
@@ -60,6 +61,10 @@ def active_recorder() -> Recorder | None:
     their launches to it), or None."""
     recorders = _state.recorders
     return recorders[-1] if recorders else None
+
+
+# nn and optim ask kernelgrad.tracing (below them) whether a trace records; answer it.
+tracing.register_recorder_lookup(active_recorder)
 
 
 class TraceError(KernelError):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .. import tracing
 from ..backends.base import ScalarFunction
 from ..dtypes import DType
 from ..errors import DeviceMismatchError, ShapeError, format_shape
@@ -54,15 +55,15 @@ def launch_each(
     instead of one per parameter (an Adam step of LeNet-5 on the CPU: 290 -> 245 us).
     While kg.compile traces, the items are launched one by
     one, as the trace records (and fuses) per-tensor kernels."""
-    from ..compile.trace import active_recorder
 
     by_device: dict[Any, list[tuple[Sequence[Tensor], Sequence[Any]]]] = {}
     for item in items:
-        by_device.setdefault(item[0][0].device, []).append(item)
+        # one backend object per device, hashed by identity (a Device hashes in Python)
+        by_device.setdefault(item[0][0]._storage.backend, []).append(item)
     for same_device in by_device.values():
         backend = same_device[0][0][0]._backend
         foreach = getattr(backend, "elementwise_foreach", None)
-        if foreach is None or len(same_device) == 1 or active_recorder() is not None:
+        if foreach is None or len(same_device) == 1 or tracing.active_recorder() is not None:
             for outputs, inputs in same_device:
                 launch(fn, outputs, inputs, compute_dtype)
             continue
@@ -85,7 +86,7 @@ def _views(fn: ScalarFunction, outputs: Sequence[Tensor], inputs: Sequence[Any])
     shape = outputs[0].shape
     device = outputs[0].device
     for t in list(outputs) + [x for x in inputs if isinstance(x, Tensor)]:
-        if t.device != device:
+        if t._storage.device is not device and t.device != device:
             raise DeviceMismatchError(
                 f"{fn.name}: expected every tensor on {device}, found one on {t.device}"
             )
@@ -109,13 +110,12 @@ def error_flag(device: Any, make_error: Callable[[int], BaseException]) -> tuple
     raises the error at its next device-to-host read, so that the call does not wait
     for the device (see ``backends/cuda/flags.py``)."""
     from ..backends import get_backend
-    from ..compile.trace import active_recorder
     from ..dtypes import int64
     from ..ops.creation import zeros
 
     backend = get_backend(device)
     slot = getattr(backend, "error_slot", None)
-    if slot is None or active_recorder() is not None:
+    if slot is None or tracing.active_recorder() is not None:
         flag = zeros(2, dtype=int64, device=device)
 
         def check() -> None:

@@ -8,12 +8,13 @@ those kernels is a few microseconds of work and several of Python, so the loss c
 than a fully connected layer. Here the forward pass is one kernel over the rows plus the
 final sum, and the backward pass one kernel over the rows.
 
-Each kernel has two forms, chosen by :func:`row_statistics` and :func:`gradient`:
+Each kernel has two forms, chosen by :func:`row_statistics` and :func:`gradient` from the
+backend's ``work_groups`` capability (``backends/base.py``), never from the device type:
 
-* on the CPU, one work item per row (one work item per element made the gradient kernel
-  about 100x slower there: Numba compiled the per-element index arithmetic and branches
-  into slow code);
-* on CUDA, a workgroup of 32-256 threads per row (a warp for up to 32 classes): the
+* without work groups (the CPU), one work item per row (one work item per element made
+  the gradient kernel about 100x slower there: Numba compiled the per-element index
+  arithmetic and branches into slow code);
+* with work groups (CUDA), a workgroup of 32-256 threads per row (a warp for up to 32 classes): the
   threads stride over the row, so neighbouring threads read neighbouring logits, and
   combine their partial results in shared memory. (One thread per row read the rows
   with a stride of C elements: uncoalesced.)
@@ -34,6 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 import kernelgrad as kg
+
+from ..backends.base import backend_capability
 
 # The largest workgroup of the CUDA forms (shared arrays have a constant size).
 GROUP = 256
@@ -277,7 +280,7 @@ def row_statistics(
     docstring)."""
     arguments = (stats, error, x, target, weight, classes, float(classes), rows)
     arguments += (ignore_index, smoothing, has_weight)
-    if x.device.type == "cpu":
+    if not backend_capability(x._backend, "work_groups"):
         cross_entropy_rows(*arguments, ndrange=rows)
     else:
         width = _width(classes, x)
@@ -293,7 +296,7 @@ def gradient(
     class_total = class_total.reshape(-1)  # the kernels pass it on: it is not seen flat
     arguments = (grad_x, x, target, weight, stats, grad, denominator, class_total, classes)
     arguments += (float(classes), rows, ignore_index, smoothing, has_weight, per_row, mean)
-    if x.device.type == "cpu":
+    if not backend_capability(x._backend, "work_groups"):
         cross_entropy_grad(*arguments, ndrange=rows)
     else:
         width = _width(classes, x)

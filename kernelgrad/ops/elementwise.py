@@ -14,12 +14,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from math import prod
 from typing import Any
 
 import numpy as np
 
 from .. import autograd
-from ..backends.base import ScalarFunction
+from .. import dtypes as _dtypes
+from ..backends.base import ScalarFunction, View
 from ..dtypes import DType, bool_, default_float, result_type
 from ..errors import (
     ArgumentError,
@@ -30,8 +32,8 @@ from ..errors import (
     ShapeError,
     format_shape,
 )
-from ..shapes import broadcast_shapes, overlaps_itself
-from ..tensor import Tensor
+from ..shapes import broadcast_shapes, broadcast_strides, contiguous_strides, overlaps_itself
+from ..tensor import Storage, Tensor
 from . import register
 
 DtypeRule = Callable[[Sequence[Any]], tuple[list[DType], DType]]
@@ -87,7 +89,7 @@ class ElementwiseOp:
     # The op that runs instead when the result is an integer (its semantics differ).
     integer_variant: ElementwiseOp | None = None
 
-    def __call__(self, *operands: Any) -> Tensor:
+    def __call__(self, *operands: Any) -> Tensor:  # replaced by ``apply`` below
         return apply(self, *operands)
 
 
@@ -148,7 +150,130 @@ def _scalar_from_tensor(t: Tensor) -> Any:
     return t.item()
 
 
+# --- cached decisions ------------------------------------------------------------------------
+# What ``apply`` decides for an operation depends only on the operation, each operand's
+# dtype, shape, strides and backend (one per device), the Python type of each scalar, the
+# output tensor's layout for ``out=`` and the default float dtype: the op actually run
+# (an integer variant), the dtypes the kernel computes in, the result's dtype, shape and
+# strides, and the broadcast strides of each input. A repeated op looks the decisions up
+# under that key instead of redoing them (about half of an eager op's host time). What
+# depends on values (an op's ``check``, whether a scalar fits an integer dtype) and on
+# state (grad mode, requires_grad, version counters) is still done on every call.
+_SCALAR_TYPES = (bool, int, float)
+_OUT = object()  # separates the ``out=`` tensor's layout from the operands' in a key
+_PLANS: dict[tuple, _Plan] = {}
+_PLAN_LIMIT = 4096  # distinct keys kept; the cache starts again when full
+
+
+class _Plan:
+    """The decisions of one ``apply`` key (see above)."""
+
+    __slots__ = ("compute_dtypes", "first", "input_strides", "numel", "op", "out_dtype",
+                 "scalar_checks", "shape", "strides")  # fmt: skip
+
+    def __init__(self, op: ElementwiseOp, operands: Sequence[Any], compute_dtypes: list[DType],
+                 out_dtype: DType, shape: tuple[int, ...]) -> None:  # fmt: skip
+        self.op = op
+        self.compute_dtypes = compute_dtypes
+        self.out_dtype = out_dtype
+        self.shape = shape
+        self.strides = contiguous_strides(shape)
+        self.numel = prod(shape)
+        # position of the first tensor operand (the result goes on its device)
+        self.first = next(k for k, x in enumerate(operands) if isinstance(x, Tensor))
+        # per operand: its strides broadcast to the result's shape, or None for a scalar
+        self.input_strides = tuple(
+            (x._strides if x.shape == shape else broadcast_strides(x.shape, x._strides, shape))
+            if isinstance(x, Tensor)
+            else None
+            for x in operands
+        )
+        self.scalar_checks = any(
+            not isinstance(x, Tensor) and not dtype.is_floating_point
+            for x, dtype in zip(operands, compute_dtypes)
+        )
+
+
+def _plan_key(op: ElementwiseOp, operands: Sequence[Any], out: Tensor | None) -> tuple | None:
+    """The key of ``apply``'s decisions for these operands, or None when an operand is
+    neither a tensor nor a Python bool, int or float (that case is never cached)."""
+    key: list[Any] = [op, _dtypes._default_float]
+    for x in operands:
+        if isinstance(x, Tensor):
+            key += (x.dtype, x.shape, x._strides, x._storage.backend)
+        elif type(x) in _SCALAR_TYPES:
+            key.append(type(x))
+        else:
+            return None
+    if out is not None:
+        key += (_OUT, out.dtype, out.shape, out._strides, out._storage.backend)
+    return tuple(key)
+
+
+# View(...) through tuple.__new__: the named tuple's own __new__ is a Python function
+_new_view = tuple.__new__
+
+
+def clear_plans() -> None:
+    """Forget every cached ``apply`` decision."""
+    _PLANS.clear()
+
+
 def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> Tensor:
+    key = _plan_key(op, raw_operands, out)
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None:
+        return _apply_first(op, raw_operands, out, key)
+    operands = raw_operands
+    out_dtype = plan.out_dtype
+    compute_dtypes = plan.compute_dtypes
+    op = plan.op
+    if op.check is not None:
+        op.check(operands, out_dtype)
+    if plan.scalar_checks:
+        _check_scalars(operands, compute_dtypes, op.name)
+    shape = plan.shape
+    if out is None:
+        like = operands[plan.first]._storage
+        backend = like.backend
+        buffer = backend.empty(plan.numel, out_dtype)
+        strides = plan.strides
+        result = Tensor._make(Storage(buffer, like.device, backend), shape, strides, 0, out_dtype)
+        output = _new_view(View, (buffer, shape, strides, 0, out_dtype))
+    else:
+        result = out
+        output = out._view()
+        backend = out._storage.backend
+    inputs = [
+        x
+        if strides is None
+        else _new_view(View, (x._storage.buffer, shape, strides, x._offset, x.dtype))
+        for x, strides in zip(operands, plan.input_strides)
+    ]
+    backend.elementwise(op.scalar, [output], inputs, compute_dtypes)
+    if op.vjp is not None and out is None and autograd._mode.enabled:
+        for x in operands:
+            if getattr(x, "requires_grad", False):
+                _record(op, operands, [x for x in operands if isinstance(x, Tensor)], result)
+                break
+    return result
+
+
+# Calling an op is applying it, without a frame in between (``ElementwiseOp.__call__``
+# forwarding to ``apply`` cost ~0.2 us per op).
+ElementwiseOp.__call__ = apply  # type: ignore[method-assign,assignment]
+
+
+def _check_scalars(operands: Sequence[Any], compute_dtypes: Sequence[DType], name: str) -> None:
+    for value, dtype in zip(operands, compute_dtypes):
+        if not isinstance(value, Tensor) and not dtype.is_floating_point:
+            check_scalar_fits(value, dtype, name)
+
+
+def _apply_first(
+    op: ElementwiseOp, raw_operands: Sequence[Any], out: Tensor | None, key: tuple | None
+) -> Tensor:
+    """``apply`` making every decision, and caching them under ``key`` (when not None)."""
     # isinstance, not type(x) is Tensor: subclasses (kg.nn.Parameter) are tensors too
     operands = [x if isinstance(x, Tensor) else _as_operand(x, op.name) for x in raw_operands]
     tensors = [x for x in operands if isinstance(x, Tensor)]
@@ -157,6 +282,7 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
 
         operands[0] = tensor(operands[0])
         tensors = [operands[0]]
+        key = None
     first = tensors[0]
     if len(tensors) > 1 and any(t._storage.device != first._storage.device for t in tensors):
         # 0-dim CPU tensors act as numbers next to tensors on another device.
@@ -173,6 +299,7 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
             tensors = [x for x in operands if isinstance(x, Tensor)]
         _common_device(op.name, tensors)  # raises, naming both devices, if still mixed
         first = tensors[0]
+        key = None  # operands were converted: not the common case, not cached
     compute_dtypes, out_dtype = op.dtype_rule(operands)
     if op.integer_variant is not None and out_dtype.is_integer:
         op = op.integer_variant
@@ -194,38 +321,46 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         result = out
     inputs = [x._broadcast_view(shape) if isinstance(x, Tensor) else x for x in operands]
     if len(tensors) != len(operands):
-        for value, dtype in zip(operands, compute_dtypes):
-            if not isinstance(value, Tensor) and not dtype.is_floating_point:
-                check_scalar_fits(value, dtype, op.name)
+        _check_scalars(operands, compute_dtypes, op.name)
+    if key is not None:
+        if len(_PLANS) >= _PLAN_LIMIT:
+            _PLANS.clear()
+        _PLANS[key] = _Plan(op, operands, compute_dtypes, out_dtype, shape)
     result._backend.elementwise(op.scalar, [result._view()], inputs, compute_dtypes)
-
     if op.vjp is not None and out is None and autograd.needs_grad(*tensors):
-        vjp = op.vjp
-        saved_output = autograd.SavedOutput(result)
-        if op.saves == "inputs":
-            saved = tuple(tensors)
+        _record(op, operands, tensors, result)
+    return result
 
-            def backward(grad: Tensor) -> Sequence[Tensor | None]:
-                return vjp(grad, *operands)
-        elif op.saves == "output":
-            saved = (saved_output.data,)
+
+def _record(
+    op: ElementwiseOp, operands: Sequence[Any], tensors: list[Tensor], result: Tensor
+) -> None:
+    """Attach ``op``'s backward to ``result`` (grad mode is on, an input requires grad).
+    Only a VJP that reads the output keeps a :class:`autograd.SavedOutput`."""
+    vjp = op.vjp
+    if op.saves == "output" or op.saves == "both":
+        saved_output = autograd.SavedOutput(result)
+        if op.saves == "output":
+            saved: tuple[Tensor, ...] = (saved_output.data,)
 
             def backward(grad: Tensor) -> Sequence[Tensor | None]:
                 return vjp(grad, saved_output.get())
-        elif op.saves == "both":
+        else:
             saved = (*tensors, saved_output.data)
 
             def backward(grad: Tensor) -> Sequence[Tensor | None]:
                 return vjp(grad, saved_output.get(), *operands)
-        else:
-            saved = ()
-
-            def backward(grad: Tensor) -> Sequence[Tensor | None]:
-                return vjp(grad, *operands)
 
         autograd.record(op.name, operands, result, backward, saved)
         saved_output.bind(result._node)
-    return result
+        return
+
+    def backward(grad: Tensor) -> Sequence[Tensor | None]:
+        return vjp(grad, *operands)
+
+    autograd.record(
+        op.name, operands, result, backward, tuple(tensors) if op.saves == "inputs" else ()
+    )
 
 
 def _grad_if(x: Any, value: Callable[[], Tensor]) -> Tensor | None:

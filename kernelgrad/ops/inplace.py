@@ -22,12 +22,17 @@ from .elementwise import (
     CLAMP,
     ElementwiseOp,
     _overlaps,
+    _plan_key,
     apply,
     check_writable,
     clamp,
     copy_into,
     where,
 )
+
+# apply's cache keys (elementwise._plan_key, with x as the output) whose in-place shape and
+# dtype checks passed
+_CHECKED: set[tuple] = set()
 
 
 def _check_autograd(x: Tensor, others: tuple[Any, ...], op_name: str) -> bool:
@@ -68,15 +73,25 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
 
     operands = (x, *others)
     tensors = [o for o in operands if isinstance(o, Tensor)]
-    shape = broadcast_shapes(*(t.shape for t in tensors), op=f"{op.name}_")
-    if shape != x.shape:
-        raise ShapeError(
-            f"{op.name}_: operands broadcast to {format_shape(shape)}, which cannot be "
-            f"written into a tensor of shape {format_shape(x.shape)}"
-        )
-    _, out_dtype = op.dtype_rule(list(operands))
-    _check_dtype(op, out_dtype, x)
-    if any(t is not x and t._storage is x._storage and _overlaps(t, x) for t in tensors):
+    # The shape and dtype checks depend only on what apply's cache key holds: passed once
+    # for a key, they pass again (the overlap check reads storages and runs every time).
+    key = _plan_key(op, operands, x)
+    if key is None or key not in _CHECKED:
+        shape = broadcast_shapes(*(t.shape for t in tensors), op=f"{op.name}_")
+        if shape != x.shape:
+            raise ShapeError(
+                f"{op.name}_: operands broadcast to {format_shape(shape)}, which cannot be "
+                f"written into a tensor of shape {format_shape(x.shape)}"
+            )
+        _, out_dtype = op.dtype_rule(list(operands))
+        _check_dtype(op, out_dtype, x)
+        if key is not None:
+            if len(_CHECKED) >= 4096:
+                _CHECKED.clear()
+            _CHECKED.add(key)
+    if len(tensors) > 1 and any(
+        t is not x and t._storage is x._storage and _overlaps(t, x) for t in tensors
+    ):
         check_writable(x, f"{op.name}_")
         copy_into(x, apply(op, *operands), f"{op.name}_")  # overlap: compute, then write
         return x

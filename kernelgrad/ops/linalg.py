@@ -22,13 +22,15 @@ def matmul(a: Any, b: Any) -> Tensor:
     >>> (kg.ones(2, 3) @ kg.ones(3)).tolist()
     [3.0, 3.0]
     """
-    from .creation import tensor
-
     if not isinstance(a, Tensor):
+        from .creation import tensor
+
         a = tensor(a, device=b.device if isinstance(b, Tensor) else None)
     if not isinstance(b, Tensor):
+        from .creation import tensor
+
         b = tensor(b, device=a.device)
-    if a.device != b.device:
+    if a._storage.device is not b._storage.device and a.device != b.device:
         raise DeviceMismatchError(
             f"matmul: the left operand is on {a.device} and the right one on {b.device}; "
             f"move one of them, e.g. `b.to({str(a.device)!r})`"
@@ -66,18 +68,17 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     n, m = a.shape[-2], b.shape[-1]
     left = a.expand(*(batch + a.shape[-2:])) if a.shape[:-2] != batch else a
     right = b.expand(*(batch + b.shape[-2:])) if b.shape[:-2] != batch else b
-    result = Tensor._empty(batch + (n, m), a.dtype, a.device)
+    result = Tensor._empty_on(a._storage, batch + (n, m), a.dtype)
     if result.numel():
         if a.shape[-1] == 0:
             result._backend.elementwise(_zero_fn(), [result._view()], [0], [result.dtype])
         else:
             result._backend.matmul(result._view(), left._view(), right._view())
     if autograd.needs_grad(a, b):
-        a_detached, b_detached = a.detach(), b.detach()
 
         def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None]:
             # Under create_graph the gradients depend on the other operand too.
-            left, right = (a, b) if autograd.is_grad_enabled() else (a_detached, b_detached)
+            left, right = (a, b) if autograd.is_grad_enabled() else (a.detach(), b.detach())
             grad_a = g @ right.mT if a.requires_grad else None
             grad_b = left.mT @ g if b.requires_grad else None
             return grad_a, grad_b

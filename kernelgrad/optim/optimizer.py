@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import autograd
+from .. import autograd, tracing
 from ..tensor import Tensor
 
 __all__ = ["Optimizer"]
@@ -139,9 +139,7 @@ class Optimizer:
         if closure is not None:
             with autograd.enable_grad():
                 loss = closure()
-        from ..compile.trace import active_recorder
-
-        recorder = active_recorder()
+        recorder = tracing.active_recorder()
         if recorder is not None:
             # Traced by kg.compile: the kernels recorded now use this step's settings
             # and state tensors; a replay after either changed (a scheduler set a new lr,
@@ -187,9 +185,7 @@ class Optimizer:
         into that tensor before every replay, so a scheduler changing ``lr`` between
         calls needs no new trace (as PyTorch's ``capturable`` optimizers read a tensor
         rate inside CUDA graphs)."""
-        from ..compile.trace import active_recorder
-
-        recorder = active_recorder()
+        recorder = tracing.active_recorder()
         if recorder is None or not self._lr_is_fed(group):
             return group["lr"]
         key = (id(group), str(device))

@@ -150,8 +150,15 @@ def _numpy_view(view: View) -> np.ndarray:
     return strided_array(view.buffer, view.shape, view.strides, view.offset)
 
 
+_CONTIGUOUS_STRIDES: dict[tuple[int, ...], tuple[int, ...]] = {}  # shape -> its strides
+
+
 class CPUBackend:
     name = "cpu"
+    # capabilities (see backends/base.py): buffers are NumPy arrays in host memory; a
+    # kernel's ndrange is a parallel loop, without cooperating groups of threads
+    host_memory = True
+    work_groups = False
 
     def __init__(self, device: Device) -> None:
         _configure_thread_pools()
@@ -162,7 +169,10 @@ class CPUBackend:
         self._threads = numba.get_num_threads()
         self.buffers = HostBufferCache()
         self._elementwise_modules: dict[tuple, Any] = {}
+        self._flat_kernels: dict[tuple, tuple[Any, Any]] = {}  # see _flat_one_output
+        self._elementwise_plans: dict[tuple, tuple] = {}  # see elementwise
         self._reduce_modules: dict[tuple, Any] = {}
+        self._reduce_plans: dict[tuple, tuple] = {}  # see reduce
         self.random_stream = philox.Stream()
         self._dummy: dict[str, np.ndarray] = {}
 
@@ -199,22 +209,30 @@ class CPUBackend:
             return
         if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
             return
-        kinds = tuple(operand_kind(x, outputs) for x in inputs)
-        module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
-
-        arrays = [x for x, kind in zip(inputs, kinds) if kind == "array"]
-        views = [*outputs, *arrays]
+        if len(outputs) == 1 and self._flat_one_output(fn, outputs[0], inputs, compute_dtypes):
+            return
+        kinds = tuple(
+            ["scalar" if type(x) is not View else operand_kind(x, outputs) for x in inputs]
+        )
+        views = [*outputs, *[x for x, kind in zip(inputs, kinds) if kind == "array"]]
         small = numel < PARALLEL_THRESHOLD
-        contiguous = contiguous_strides(shape)
-        if all(v.strides == contiguous for v in views):
-            # The common case: plain 1-D slices of the buffers, no index arithmetic.
+        key = (fn.key, kinds, small, *compute_dtypes, shape, *[o.dtype for o in outputs])
+        key += (*[(v.strides, v.offset) for v in views],)
+        plan = self._elementwise_plans.get(key)
+        if plan is None:
+            plan = self._elementwise_plan(fn, kinds, compute_dtypes, outputs, views, small)
+            if len(self._elementwise_plans) >= 4096:
+                self._elementwise_plans.clear()
+            self._elementwise_plans[key] = plan
+        kernel, layout = plan
+        if layout is None:
+            # every view contiguous: plain 1-D slices of the buffers, no index arithmetic
             args: list[Any] = [o.buffer[o.offset : o.offset + numel] for o in outputs]
             for x, kind, dtype in zip(inputs, kinds, compute_dtypes):
                 if kind == "array":
                     args.append(x.buffer[x.offset : x.offset + numel])
                 elif kind == "scalar":
                     args.append(dtype.numpy.type(x))
-            kernel = module.flat_serial if small else module.flat
             if debug_level():
                 _launch(fn.name, kernel, shape, numel, *args)
             else:
@@ -223,24 +241,83 @@ class CPUBackend:
         scalars = [
             dtype.numpy.type(x) for x, dtype in zip(inputs, compute_dtypes) if type(x) is not View
         ]
-        run_shape, run_strides = coalesce(shape, [v.strides for v in views])
-        shape_array = np.array(run_shape, dtype=np.int64)
-        offsets = np.array([v.offset for v in views], dtype=np.int64)
-        strides = np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape))
         buffers = [v.buffer for v in views]
-        col_chunk, rows_per_item = _blocking(run_shape, run_strides)
-        kernel = module.strided_serial if small else module.strided
         _launch(
             fn.name,
             kernel,
             shape,
-            shape_array,
-            offsets,
-            strides,
-            col_chunk,
-            rows_per_item,
+            *layout,
             *_interleave(buffers, kinds, scalars, len(outputs)),
         )
+
+    def _elementwise_plan(
+        self, fn: ScalarFunction, kinds: tuple, compute_dtypes, outputs, views, small: bool
+    ) -> tuple[Any, tuple | None]:
+        """What :meth:`elementwise` decides for one operand pattern and layout (cached
+        there per function, kinds, dtypes, shape, strides and offsets): the kernel, and
+        for strided views the kernel's layout arguments (coalesced loop shape, offsets,
+        strides, blocking), or None when every view is contiguous (the flat kernel)."""
+        module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
+        shape = outputs[0].shape
+        contiguous = contiguous_strides(shape)
+        if all(v.strides == contiguous for v in views):
+            return (module.flat_serial if small else module.flat), None
+        run_shape, run_strides = coalesce(shape, [v.strides for v in views])
+        layout = (
+            np.array(run_shape, dtype=np.int64),
+            np.array([v.offset for v in views], dtype=np.int64),
+            np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape)),
+            *_blocking(run_shape, run_strides),
+        )
+        return (module.strided_serial if small else module.strided), layout
+
+    def _flat_one_output(self, fn: ScalarFunction, out: View, inputs, compute_dtypes) -> bool:
+        """:meth:`elementwise`'s common case, with its decisions cached: one output and
+        every array contiguous (an input that is exactly the output, as in ``a.add_(b)``,
+        is read from the output). The kernels are looked up under (function, operand
+        kinds, dtypes) without building the generated module's key. Returns False when
+        the call does not qualify (the general path runs instead)."""
+        shape = out.shape
+        contiguous = _CONTIGUOUS_STRIDES.get(shape)
+        if contiguous is None:
+            contiguous = contiguous_strides(shape)
+            if len(_CONTIGUOUS_STRIDES) < 4096:
+                _CONTIGUOUS_STRIDES[shape] = contiguous
+        if out.strides != contiguous:
+            return False
+        numel = prod(shape)
+        buffer, offset = out.buffer, out.offset
+        # a buffer that is exactly the view is passed as it is (a slice is a new array)
+        whole = offset == 0 and len(buffer) == numel
+        args: list[Any] = [buffer if whole else buffer[offset : offset + numel]]
+        kinds: list[str] = []
+        for x, dtype in zip(inputs, compute_dtypes):
+            if type(x) is not View:
+                kinds.append("scalar")
+                args.append(dtype.numpy.type(x))
+            elif x.strides != contiguous:
+                return False
+            elif x.buffer is buffer and x.offset == offset:
+                kinds.append("out0")
+            else:
+                kinds.append("array")
+                source = x.buffer
+                if x.offset or len(source) != numel:
+                    source = source[x.offset : x.offset + numel]
+                args.append(source)
+        key = (fn.key, *kinds, *compute_dtypes, out.dtype)
+        kernels = self._flat_kernels.get(key)
+        if kernels is None:
+            module = self._generated(
+                codegen.elementwise_source, fn, tuple(kinds), compute_dtypes, [out]
+            )
+            kernels = self._flat_kernels[key] = (module.flat_serial, module.flat)
+        kernel = kernels[0] if numel < PARALLEL_THRESHOLD else kernels[1]
+        if debug_level():
+            _launch(fn.name, kernel, shape, numel, *args)
+        else:
+            kernel(numel, *args)
+        return True
 
     def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
         """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each item with
@@ -336,9 +413,48 @@ class CPUBackend:
 
     # --- reductions -----------------------------------------------------------------
     def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
-        n_out = prod(out.shape)
+        key = (kind, x.shape, x.strides, axes, x.dtype, out.shape, out.dtype)
+        plan = self._reduce_plans.get(key)
+        if plan is None:
+            plan = self._reduce_plan(kind, out, x, axes)
+            if len(self._reduce_plans) >= 4096:
+                self._reduce_plans.clear()
+            self._reduce_plans[key] = plan
+        n_out, name, kernel, shapes, columns, nsplit, acc = plan
         if n_out == 0:
             return
+        target = out.buffer[out.offset : out.offset + n_out]
+        if columns:
+            _launch(name, kernel, x.shape, *shapes, x.buffer, x.offset, target, COLUMN_BLOCK)
+            return
+        if nsplit > 1:
+            partial_value = np.empty(n_out * nsplit, dtype=acc.numpy)
+            partial_index = np.empty(n_out * nsplit, dtype=np.int64)
+        else:
+            partial_value = self._dummy_array(acc)
+            partial_index = self._dummy_array(int64)
+        _launch(
+            name,
+            kernel,
+            x.shape,
+            *shapes,
+            x.buffer,
+            x.offset,
+            target,
+            partial_value,
+            partial_index,
+            nsplit,
+        )
+
+    def _reduce_plan(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> tuple:
+        """What :meth:`reduce` decides for one (kind, input layout, axes, output): the
+        number of outputs, the kernel and its name, the coalesced shapes and strides (as
+        the kernel's arrays), whether the column kernel runs, the split of long
+        reductions, and the accumulator dtype. Cached per layout by :meth:`reduce`."""
+        n_out = prod(out.shape)
+        acc = _ACC_SUM.get(x.dtype.name, int64) if kind == "sum" else x.dtype
+        if n_out == 0:
+            return n_out, "", None, (), False, 1, acc
         kept = [d for d in range(len(x.shape)) if d not in axes]
         kept_shape = tuple(x.shape[d] for d in kept)
         kshape, (kstrides, _) = coalesce(
@@ -349,7 +465,6 @@ class CPUBackend:
         rshape, (rstrides,) = coalesce(red_shape, [tuple(x.strides[d] for d in axes)])
         n_red = prod(red_shape)
 
-        acc = _ACC_SUM.get(x.dtype.name, int64) if kind == "sum" else x.dtype
         key = (kind, x.dtype.name, acc.name, out.dtype.name)
         module = self._reduce_modules.get(key)
         if module is None:
@@ -357,7 +472,6 @@ class CPUBackend:
             module = _load_module(source, f"cpu_reduce_{kind}")
             self._reduce_modules[key] = module
 
-        target = out.buffer[out.offset : out.offset + n_out]
         shapes = (
             np.array(kshape, dtype=np.int64),
             np.array(kstrides, dtype=np.int64),
@@ -373,40 +487,14 @@ class CPUBackend:
             and kshape[-1] >= 8
             and min(abs(s) for s in rstrides) > 1
         ):
-            _launch(
-                f"reduce_{kind}(columns)",
-                module.columns,
-                x.shape,
-                *shapes,
-                x.buffer,
-                x.offset,
-                target,
-                COLUMN_BLOCK,
-            )
-            return
+            return n_out, f"reduce_{kind}(columns)", module.columns, shapes, True, 1, acc
 
         threads = self._numba.get_num_threads()
         nsplit = 1
         if not small and n_out < 4 * threads and n_red >= 2 * codegen.CHUNK:
             nsplit = min(-(-4 * threads // n_out), -(-n_red // codegen.CHUNK))
-        if nsplit > 1:
-            partial_value = np.empty(n_out * nsplit, dtype=acc.numpy)
-            partial_index = np.empty(n_out * nsplit, dtype=np.int64)
-        else:
-            partial_value = self._dummy_array(acc)
-            partial_index = self._dummy_array(int64)
-        _launch(
-            f"reduce_{kind}",
-            module.kernel_serial if small else module.kernel,
-            x.shape,
-            *shapes,
-            x.buffer,
-            x.offset,
-            target,
-            partial_value,
-            partial_index,
-            nsplit,
-        )
+        kernel = module.kernel_serial if small else module.kernel
+        return n_out, f"reduce_{kind}", kernel, shapes, False, nsplit, acc
 
     def _dummy_array(self, dtype: DType) -> np.ndarray:
         array = self._dummy.get(dtype.name)

@@ -53,7 +53,7 @@ class HostBufferCache:
     def empty(self, numel: int, dtype: np.dtype) -> np.ndarray:
         nbytes = numel * dtype.itemsize
         if nbytes < self.min_bytes:
-            return np.empty(numel, dtype=dtype)
+            return np.empty(numel, dtype)
         size = size_class(nbytes)
         with self._lock:
             blocks = self._free.get(size)

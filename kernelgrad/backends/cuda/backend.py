@@ -140,6 +140,9 @@ def _check_device(device: Device) -> None:
 
 class CUDABackend:
     name = "cuda"
+    # capabilities (see backends/base.py): device memory; blocks of threads cooperate
+    host_memory = False
+    work_groups = True
 
     def __init__(self, device: Device) -> None:
         _check_device(device)

@@ -36,7 +36,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from ... import autograd
+from ... import autograd, tracing
 from ...backends.base import ScalarFunction
 from .._fused import launch_each
 from ..module import Module, Parameter
@@ -230,9 +230,7 @@ class DistributedDataParallel(Module):
 
     # --- backward ------------------------------------------------------------------------------
     def _gradient_ready(self, parameter: Parameter) -> None:
-        from ...compile.trace import active_recorder
-
-        recorder = active_recorder()
+        recorder = tracing.active_recorder()
         if recorder is not None and id(recorder) not in self._watched:
             self._watched.add(id(recorder))
             recorder.watch(

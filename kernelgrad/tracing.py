@@ -1,0 +1,55 @@
+"""The question "is ``kg.compile`` recording on this thread?", asked by the layers below
+it (nn, optim) without importing it.
+
+``kg.compile`` sits above nn and optim, yet a few of their steps must behave differently
+while it records (an optimizer registers what a replay must re-read, a fused update
+launches per tensor so that the trace can record each kernel). Instead of importing the
+compile layer, they call :func:`active_recorder`, which asks whatever lookup the compile
+layer registered with :func:`register_recorder_lookup` when it was imported. Until then
+nothing can be recording, and the answer is None.
+
+The recorder returned offers the two methods nn and optim use (:class:`TraceRecorder`)::
+
+    >>> from kernelgrad import tracing
+    >>> tracing.active_recorder() is None  # no trace in progress on this thread
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class TraceRecorder(Protocol):
+    """What lower layers may ask of the recorder of a trace in progress."""
+
+    def watch(self, what: str, read: Callable[[], Any]) -> None:
+        """Call ``read()`` now and before every replay; a replay whose value differs is
+        traced again. ``what`` names the value in messages."""
+        ...
+
+    def before_replay(self, feed: Callable[[], Any]) -> None:
+        """Call ``feed()`` before every replay (it writes Python-side values that change
+        between calls into tensors the recorded kernels read)."""
+        ...
+
+
+def _nothing_recording() -> TraceRecorder | None:
+    return None
+
+
+_lookup: Callable[[], TraceRecorder | None] = _nothing_recording
+
+
+def register_recorder_lookup(lookup: Callable[[], TraceRecorder | None]) -> None:
+    """Install the function that returns the recorder of the trace in progress on the
+    calling thread, or None (the compile layer installs its own when it is imported)."""
+    global _lookup
+    _lookup = lookup
+
+
+def active_recorder() -> TraceRecorder | None:
+    """The recorder of the ``kg.compile`` trace in progress on the calling thread, or
+    None when nothing is recording here."""
+    return _lookup()

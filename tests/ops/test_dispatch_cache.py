@@ -1,0 +1,204 @@
+"""The eager dispatch caches (elementwise ``apply``'s decisions, the CPU backend's flat
+kernels): a repeated op reuses its decisions only when nothing they depend on changed.
+Each test first runs an op once so that its decisions are cached, then changes one
+thing (strides, dtype, device, grad mode, a version counter, the default dtype, a scalar's
+type or value) and checks the result against NumPy or the expected error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+from kernelgrad.backends import get_backend
+from kernelgrad.errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError
+from kernelgrad.ops import elementwise
+from kernelgrad.tensor import Storage, Tensor
+
+
+@pytest.fixture(autouse=True)
+def _fresh_plans() -> None:
+    elementwise.clear_plans()
+
+
+def _values(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def test_changed_strides_are_not_read_as_the_cached_layout(device: str) -> None:
+    a_values, b_values = _values((3, 3)), _values((3, 3), seed=1)
+    a, b = kg.tensor(a_values, device=device), kg.tensor(b_values, device=device)
+    np.testing.assert_allclose((a + b).cpu().numpy(), a_values + b_values)
+    transposed = b.t()  # same shape, dtype and device: only the strides differ
+    np.testing.assert_allclose((a + transposed).cpu().numpy(), a_values + b_values.T)
+    sliced = kg.tensor(_values((3, 6), seed=2), device=device)[:, ::2]
+    np.testing.assert_allclose((a + sliced).cpu().numpy(), a_values + sliced.cpu().numpy())
+    np.testing.assert_allclose((a + b).cpu().numpy(), a_values + b_values)  # and back
+
+
+def test_changed_dtype_changes_the_result_dtype(device: str) -> None:
+    a = kg.tensor(_values((4,)), device=device)
+    assert (a * a).dtype == kg.float32
+    doubled = a.to(kg.float64)
+    product = doubled * doubled
+    assert product.dtype == kg.float64
+    np.testing.assert_allclose(product.cpu().numpy(), doubled.cpu().numpy() ** 2)
+    integers = kg.tensor([1, 2, 3], device=device)
+    assert (integers * integers).dtype == kg.int64
+    assert (integers / integers).dtype == kg.float32  # integer true division: the float rule
+
+
+def test_scalar_type_and_default_dtype_are_part_of_the_decision(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    integers = kg.tensor([1, 2, 3], device=device)
+    assert (integers + 1).dtype == kg.int64
+    assert (integers + 1.5).dtype == kg.float32
+    np.testing.assert_allclose((integers + 1.5).cpu().numpy(), [2.5, 3.5, 4.5])
+    assert (integers + True).dtype == kg.int64
+    # the float dtype integers promote to is read from kernelgrad.dtypes on every call
+    monkeypatch.setattr(kg.dtypes, "_default_float", kg.float64)
+    assert (integers + 1.5).dtype == kg.float64
+    monkeypatch.undo()
+    assert (integers + 1.5).dtype == kg.float32
+
+
+def test_scalar_values_are_checked_on_every_call() -> None:
+    small = kg.tensor([1, 2], dtype=kg.int32)
+    assert (small + 5).cpu().tolist() == [6, 7]
+    with pytest.raises(ArgumentError, match="without overflow"):
+        small + 2**40
+    with pytest.raises(ArgumentError, match="without overflow"):  # the same key: checked again
+        small + 2**40
+    assert (small + 5).cpu().tolist() == [6, 7]
+
+
+def test_a_changed_shape_is_broadcast_again_or_refused(device: str) -> None:
+    a = kg.tensor(_values((2, 3)), device=device)
+    row = kg.tensor(_values((3,), seed=1), device=device)
+    np.testing.assert_allclose((a * row).cpu().numpy(), a.cpu().numpy() * row.cpu().numpy())
+    column = kg.tensor(_values((2, 1), seed=2), device=device)
+    np.testing.assert_allclose((a * column).cpu().numpy(), a.cpu().numpy() * column.cpu().numpy())
+    with pytest.raises(ShapeError, match=r"\(2, 3\).*\(4,\)|\(4,\).*\(2, 3\)"):
+        a * kg.tensor(_values((4,)), device=device)
+
+
+def test_grad_mode_and_requires_grad_are_read_on_every_call(device: str) -> None:
+    leaf = kg.tensor(_values((3,)), device=device, requires_grad=True)
+    other = kg.tensor(_values((3,), seed=1), device=device)
+    with kg.no_grad():
+        assert not (leaf * other).requires_grad
+    product = leaf * other
+    assert product.requires_grad and product.grad_fn is not None
+    product.sum().backward()
+    np.testing.assert_allclose(leaf.grad.cpu().numpy(), other.cpu().numpy())
+    leaf.requires_grad_(False)
+    assert not (leaf * other).requires_grad
+    other.requires_grad_(True)
+    assert (leaf * other).requires_grad
+
+
+def test_in_place_writes_are_still_caught_by_the_version_check(device: str) -> None:
+    leaf = kg.tensor(_values((3,)), device=device, requires_grad=True)
+
+    def build() -> tuple[kg.Tensor, kg.Tensor]:
+        doubled = leaf * 2
+        return doubled, doubled * doubled  # the product saves ``doubled``
+
+    doubled, square = build()  # caches the decisions of both products
+    square.sum().backward()
+    leaf.grad = None
+    doubled, square = build()
+    version = doubled._storage.version
+    doubled.add_(1)
+    assert doubled._storage.version == version + 1
+    with pytest.raises(RuntimeError, match="modified in place afterwards"):
+        square.sum().backward()
+
+
+def test_in_place_add_through_the_cache_writes_every_time(device: str) -> None:
+    target = kg.zeros(4, device=device)
+    step = kg.ones(4, device=device)
+    for expected in range(1, 4):
+        target.add_(step)
+        np.testing.assert_allclose(target.cpu().numpy(), np.full(4, expected, np.float32))
+
+
+def test_a_different_backend_object_gets_its_own_decisions() -> None:
+    """The decisions are keyed by each operand's backend (one per device): tensors of the
+    same dtype, shape and strides on another backend get results on that backend."""
+    cpu = kg.device("cpu")
+    other_backend = type(get_backend(cpu))(cpu)
+
+    def on_other(values: np.ndarray) -> Tensor:
+        buffer = other_backend.from_numpy(values)
+        return Tensor._from_buffer(buffer, values.shape, kg.float32, cpu)
+
+    a_values, b_values = _values((2, 2)), _values((2, 2), seed=1)
+    plain = kg.tensor(a_values) + kg.tensor(b_values)
+    assert plain._storage.backend is get_backend(cpu)
+    a, b = on_other(a_values), on_other(b_values)
+    a._storage = Storage(a._storage.buffer, cpu, other_backend)
+    b._storage = Storage(b._storage.buffer, cpu, other_backend)
+    result = a + b
+    assert result._storage.backend is other_backend
+    np.testing.assert_allclose(result.cpu().numpy(), plain.cpu().numpy())
+    # A tensor labelled with another device (its memory is host memory here, so that the
+    # test runs without a GPU) next to a CPU tensor of the same dtype, shape and strides:
+    # the cached CPU decision must not serve it; the device check refuses the pair.
+    elsewhere = on_other(b_values)
+    elsewhere._storage = Storage(elsewhere._storage.buffer, kg.device("cuda"), other_backend)
+    with pytest.raises(DeviceMismatchError, match="cuda"):
+        kg.tensor(a_values) + elsewhere
+
+
+def test_moving_between_devices_is_not_served_from_the_cache(device: str) -> None:
+    if device == "cpu":
+        pytest.skip("needs a second device (the CUDA backend)")
+    values = _values((3,))
+    on_cpu = kg.tensor(values)
+    on_device = kg.tensor(values, device=device)
+    assert (on_cpu + on_cpu).device == kg.device("cpu")
+    assert (on_device + on_device).device == kg.device(device)
+    assert (on_cpu + on_cpu).device == kg.device("cpu")
+    with pytest.raises(DeviceMismatchError):
+        on_cpu + on_device
+
+
+def test_reductions_follow_the_input_layout(device: str) -> None:
+    values = _values((3, 4))
+    x = kg.tensor(values, device=device)
+    np.testing.assert_allclose(x.sum(1).cpu().numpy(), values.sum(1), rtol=1e-6)
+    # same shape (4, 3) twice: contiguous, then a transposed view with other strides
+    wide = kg.tensor(values.T.copy(), device=device)
+    np.testing.assert_allclose(wide.sum(1).cpu().numpy(), values.T.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(x.t().sum(1).cpu().numpy(), values.T.sum(1), rtol=1e-6)
+    np.testing.assert_allclose(x.t().amax(1).cpu().numpy(), values.T.max(1))  # another kind
+
+
+def test_strided_elementwise_layouts_follow_the_strides(device: str) -> None:
+    values, row_values = _values((3, 3)), _values((3,), seed=1)
+    x, row = kg.tensor(values, device=device), kg.tensor(row_values, device=device)
+    np.testing.assert_allclose((x * row).cpu().numpy(), values * row_values)
+    np.testing.assert_allclose((x.t() * row).cpu().numpy(), values.T * row_values)
+    offset = kg.tensor(_values((4, 3), seed=2), device=device)[1:]  # same strides, offset 3
+    np.testing.assert_allclose((offset * row).cpu().numpy(), offset.cpu().numpy() * row_values)
+
+
+def test_in_place_checks_follow_shape_and_dtype(device: str) -> None:
+    target = kg.zeros((2, 3), device=device)
+    target.add_(kg.ones(3, device=device))  # checked once, then cached for this key
+    target.add_(kg.ones(3, device=device))
+    np.testing.assert_allclose(target.cpu().numpy(), np.full((2, 3), 2, np.float32))
+    with pytest.raises(ShapeError, match=r"broadcast to \(2, 2, 3\)"):
+        target.add_(kg.ones((2, 2, 3), device=device))
+    counts = kg.zeros(3, dtype=kg.int64, device=device)
+    counts.add_(1)
+    with pytest.raises(DTypeError, match="cannot be stored in place"):
+        counts.add_(0.5)
+    with pytest.raises(DTypeError, match="cannot be stored in place"):
+        counts.add_(kg.ones(3, device=device))
+    assert counts.cpu().tolist() == [1, 1, 1]
+    shared = kg.arange(4.0, device=device)
+    shared.add_(shared.flip(0))  # overlapping operand: checked on every call
+    assert shared.cpu().tolist() == [3.0, 3.0, 3.0, 3.0]

@@ -1,0 +1,112 @@
+"""The nn/optim seam: nn and optim neither import the compile layer (above them) nor
+branch on a device's type; they ask ``kernelgrad.tracing`` whether a trace records and
+the backend what it can do (``backends.base.backend_capability``)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+from kernelgrad import tracing
+from kernelgrad.backends.base import backend_capability
+from kernelgrad.backends.cpu import CPUBackend
+
+PACKAGE = Path(kg.__file__).resolve().parent
+# The convolution choice still branches on the device type (it is being reworked for wide
+# convolutions, which will ask the backend instead); every other file keeps the seam.
+KNOWN_DEVICE_BRANCHES = {PACKAGE / "nn" / "functional" / "convolution.py"}
+
+
+def _layer_files() -> list[Path]:
+    return sorted([*(PACKAGE / "nn").rglob("*.py"), *(PACKAGE / "optim").rglob("*.py")])
+
+
+def _imports_compile(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        names = [alias.name for alias in node.names]
+        return "compile" in module.split(".") or (not module and "compile" in names)
+    if isinstance(node, ast.Import):
+        return any("compile" in alias.name.split(".") for alias in node.names)
+    return False
+
+
+def _is_device_type(node: ast.AST) -> bool:
+    """``<anything>.device.type``."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "type"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "device"
+    )
+
+
+def test_nn_and_optim_do_not_import_compile_or_branch_on_device_types() -> None:
+    found = []
+    for path in _layer_files():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            where = f"{path.relative_to(PACKAGE)}:{getattr(node, 'lineno', '?')}"
+            if _imports_compile(node):
+                found.append(f"{where} imports the compile layer")
+            if _is_device_type(node) and path not in KNOWN_DEVICE_BRANCHES:
+                found.append(f"{where} reads .device.type")
+    assert not found, "\n".join(found)
+
+
+def test_the_seam_checks_themselves_find_what_they_look_for() -> None:
+    source = "from ..compile.trace import active_recorder\nif x.device.type == 'cpu': pass\n"
+    nodes = list(ast.walk(ast.parse(source)))
+    assert any(_imports_compile(node) for node in nodes)
+    assert any(_is_device_type(node) for node in nodes)
+
+
+def test_the_tracing_hook_answers_while_compile_records() -> None:
+    seen = []
+
+    def traced(x: kg.Tensor) -> kg.Tensor:
+        seen.append(tracing.active_recorder())
+        return x * 2
+
+    assert tracing.active_recorder() is None
+    compiled = kg.compile(traced)
+    for _ in range(3):  # the first call runs eagerly; a later one traces
+        compiled(kg.ones(3))
+    recorders = [recorder for recorder in seen if recorder is not None]
+    assert recorders, "no call of the compiled function saw a recorder"
+    assert callable(recorders[0].watch) and callable(recorders[0].before_replay)
+    assert tracing.active_recorder() is None
+
+
+def test_backend_capabilities_and_their_defaults() -> None:
+    cpu = kg.zeros(1)._backend
+    assert backend_capability(cpu, "host_memory") is True
+    assert backend_capability(cpu, "work_groups") is False
+    assert backend_capability(object(), "host_memory") is False  # undeclared: the default
+    with pytest.raises(ValueError, match=r"unknown backend capability 'fast'.*host_memory"):
+        backend_capability(cpu, "fast")
+
+
+def _adam_steps() -> np.ndarray:
+    kg.manual_seed(0)
+    layer = kg.nn.Linear(4, 3)
+    optimizer = kg.optim.Adam(layer.parameters(), lr=0.1, fused=True)
+    x = kg.tensor(np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4))
+    for _ in range(3):
+        optimizer.zero_grad()
+        layer(x).square().sum().backward()
+        optimizer.step()
+    return layer.weight.detach().numpy().copy()
+
+
+def test_adam_gives_the_same_steps_with_and_without_host_memory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``host_memory`` the step counts advance in Python; without it, in a kernel
+    per parameter (as on a GPU). Both paths must agree."""
+    with_host_memory = _adam_steps()
+    monkeypatch.setattr(CPUBackend, "host_memory", False)
+    np.testing.assert_allclose(_adam_steps(), with_host_memory, rtol=1e-6)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ArgumentError, UnsupportedError
 from ..ops.creation import empty
 from ..tensor import Tensor
 from . import functional as F
@@ -18,7 +19,7 @@ def _tuple(value: Any, n: int) -> tuple:
         return value  # type: ignore[return-value]
     if isinstance(value, (tuple, list)):
         if len(value) != n:
-            raise ValueError(f"expected an int or a {n}-tuple, got {value!r}")
+            raise ArgumentError(f"expected an int or a {n}-tuple, got {value!r}")
         return tuple(int(v) for v in value)
     return (int(value),) * n
 
@@ -42,11 +43,9 @@ class _ConvNd(Module):
     ) -> None:
         super().__init__()
         if padding_mode != "zeros":
-            raise NotImplementedError(
-                f"padding_mode={padding_mode!r} is not supported (only 'zeros')"
-            )
+            raise UnsupportedError(f"padding_mode={padding_mode!r} is not supported (only 'zeros')")
         if groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(
+            raise ArgumentError(
                 f"groups={groups} must divide in_channels={in_channels} and "
                 f"out_channels={out_channels}"
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -22,7 +23,7 @@ class Dropout(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be between 0 and 1, got {p}")
+            raise ArgumentError(f"Dropout: p must be between 0 and 1, got {p}")
         self.p = p
 
     def forward(self, input: Tensor) -> Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import UnsupportedError
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -30,7 +31,7 @@ class MaxPool2d(Module):
     ) -> None:
         super().__init__()
         if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices=True is not supported")
+            raise UnsupportedError("MaxPool2d: return_indices=True is not supported")
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding = padding

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import autograd
+from ...errors import ArgumentError
 from ...ops import elementwise as _ew
 from ...ops.elementwise import where
 from ...tensor import Tensor
@@ -53,7 +54,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     if approximate == "tanh":
         inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
         return input * 0.5 * (inner.tanh() + 1.0)
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def sigmoid(input: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ from typing import Any
 from ... import autograd
 from ...backends.base import ScalarFunction
 from ...dtypes import int64
-from ...errors import ShapeError, format_shape
+from ...errors import ArgumentError, DTypeError, IndexingError, ShapeError, format_shape
 from ...ops.creation import arange, empty, rand
 from ...ops.elementwise import where
 from ...ops.indexing import take
@@ -49,7 +49,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     [1.0, 1.0, 1.0]
     """
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
+        raise ArgumentError(f"dropout: p must be between 0 and 1, got {p}")
     if not training or p == 0.0:
         return input
     _check_float(input, "dropout")
@@ -83,12 +83,24 @@ def batch_norm(
             f"batch_norm: expected at least 2 dims (N, C, ...), got {format_shape(input.shape)}"
         )
     channels = input.shape[1]
+    for name, statistic in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if statistic is not None and statistic.shape != (channels,):
+            raise ShapeError(
+                f"batch_norm: {name} has shape {format_shape(statistic.shape)}, but the input "
+                f"of shape {format_shape(input.shape)} has {channels} channels (dim 1): it "
+                f"must have shape ({channels},)"
+            )
     dims = (0,) + tuple(range(2, input.ndim))
     shape = (1, channels) + (1,) * (input.ndim - 2)
     if training:
         count = input.numel() // channels
         if count <= 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"batch_norm: expected more than 1 value per channel when training, got input "
                 f"of shape {format_shape(input.shape)}"
             )
@@ -102,7 +114,10 @@ def batch_norm(
                 running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
     else:
         if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: running statistics are needed when not training")
+            raise ArgumentError(
+                "batch_norm: running statistics are needed when not training (pass "
+                "running_mean and running_var, or training=True)"
+            )
         centered = input - running_mean.reshape(shape)
         var = running_var.reshape(shape)
     result = centered * (var + eps).rsqrt()
@@ -129,6 +144,11 @@ def layer_norm(
     [-1.225, 0.0, 1.225]
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape:
+        raise ShapeError(
+            "layer_norm: normalized_shape is empty; give the trailing dims to normalise over "
+            f"(at least one), e.g. ({input.shape[-1] if input.ndim else 1},)"
+        )
     if input.shape[input.ndim - len(shape) :] != shape:
         raise ShapeError(
             f"layer_norm: normalized_shape {shape} does not match the last dims of the input "
@@ -157,17 +177,25 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
     [[4.0, 5.0], [0.0, 1.0]]
     """
     if not isinstance(input, Tensor) or input.dtype.is_floating_point or input.dtype.is_bool:
-        raise TypeError(
+        raise DTypeError(
             "embedding: the indices must be an integer tensor (e.g. `kg.tensor([1, 2])` or "
             "`x.long()`)"
         )
-    try:
-        result = take(weight, 0, input)
-    except IndexError:
-        raise IndexError(
-            f"embedding: an index is outside the table of {weight.shape[0]} rows (valid: 0 "
-            f"to {weight.shape[0] - 1})"
-        ) from None
+    from .._range_check import check_within
+
+    rows = weight.shape[0] if weight.ndim else 0
+
+    def outside(position: int) -> IndexingError:
+        return IndexingError(
+            f"embedding: the index at flat position {position} of the indices of shape "
+            f"{format_shape(input.shape)} is outside the table of {rows} rows (valid: 0 to "
+            f"{rows - 1}; negative indices are refused, as in PyTorch)"
+        )
+
+    # Checked here rather than by `take`, which would wrap a negative index around (as
+    # Python indexing does); on CUDA the error comes at the next device-to-host read.
+    check_within(input, 0, rows - 1, outside)
+    result = take(weight, 0, input)
     if padding_idx is not None and weight.requires_grad and autograd.is_grad_enabled():
         if padding_idx < 0:
             padding_idx += weight.shape[0]

@@ -9,15 +9,52 @@
 (2, 10)
 """
 
-from . import functional, init, parallel
-from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from . import functional, init, parallel, utils
+from .activation import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    RReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmin,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d
 from .device_functions import UnsupportedLayerError, device_function
-from .dropout import Dropout
+from .dropout import Dropout, Dropout1d, Dropout2d
 from .embedding import Embedding
 from .linear import Flatten, Identity, Linear, Unflatten
-from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
@@ -26,6 +63,7 @@ __all__ = [
     "functional",
     "init",
     "parallel",
+    "utils",
     "Module",
     "Parameter",
     "IncompatibleKeys",
@@ -45,6 +83,8 @@ __all__ = [
     "AvgPool2d",
     "AdaptiveAvgPool2d",
     "Dropout",
+    "Dropout1d",
+    "Dropout2d",
     "BatchNorm1d",
     "BatchNorm2d",
     "LayerNorm",
@@ -58,12 +98,32 @@ __all__ = [
     "Softplus",
     "Softmax",
     "LogSoftmax",
+    "ELU",
+    "CELU",
+    "SELU",
+    "Hardtanh",
+    "ReLU6",
+    "Hardsigmoid",
+    "Hardswish",
+    "LogSigmoid",
+    "Mish",
+    "Softsign",
+    "Tanhshrink",
+    "Threshold",
+    "Hardshrink",
+    "Softshrink",
+    "Softmin",
+    "GLU",
+    "RReLU",
+    "PReLU",
     "CrossEntropyLoss",
     "NLLLoss",
     "MSELoss",
     "L1Loss",
     "BCELoss",
     "BCEWithLogitsLoss",
+    "SmoothL1Loss",
+    "HuberLoss",
     "device_function",
     "UnsupportedLayerError",
 ]

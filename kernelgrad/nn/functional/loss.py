@@ -346,6 +346,43 @@ def binary_cross_entropy(
     return _reduce(loss, reduction, "binary_cross_entropy")
 
 
+def smooth_l1_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", beta: float = 1.0
+) -> Tensor:
+    """``0.5 * d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 * beta`` (d = input -
+    target); ``beta = 0`` is the L1 loss.
+
+    >>> import kernelgrad as kg
+    >>> loss = kg.nn.functional.smooth_l1_loss(kg.tensor([0.5, 3.0]), kg.zeros(2), reduction="none")
+    >>> loss.tolist()
+    [0.125, 2.5]
+    """
+    if beta < 0:
+        raise ArgumentError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    _check_same_shape(input, target, "smooth_l1_loss")
+    difference = (input - target).abs()
+    if beta == 0:
+        return _reduce(difference, reduction, "smooth_l1_loss")
+    # the quadratic branch gets |d| clamped at beta, so neither branch overflows
+    inner = difference.clamp(max=beta)
+    loss = where(difference < beta, inner * inner * (0.5 / beta), difference - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+def huber_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0
+) -> Tensor:
+    """``0.5 * d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 * delta)``: the
+    smooth L1 loss with beta = delta, times delta."""
+    if delta <= 0:
+        raise ArgumentError(f"huber_loss: delta must be positive, got {delta}")
+    _check_same_shape(input, target, "huber_loss")
+    difference = (input - target).abs()
+    inner = difference.clamp(max=delta)
+    loss = where(difference < delta, inner * inner * 0.5, (difference - 0.5 * delta) * delta)
+    return _reduce(loss, reduction, "huber_loss")
+
+
 def binary_cross_entropy_with_logits(
     input: Tensor,
     target: Tensor,

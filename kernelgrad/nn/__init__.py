@@ -58,6 +58,7 @@ from .loss import (
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = [
     "functional",
@@ -89,6 +90,14 @@ __all__ = [
     "BatchNorm2d",
     "LayerNorm",
     "Embedding",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCellBase",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
     "ReLU",
     "GELU",
     "Sigmoid",

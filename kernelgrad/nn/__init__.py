@@ -59,6 +59,14 @@ from .module import IncompatibleKeys, Module, Parameter, StateDictError
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .transformer import (
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "functional",
@@ -98,6 +106,12 @@ __all__ = [
     "RNNCell",
     "LSTMCell",
     "GRUCell",
+    "MultiheadAttention",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "Transformer",
     "ReLU",
     "GELU",
     "Sigmoid",

@@ -52,6 +52,7 @@ from .activation import (
     tanhshrink,
     threshold,
 )
+from .attention import scaled_dot_product_attention
 from .convolution import conv1d, conv2d
 from .layers import (
     batch_norm,
@@ -115,6 +116,7 @@ __all__ = [
     "prelu",
     "rrelu",
     "linear",
+    "scaled_dot_product_attention",
     "conv1d",
     "conv2d",
     "max_pool1d",

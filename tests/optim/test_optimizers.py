@@ -64,6 +64,23 @@ def expected_parameter(reference: str, kind: str, options: dict) -> np.ndarray:
     return getattr(ref, kind.lower())(START, GRADIENTS, **options)
 
 
+ADAPTIVE_OPTIONS = [
+    ("RMSprop", {"lr": 0.01}),
+    ("RMSprop", {"lr": 0.01, "alpha": 0.9, "momentum": 0.8, "weight_decay": 0.1}),
+    ("RMSprop", {"lr": 0.01, "centered": True, "maximize": True}),
+    ("Adadelta", {}),
+    ("Adadelta", {"lr": 0.5, "rho": 0.8, "weight_decay": 0.1, "maximize": True}),
+]
+
+
+@pytest.mark.parametrize("kind, options", ADAPTIVE_OPTIONS)
+def test_rmsprop_and_adadelta_match_references(kind, options, device, reference):
+    mine, optimizer = run_kernelgrad(lambda p: getattr(kg.optim, kind)(p, **options), device)
+    expected = expected_parameter(reference, kind, options)
+    np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-6)
+    assert next(iter(optimizer.state.values()))["step"] == 4
+
+
 @pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("options", SGD_OPTIONS)
 def test_sgd_matches_references(options, fused, device, reference):

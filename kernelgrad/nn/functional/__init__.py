@@ -86,6 +86,7 @@ from .pooling import (
     max_pool2d,
     max_pool2d_relu,
 )
+from .transposed import conv_transpose1d, conv_transpose2d
 
 __all__ = [
     "relu",
@@ -119,6 +120,8 @@ __all__ = [
     "scaled_dot_product_attention",
     "conv1d",
     "conv2d",
+    "conv_transpose1d",
+    "conv_transpose2d",
     "max_pool1d",
     "max_pool2d",
     "max_pool2d_relu",

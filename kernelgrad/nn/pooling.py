@@ -1,4 +1,5 @@
-"""Pooling layers: ``MaxPool1d/2d``, ``AvgPool1d/2d`` and ``AdaptiveAvgPool2d``."""
+"""Pooling layers: ``MaxPool1d/2d``, ``AvgPool1d/2d`` and ``AdaptiveAvgPool2d``; the
+resampling layers ``Upsample``, ``UpsamplingNearest2d`` and ``UpsamplingBilinear2d``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from ..tensor import Tensor
 from . import functional as F
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d"]
+__all__ = [
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "Upsample",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
+]
 
 
 class MaxPool2d(Module):
@@ -136,3 +146,52 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class Upsample(Module):
+    """``F.interpolate`` as a layer: resize to ``size`` or by ``scale_factor``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.Upsample(scale_factor=2)(kg.zeros(1, 3, 4, 4)).shape
+    (1, 3, 8, 8)
+    """
+
+    def __init__(
+        self,
+        size: Any = None,
+        scale_factor: Any = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.size = size
+        self.scale_factor = scale_factor
+        self.mode = mode
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.interpolate(
+            input, self.size, self.scale_factor, self.mode, self.align_corners,
+            self.recompute_scale_factor,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        if self.scale_factor is not None:
+            return f"scale_factor={self.scale_factor}, mode={self.mode!r}"
+        return f"size={self.size}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """``Upsample`` with mode ``"nearest"``."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """``Upsample`` with mode ``"bilinear"`` and ``align_corners=True`` (as PyTorch's)."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, "bilinear", align_corners=True)

@@ -86,6 +86,7 @@ from .pooling import (
     max_pool2d,
     max_pool2d_relu,
 )
+from .resampling import interpolate, upsample
 from .transposed import conv_transpose1d, conv_transpose2d
 
 __all__ = [
@@ -128,6 +129,8 @@ __all__ = [
     "avg_pool1d",
     "avg_pool2d",
     "adaptive_avg_pool2d",
+    "interpolate",
+    "upsample",
     "dropout",
     "dropout1d",
     "dropout2d",

@@ -185,4 +185,5 @@ def _checked_index(index: int, length: int, what: str) -> int:
 def _pool_then_relu(module: Module, following: Module | None) -> bool:
     """A ``MaxPool2d`` directly followed by a ``ReLU``: ``Sequential`` runs the pair as
     ``F.max_pool2d_relu`` (one kernel forward and one backward instead of two each)."""
-    return type(module) is MaxPool2d and type(following) is ReLU
+    fusable = type(module) is MaxPool2d and not module.return_indices
+    return fusable and type(following) is ReLU

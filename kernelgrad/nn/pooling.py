@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import UnsupportedError
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -40,18 +39,18 @@ class MaxPool2d(Module):
         ceil_mode: bool = False,
     ) -> None:
         super().__init__()
-        if return_indices:
-            raise UnsupportedError("MaxPool2d: return_indices=True is not supported")
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding = padding
         self.dilation = dilation
         self.ceil_mode = ceil_mode
+        self.return_indices = return_indices
 
     def forward(self, input: Tensor) -> Tensor:
         return F.max_pool2d(
-            input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
-        )
+            input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+            self.return_indices,
+        )  # fmt: skip
 
     def forward_relu(self, input: Tensor) -> Tensor:
         """``relu(self(input))`` in one kernel each way (``Sequential`` uses it)."""

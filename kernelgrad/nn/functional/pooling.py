@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from ... import autograd
-from ...errors import ArgumentError, ShapeError, UnsupportedError, format_shape
+from ...errors import ArgumentError, ShapeError, format_shape
 from ...ops.creation import full, ones
 from ...ops.elementwise import copy_into
 from ...ops.movement import pad as _pad_constant
@@ -216,8 +216,10 @@ def max_pool2d(
     >>> kg.nn.functional.max_pool2d(x, 2).tolist()
     [[[[5.0, 7.0], [13.0, 15.0]]]]
     """
-    if return_indices:
-        raise UnsupportedError("max_pool2d: return_indices=True is not supported")
+    if return_indices:  # (values, indices): see pool_indices.py
+        from .pool_indices import max_pool2d_with_indices
+
+        return max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
     return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, relu=False)
 
 

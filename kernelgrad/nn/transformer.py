@@ -207,6 +207,25 @@ def _activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tenso
     )
 
 
+def _add_feed_forward_and_norms(
+    layer: Module, blocks: int, d_model: int, dim_feedforward: int, dropout: float,
+    activation: str | Callable[[Tensor], Tensor], eps: float, norm_first: bool, bias: bool,
+    options: dict[str, Any],
+) -> None:  # fmt: skip
+    """The submodules both Transformer layers have, under PyTorch's names: ``linear1``,
+    ``dropout``, ``linear2``, and ``norm1``.. / ``dropout1``.. for each of ``blocks``
+    residual blocks."""
+    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, **options)
+    layer.dropout = Dropout(dropout)
+    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, **options)
+    layer.norm_first = norm_first
+    for block in range(1, blocks + 1):
+        setattr(layer, f"norm{block}", LayerNorm(d_model, eps=eps, **options))
+    for block in range(1, blocks + 1):
+        setattr(layer, f"dropout{block}", Dropout(dropout))
+    layer.activation = _activation(activation)
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention and a feed-forward block, each with dropout, a residual connection
     and layer norm (after each block, or before with ``norm_first=True``), as PyTorch's.
@@ -231,15 +250,10 @@ class TransformerEncoderLayer(Module):
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **options
         )
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **options)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **options)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, **options)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, **options)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.activation = _activation(activation)
+        _add_feed_forward_and_norms(
+            self, 2, d_model, dim_feedforward, dropout, activation, layer_norm_eps, norm_first,
+            bias, options,
+        )  # fmt: skip
         self.batch_first = batch_first
 
     def forward(
@@ -294,17 +308,10 @@ class TransformerDecoderLayer(Module):
         attention = {"dropout": dropout, "bias": bias, "batch_first": batch_first, **options}
         self.self_attn = MultiheadAttention(d_model, nhead, **attention)
         self.multihead_attn = MultiheadAttention(d_model, nhead, **attention)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **options)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **options)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, **options)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, **options)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, **options)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.activation = _activation(activation)
+        _add_feed_forward_and_norms(
+            self, 3, d_model, dim_feedforward, dropout, activation, layer_norm_eps, norm_first,
+            bias, options,
+        )  # fmt: skip
 
     def forward(
         self,

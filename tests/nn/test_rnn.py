@@ -171,3 +171,19 @@ def test_cells_with_pytorch_weights_match_pytorch(kind):
     np.testing.assert_allclose(
         ours.weight_hh.grad.numpy(), theirs.weight_hh.grad.numpy(), 1e-4, 1e-5
     )
+
+
+def test_dropout_applies_between_layers_in_training_only():
+    kg.manual_seed(3)
+    lstm = kg.nn.LSTM(FEATURES, HIDDEN, num_layers=2, dropout=0.5)
+    reference = kg.nn.LSTM(FEATURES, HIDDEN, num_layers=2)
+    reference.load_state_dict(lstm.state_dict())
+    x = kg.randn(SEQ, BATCH, FEATURES)
+    assert_close(lstm.eval()(x)[0], reference(x)[0])
+    trained = lstm.train()(x)[0]
+    assert not np.allclose(trained.numpy(), reference(x)[0].numpy())
+    single = kg.nn.LSTM(FEATURES, HIDDEN, num_layers=1, dropout=0.5).train()
+    single.load_state_dict({k: v for k, v in lstm.state_dict().items() if "l1" not in k})
+    first_layer = kg.nn.LSTM(FEATURES, HIDDEN)
+    first_layer.load_state_dict(single.state_dict())
+    assert_close(single(x)[0], first_layer(x)[0])  # no dropout after the last layer

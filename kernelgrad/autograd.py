@@ -639,3 +639,9 @@ class _HookedLeaves:
             entry = _grad_hooks.get(key)
             if key in self.got_gradient and entry is not None:
                 entry.fire()
+
+
+# --- PyTorch's torch.autograd.Function (kernelgrad/autograd_function.py) -------------------------
+from .autograd_function import Function, FunctionCtx, once_differentiable  # noqa: E402
+
+__all__ += ["Function", "FunctionCtx", "once_differentiable"]

@@ -706,6 +706,20 @@ class Tensor:
     def copy_(self, source: Any) -> Tensor:
         return _inplace.copy_(self, source)
 
+    def uniform_(self, from_: float = 0.0, to: float = 1.0) -> Tensor:
+        """Fill with samples from U(from_, to), in place (PyTorch's ``Tensor.uniform_``).
+
+        >>> import kernelgrad as kg
+        >>> w = kg.empty(3)
+        >>> bool(((w.uniform_(-0.1, 0.1) >= -0.1) & (w < 0.1)).all())
+        True
+        """
+        return _inplace.random_(self, "uniform", from_, to)
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
+        """Fill with samples from N(mean, std**2), in place (PyTorch's ``Tensor.normal_``)."""
+        return _inplace.random_(self, "normal", mean, std)
+
     # --- reductions ---------------------------------------------------------------------------
     # ``axis=`` is NumPy's name for ``dim=``, which PyTorch accepts too
     def sum(

@@ -9,23 +9,79 @@
 (2, 10)
 """
 
-from . import functional, init, parallel
-from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from . import functional, init, parallel, utils
+from .activation import (
+    CELU,
+    ELU,
+    GELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LeakyReLU,
+    LogSigmoid,
+    LogSoftmax,
+    Mish,
+    PReLU,
+    ReLU,
+    ReLU6,
+    RReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softmin,
+    Softplus,
+    Softshrink,
+    Softsign,
+    Tanh,
+    Tanhshrink,
+    Threshold,
+)
 from .container import ModuleDict, ModuleList, Sequential
-from .conv import Conv1d, Conv2d
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .device_functions import UnsupportedLayerError, device_function
-from .dropout import Dropout
+from .dropout import Dropout, Dropout1d, Dropout2d
 from .embedding import Embedding
 from .linear import Flatten, Identity, Linear, Unflatten
-from .loss import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
-from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from .pooling import (
+    AdaptiveAvgPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .transformer import (
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "functional",
     "init",
     "parallel",
+    "utils",
     "Module",
     "Parameter",
     "IncompatibleKeys",
@@ -39,16 +95,37 @@ __all__ = [
     "Unflatten",
     "Conv1d",
     "Conv2d",
+    "ConvTranspose1d",
+    "ConvTranspose2d",
     "MaxPool1d",
     "MaxPool2d",
     "AvgPool1d",
     "AvgPool2d",
     "AdaptiveAvgPool2d",
+    "Upsample",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
     "Dropout",
+    "Dropout1d",
+    "Dropout2d",
     "BatchNorm1d",
     "BatchNorm2d",
     "LayerNorm",
     "Embedding",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCellBase",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "MultiheadAttention",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "Transformer",
     "ReLU",
     "GELU",
     "Sigmoid",
@@ -58,12 +135,32 @@ __all__ = [
     "Softplus",
     "Softmax",
     "LogSoftmax",
+    "ELU",
+    "CELU",
+    "SELU",
+    "Hardtanh",
+    "ReLU6",
+    "Hardsigmoid",
+    "Hardswish",
+    "LogSigmoid",
+    "Mish",
+    "Softsign",
+    "Tanhshrink",
+    "Threshold",
+    "Hardshrink",
+    "Softshrink",
+    "Softmin",
+    "GLU",
+    "RReLU",
+    "PReLU",
     "CrossEntropyLoss",
     "NLLLoss",
     "MSELoss",
     "L1Loss",
     "BCELoss",
     "BCEWithLogitsLoss",
+    "SmoothL1Loss",
+    "HuberLoss",
     "device_function",
     "UnsupportedLayerError",
 ]

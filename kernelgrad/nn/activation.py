@@ -1,7 +1,12 @@
 """Activation layers: ``ReLU``, ``GELU``, ``Sigmoid``, ``Tanh``, ``SiLU``, ``LeakyReLU``,
-``Softplus``, ``Softmax`` and ``LogSoftmax``."""
+``Softplus``, ``Softmax``, ``LogSoftmax`` and the rest of PyTorch's (``ELU``, ``SELU``,
+``CELU``, ``Hardtanh``, ``ReLU6``, ``Hardsigmoid``, ``Hardswish``, ``LogSigmoid``,
+``Mish``, ``Softsign``, ``Tanhshrink``, ``Threshold``, ``Hardshrink``, ``Softshrink``,
+``Softmin``, ``GLU``, ``RReLU``, ``PReLU``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from ..tensor import Tensor
 from . import functional as F
@@ -17,6 +22,24 @@ __all__ = [
     "Softplus",
     "Softmax",
     "LogSoftmax",
+    "ELU",
+    "CELU",
+    "SELU",
+    "Hardtanh",
+    "ReLU6",
+    "Hardsigmoid",
+    "Hardswish",
+    "LogSigmoid",
+    "Mish",
+    "Softsign",
+    "Tanhshrink",
+    "Threshold",
+    "Hardshrink",
+    "Softshrink",
+    "Softmin",
+    "GLU",
+    "RReLU",
+    "PReLU",
 ]
 
 
@@ -132,3 +155,207 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class _Pointwise(Module):
+    """An activation that calls ``F.<function>(input, **options)``; the options are
+    attributes of the module (``ELU().alpha``), as in PyTorch."""
+
+    function = ""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__()
+        self._option_names = tuple(options)
+        for name, value in options.items():
+            setattr(self, name, value)
+
+    def forward(self, input: Tensor) -> Tensor:
+        options = {name: getattr(self, name) for name in self._option_names}
+        return getattr(F, self.function)(input, **options)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{name}={getattr(self, name)}" for name in self._option_names)
+
+
+class ELU(_Pointwise):
+    """x where x > 0, else ``alpha * (exp(x) - 1)``.
+
+    >>> import kernelgrad as kg
+    >>> [round(v, 4) for v in kg.nn.ELU()(kg.tensor([-1.0, 1.0])).tolist()]
+    [-0.6321, 1.0]
+    """
+
+    function = "elu"
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__(alpha=alpha)
+
+
+class CELU(_Pointwise):
+    """x where x > 0, else ``alpha * (exp(x / alpha) - 1)``."""
+
+    function = "celu"
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__(alpha=alpha)
+
+
+class SELU(_Pointwise):
+    """The self-normalising ELU (``scale * elu(x, alpha)``)."""
+
+    function = "selu"
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+
+
+class Hardtanh(_Pointwise):
+    """x clamped to [min_val, max_val]."""
+
+    function = "hardtanh"
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
+        super().__init__(min_val=min_val, max_val=max_val)
+
+
+class ReLU6(_Pointwise):
+    """min(max(x, 0), 6)."""
+
+    function = "relu6"
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+
+
+class Hardsigmoid(_Pointwise):
+    """0 below -3, 1 above 3, ``x / 6 + 1/2`` between."""
+
+    function = "hardsigmoid"
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+
+
+class Hardswish(_Pointwise):
+    """``x * hardsigmoid(x)``."""
+
+    function = "hardswish"
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+
+
+class LogSigmoid(_Pointwise):
+    """log(sigmoid(x)), computed stably."""
+
+    function = "logsigmoid"
+
+
+class Mish(_Pointwise):
+    """``x * tanh(softplus(x))``."""
+
+    function = "mish"
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+
+
+class Softsign(_Pointwise):
+    """``x / (1 + |x|)``."""
+
+    function = "softsign"
+
+
+class Tanhshrink(_Pointwise):
+    """``x - tanh(x)``."""
+
+    function = "tanhshrink"
+
+
+class Threshold(_Pointwise):
+    """x where x > threshold, else ``value``."""
+
+    function = "threshold"
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
+        super().__init__(threshold=threshold, value=value)
+
+
+class Hardshrink(_Pointwise):
+    """x where |x| > lambd, else 0."""
+
+    function = "hardshrink"
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__(lambd=lambd)
+
+
+class Softshrink(_Pointwise):
+    """x - lambd above lambd, x + lambd below -lambd, else 0."""
+
+    function = "softshrink"
+
+    def __init__(self, lambd: float = 0.5) -> None:
+        super().__init__(lambd=lambd)
+
+
+class Softmin(_Pointwise):
+    """``softmax(-x)`` along ``dim``."""
+
+    function = "softmin"
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__(dim=dim)
+
+
+class GLU(_Pointwise):
+    """Gated linear unit: halves a, b of the input along ``dim``, ``a * sigmoid(b)``."""
+
+    function = "glu"
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__(dim=dim)
+
+
+class RReLU(Module):
+    """Randomised leaky ReLU: random slopes in [lower, upper] in training, their mean in
+    evaluation."""
+
+    def __init__(
+        self, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0, inplace: bool = False
+    ) -> None:
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rrelu(input, self.lower, self.upper, self.training)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}"
+
+
+class PReLU(Module):
+    """Leaky ReLU with a learned slope: one (``num_parameters=1``) or one per channel,
+    initialised to ``init`` (parameter ``weight``, as in PyTorch).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.PReLU()(kg.tensor([-2.0, 3.0])).tolist()
+    [-0.5, 3.0]
+    """
+
+    def __init__(
+        self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None
+    ) -> None:
+        super().__init__()
+        from ..ops.creation import full
+        from .module import Parameter
+
+        self.num_parameters = num_parameters
+        self.weight = Parameter(full((num_parameters,), init, dtype=dtype, device=device))
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"

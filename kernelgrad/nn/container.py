@@ -6,6 +6,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ..errors import DTypeError, IndexingError, UnsupportedError
 from .activation import ReLU
 from .module import Module
 from .pooling import MaxPool2d
@@ -93,7 +94,7 @@ class ModuleList(Module):
 
     def append(self, module: Module) -> ModuleList:
         if not isinstance(module, Module):
-            raise TypeError(f"ModuleList holds modules, got {type(module).__name__}")
+            raise DTypeError(f"ModuleList holds modules, got {type(module).__name__}")
         self._list.append(module)
         object.__setattr__(self, str(len(self._list) - 1), module)
         return self
@@ -127,7 +128,7 @@ class ModuleList(Module):
         return iter(list(self._list))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("ModuleList has no forward(); iterate over it in your own")
+        raise UnsupportedError("ModuleList has no forward(); iterate over it in your own")
 
 
 class ModuleDict(Module):
@@ -147,7 +148,7 @@ class ModuleDict(Module):
 
     def __setitem__(self, key: str, module: Module) -> None:
         if not isinstance(module, Module):
-            raise TypeError(f"ModuleDict holds modules, got {type(module).__name__}")
+            raise DTypeError(f"ModuleDict holds modules, got {type(module).__name__}")
         if key not in self._keys:
             self._keys.append(key)
         setattr(self, key, module)
@@ -177,11 +178,12 @@ class ModuleDict(Module):
 
 def _checked_index(index: int, length: int, what: str) -> int:
     if not -length <= index < length:
-        raise IndexError(f"{what} index {index} is out of range for {length} modules")
+        raise IndexingError(f"{what} index {index} is out of range for {length} modules")
     return index % length
 
 
 def _pool_then_relu(module: Module, following: Module | None) -> bool:
     """A ``MaxPool2d`` directly followed by a ``ReLU``: ``Sequential`` runs the pair as
     ``F.max_pool2d_relu`` (one kernel forward and one backward instead of two each)."""
-    return type(module) is MaxPool2d and type(following) is ReLU
+    fusable = type(module) is MaxPool2d and not module.return_indices
+    return fusable and type(following) is ReLU

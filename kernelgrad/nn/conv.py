@@ -1,16 +1,17 @@
-"""Convolution layers: ``Conv1d`` and ``Conv2d``."""
+"""Convolution layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d`` and ``ConvTranspose2d``."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ArgumentError, UnsupportedError
 from ..ops.creation import empty
 from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .module import Module, Parameter
 
-__all__ = ["Conv1d", "Conv2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
 
 
 def _tuple(value: Any, n: int) -> tuple:
@@ -18,13 +19,14 @@ def _tuple(value: Any, n: int) -> tuple:
         return value  # type: ignore[return-value]
     if isinstance(value, (tuple, list)):
         if len(value) != n:
-            raise ValueError(f"expected an int or a {n}-tuple, got {value!r}")
+            raise ArgumentError(f"expected an int or a {n}-tuple, got {value!r}")
         return tuple(int(v) for v in value)
     return (int(value),) * n
 
 
 class _ConvNd(Module):
     _dims = 2
+    _transposed = False
 
     def __init__(
         self,
@@ -42,11 +44,9 @@ class _ConvNd(Module):
     ) -> None:
         super().__init__()
         if padding_mode != "zeros":
-            raise NotImplementedError(
-                f"padding_mode={padding_mode!r} is not supported (only 'zeros')"
-            )
+            raise UnsupportedError(f"padding_mode={padding_mode!r} is not supported (only 'zeros')")
         if groups < 1 or in_channels % groups or out_channels % groups:
-            raise ValueError(
+            raise ArgumentError(
                 f"groups={groups} must divide in_channels={in_channels} and "
                 f"out_channels={out_channels}"
             )
@@ -59,6 +59,8 @@ class _ConvNd(Module):
         self.dilation = _tuple(dilation, n)
         self.groups = groups
         shape = (out_channels, in_channels // groups) + self.kernel_size
+        if self._transposed:
+            shape = (in_channels, out_channels // groups) + self.kernel_size
         self.weight = Parameter(empty(shape, device=device, dtype=dtype))
         self.bias = Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None
         self.reset_parameters()
@@ -123,3 +125,66 @@ class Conv1d(_ConvNd):
             self.dilation[0],
             self.groups,
         )
+
+
+class _ConvTransposeNd(_ConvNd):
+    _transposed = True
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: Any = 1,
+        padding_mode: str = "zeros",
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        self.output_padding = _tuple(output_padding, self._dims)
+        super().__init__(
+            in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+            padding_mode, device, dtype,
+        )  # fmt: skip
+
+    def _output_padding(self, output_size: Any) -> tuple[int, ...]:
+        if output_size is None:
+            return self.output_padding
+        raise UnsupportedError(
+            f"{type(self).__name__}: output_size is not supported; give output_padding"
+        )
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """Transposed 2-d convolution (the gradient of a convolution with respect to its
+    input, used to upsample); weight (in, out / groups, kh, kw), as PyTorch's.
+
+    >>> import kernelgrad as kg
+    >>> up = kg.nn.ConvTranspose2d(4, 2, kernel_size=4, stride=2, padding=1)
+    >>> up(kg.zeros(1, 4, 8, 8)).shape
+    (1, 2, 16, 16)
+    """
+
+    _dims = 2
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
+        return F.conv_transpose2d(
+            input, self.weight, self.bias, self.stride, self.padding,
+            self._output_padding(output_size), self.groups, self.dilation,
+        )  # fmt: skip
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """Transposed 1-d convolution; weight (in, out / groups, k), as PyTorch's."""
+
+    _dims = 1
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
+        return F.conv_transpose1d(
+            input, self.weight, self.bias, self.stride[0], self.padding[0],
+            self._output_padding(output_size)[0], self.groups, self.dilation[0],
+        )  # fmt: skip

@@ -1,12 +1,13 @@
-"""``Dropout``."""
+"""``Dropout``, ``Dropout1d`` and ``Dropout2d`` (whole channels)."""
 
 from __future__ import annotations
 
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
 
-__all__ = ["Dropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
 
 
 class Dropout(Module):
@@ -22,7 +23,7 @@ class Dropout(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be between 0 and 1, got {p}")
+            raise ArgumentError(f"Dropout: p must be between 0 and 1, got {p}")
         self.p = p
 
     def forward(self, input: Tensor) -> Tensor:
@@ -30,3 +31,26 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+class Dropout2d(Dropout):
+    """Zero whole channels (each (H, W) plane of an (N, C, H, W) or (C, H, W) input)
+    with probability ``p`` in training mode, scaling the rest by 1 / (1 - p).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.Dropout2d(0.5).eval()(kg.ones(1, 2, 1, 1)).tolist()
+    [[[[1.0]], [[1.0]]]]
+    """
+
+    _spatial_dims = 2
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.channel_dropout(
+            input, self.p, self.training, self._spatial_dims, type(self).__name__
+        )
+
+
+class Dropout1d(Dropout2d):
+    """Zero whole channels of an (N, C, L) or (C, L) input with probability ``p``."""
+
+    _spatial_dims = 1

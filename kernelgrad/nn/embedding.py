@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import autograd
+from ..errors import ArgumentError
 from ..ops.creation import empty
 from ..tensor import Tensor
 from . import functional as F
@@ -35,7 +36,7 @@ class Embedding(Module):
         super().__init__()
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(
+                raise ArgumentError(
                     f"padding_idx {padding_idx} is outside the table of {num_embeddings} rows"
                 )
             padding_idx %= num_embeddings

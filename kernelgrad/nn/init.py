@@ -16,6 +16,7 @@ import math
 import warnings
 
 from .. import autograd
+from ..errors import ArgumentError
 from ..ops.creation import normal_ as _normal
 from ..ops.creation import uniform_ as _uniform
 from ..tensor import Tensor
@@ -58,13 +59,13 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         return math.sqrt(2.0 / (1.0 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4.0
-    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    raise ArgumentError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
 
 
 def _fans(tensor: Tensor) -> tuple[int, int]:
     """(fan_in, fan_out) of a weight: (out, in, *kernel) as for Linear and Conv."""
     if tensor.ndim < 2:
-        raise ValueError(
+        raise ArgumentError(
             f"fan in and fan out need a tensor with at least 2 dims, got shape {tensor.shape}"
         )
     receptive = math.prod(tensor.shape[2:])
@@ -73,7 +74,7 @@ def _fans(tensor: Tensor) -> tuple[int, int]:
 
 def _fan(tensor: Tensor, mode: str) -> int:
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+        raise ArgumentError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
     fan_in, fan_out = _fans(tensor)
     return fan_in if mode == "fan_in" else fan_out
 

@@ -13,6 +13,8 @@ __all__ = [
     "L1Loss",
     "BCELoss",
     "BCEWithLogitsLoss",
+    "SmoothL1Loss",
+    "HuberLoss",
 ]
 
 
@@ -111,3 +113,32 @@ class BCEWithLogitsLoss(Module):
         return F.binary_cross_entropy_with_logits(
             input, target, self.weight, self.reduction, self.pos_weight
         )
+
+
+class SmoothL1Loss(Module):
+    """``F.smooth_l1_loss`` as a module.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.SmoothL1Loss()(kg.tensor([0.5, 3.0]), kg.zeros(2)).item()
+    1.3125
+    """
+
+    def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
+        super().__init__()
+        self.reduction = reduction
+        self.beta = beta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
+class HuberLoss(Module):
+    """``F.huber_loss`` as a module."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__()
+        self.reduction = reduction
+        self.delta = delta
+
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return F.huber_loss(input, target, self.reduction, self.delta)

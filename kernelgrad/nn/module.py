@@ -34,7 +34,7 @@ import numpy as np
 from .. import autograd
 from ..device import Device, as_device
 from ..dtypes import DType, as_dtype, float64
-from ..errors import ShapeError, format_shape
+from ..errors import DTypeError, ShapeError, UnsupportedError, format_shape
 from ..tensor import Tensor
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys"]
@@ -120,7 +120,7 @@ class Module:
 
     # --- calling ------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
+        raise UnsupportedError(
             f"{type(self).__name__} has no forward(); define `def forward(self, x): ...`"
         )
 
@@ -140,13 +140,13 @@ class Module:
             self._check_initialised(name)
         buffers = self.__dict__.get("_buffer_names")
         if buffers and name in buffers and not (value is None or isinstance(value, Tensor)):
-            raise TypeError(
+            raise DTypeError(
                 f"cannot assign a {type(value).__name__} to buffer {name!r}; buffers hold "
                 "tensors (or None)"
             )
         old = self.__dict__.get(name)
         if isinstance(old, Parameter) and not (value is None or isinstance(value, Parameter)):
-            raise TypeError(
+            raise DTypeError(
                 f"cannot assign a {type(value).__name__} to parameter {name!r} of "
                 f"{type(self).__name__}: wrap it as kg.nn.Parameter(...), or update the "
                 f"values in place under kg.no_grad() (e.g. `{name}.copy_(new_values)`)"
@@ -162,21 +162,21 @@ class Module:
         (saved in ``state_dict`` unless ``persistent=False``, moved by ``to()``)."""
         self._check_initialised(name)
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None")
+            raise DTypeError(f"register_buffer: {name!r} must be a Tensor or None")
         if isinstance(tensor, Parameter):
-            raise TypeError(f"register_buffer: {name!r} is a Parameter; assign it instead")
+            raise DTypeError(f"register_buffer: {name!r} is a Parameter; assign it instead")
         self._buffer_names[name] = persistent
         object.__setattr__(self, name, tensor)
 
     def register_parameter(self, name: str, parameter: Parameter | None) -> None:
         """Add a parameter (or None, for an optional one such as a missing bias)."""
         if parameter is not None and not isinstance(parameter, Parameter):
-            raise TypeError(f"register_parameter: {name!r} must be a kg.nn.Parameter or None")
+            raise DTypeError(f"register_parameter: {name!r} must be a kg.nn.Parameter or None")
         setattr(self, name, parameter)
 
     def add_module(self, name: str, module: Module | None) -> None:
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: {name!r} must be a Module, got {type(module).__name__}")
+            raise DTypeError(f"add_module: {name!r} must be a Module, got {type(module).__name__}")
         setattr(self, name, module)
 
     register_module = add_module
@@ -441,7 +441,7 @@ def _parse_to_args(args: tuple, kwargs: dict) -> tuple[Device | None, DType | No
     dtype = kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
     if kwargs:
-        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        raise DTypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for arg in args:
         if isinstance(arg, Tensor):
             device, dtype = arg.device, arg.dtype
@@ -459,5 +459,5 @@ def _parse_to_args(args: tuple, kwargs: dict) -> tuple[Device | None, DType | No
     if dtype is not None:
         dtype = as_dtype(dtype)
         if not dtype.is_floating_point:
-            raise TypeError(f"Module.to() only converts to floating point dtypes, got {dtype}")
+            raise DTypeError(f"Module.to() only converts to floating point dtypes, got {dtype}")
     return (as_device(device) if device is not None else None), dtype

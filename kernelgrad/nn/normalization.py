@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import autograd
 from ..dtypes import int64
+from ..errors import ArgumentError
 from ..ops.creation import ones, tensor, zeros
 from ..tensor import Tensor
 from . import functional as F
@@ -57,12 +58,12 @@ class _BatchNorm(Module):
 
     def _check_input(self, input: Tensor) -> None:
         if input.ndim not in self._input_dims:
-            raise ValueError(
+            raise ArgumentError(
                 f"{type(self).__name__} expects a {' or '.join(map(str, self._input_dims))}-d "
                 f"input, got shape {input.shape}"
             )
         if input.shape[1] != self.num_features:
-            raise ValueError(
+            raise ArgumentError(
                 f"{type(self).__name__}({self.num_features}) got an input with "
                 f"{input.shape[1]} channels (shape {input.shape})"
             )

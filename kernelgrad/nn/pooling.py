@@ -1,4 +1,5 @@
-"""Pooling layers: ``MaxPool1d/2d``, ``AvgPool1d/2d`` and ``AdaptiveAvgPool2d``."""
+"""Pooling layers: ``MaxPool1d/2d``, ``AvgPool1d/2d`` and ``AdaptiveAvgPool2d``; the
+resampling layers ``Upsample``, ``UpsamplingNearest2d`` and ``UpsamplingBilinear2d``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from ..tensor import Tensor
 from . import functional as F
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d"]
+__all__ = [
+    "MaxPool1d",
+    "MaxPool2d",
+    "AvgPool1d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "Upsample",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
+]
 
 
 class MaxPool2d(Module):
@@ -29,18 +39,18 @@ class MaxPool2d(Module):
         ceil_mode: bool = False,
     ) -> None:
         super().__init__()
-        if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices=True is not supported")
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
         self.padding = padding
         self.dilation = dilation
         self.ceil_mode = ceil_mode
+        self.return_indices = return_indices
 
     def forward(self, input: Tensor) -> Tensor:
         return F.max_pool2d(
-            input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
-        )
+            input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+            self.return_indices,
+        )  # fmt: skip
 
     def forward_relu(self, input: Tensor) -> Tensor:
         """``relu(self(input))`` in one kernel each way (``Sequential`` uses it)."""
@@ -135,3 +145,52 @@ class AdaptiveAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class Upsample(Module):
+    """``F.interpolate`` as a layer: resize to ``size`` or by ``scale_factor``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.Upsample(scale_factor=2)(kg.zeros(1, 3, 4, 4)).shape
+    (1, 3, 8, 8)
+    """
+
+    def __init__(
+        self,
+        size: Any = None,
+        scale_factor: Any = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+    ) -> None:
+        super().__init__()
+        self.size = size
+        self.scale_factor = scale_factor
+        self.mode = mode
+        self.align_corners = align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.interpolate(
+            input, self.size, self.scale_factor, self.mode, self.align_corners,
+            self.recompute_scale_factor,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        if self.scale_factor is not None:
+            return f"scale_factor={self.scale_factor}, mode={self.mode!r}"
+        return f"size={self.size}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """``Upsample`` with mode ``"nearest"``."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """``Upsample`` with mode ``"bilinear"`` and ``align_corners=True`` (as PyTorch's)."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
+        super().__init__(size, scale_factor, "bilinear", align_corners=True)

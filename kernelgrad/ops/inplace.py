@@ -145,6 +145,24 @@ def fill_(x: Tensor, value: Any) -> Tensor:
     return x
 
 
+def random_(x: Tensor, kind: str, first: float, second: float) -> Tensor:
+    """``Tensor.uniform_(low, high)`` and ``Tensor.normal_(mean, std)``: fill ``x`` with
+    random samples in place; in a graph, recorded as ``fill_`` is (no gradient flows to what
+    ``x`` held)."""
+    from . import creation
+
+    fill = creation.uniform_ if kind == "uniform" else creation.normal_
+    if _check_autograd(x, (), f"{kind}_"):
+        samples = fill(creation.empty_like(x), first, second)
+        _record_overwrite(x, samples, f"{kind}_")
+        return x
+    fill(x, first, second)
+    if x.requires_grad and x._node is not None:
+        x._node = None
+        x.requires_grad = False
+    return x
+
+
 def _record_overwrite(x: Tensor, value: Any, op_name: str) -> None:
     """Write ``value`` (a number or a tensor broadcast to ``x``) into ``x`` and record it:
     the gradient goes to a tensor value, none to what ``x`` held before."""

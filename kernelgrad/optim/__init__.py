@@ -9,7 +9,9 @@
 
 from . import lr_scheduler
 from .adam import Adam, AdamW
+from .adaptive import Adadelta, RMSprop
+from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "LBFGS", "lr_scheduler"]

@@ -892,15 +892,6 @@ _error_cases()
 
 # The cases kernelgrad does not pass yet, each for the reason given by the run.
 EXPECTED_FAILURES: set[str] = {
-    "F.elu",
-    "F.hardsigmoid",
-    "F.hardtanh",
-    "F.logsigmoid",
-    "F.mish",
-    "F.normalize",
-    "F.relu6",
-    "F.smooth_l1_loss",
-    "F.softsign",
     "norm_dim",
 }
 

@@ -51,8 +51,6 @@ class Campaign:
     cases: Counter = field(default_factory=Counter)  # per test
     outcomes: Counter = field(default_factory=Counter)  # matched / refused / undefined
     refusals: Counter = field(default_factory=Counter)  # per error class
-    builtin_raises: Counter = field(default_factory=Counter)  # tolerated, see below
-    known: Counter = field(default_factory=Counter)  # known findings, see check(known=)
     started: float = field(default_factory=time.perf_counter)
 
     def summary(self) -> str:
@@ -67,12 +65,6 @@ class Campaign:
             f"refused with: {classes or 'nothing'}",
         ]
         lines += [f"  {test}: {n} cases" for test, n in sorted(self.cases.items())]
-        if self.known:
-            lines.append("known findings in code outside this campaign's fixes (to fix):")
-            lines += [f"  {what}: {n}" for what, n in sorted(self.known.items())]
-        if self.builtin_raises:
-            lines.append("checks that raise a built-in class instead of a kernelgrad error:")
-            lines += [f"  {site}: {n}" for site, n in sorted(self.builtin_raises.items())]
         return "\n".join(lines)
 
 
@@ -134,21 +126,12 @@ def check(
     rtol: float = 1e-5,
     atol: float = 1e-6,
     compare: Callable[[Any, Any], None] | None = None,
-    known: str | None = None,
 ) -> str:
     """Run one case. ``names``: the operation (or the names any of which its error
     message may use). ``reference`` computes the expected value (NumPy); raising means
     the input is invalid, ``UndefinedError`` that any value is acceptable. ``compare(got,
-    want)`` replaces the default comparison (for tuples of results). ``known`` describes
-    a known finding this case hits in code the campaign does not fix: a failure is then
-    counted under that description (and listed at the end) instead of failing the test.
+    want)`` replaces the default comparison (for tuples of results).
     Returns the outcome."""
-    if known is not None:
-        try:
-            return check(names, call, reference, rtol, atol, compare)
-        except AssertionError:
-            CAMPAIGN.known[known] += 1
-            return _record("known finding")
     names = (names,) if isinstance(names, str) else tuple(names)
     what = names[0]
     try:
@@ -179,38 +162,11 @@ def check(
     return _record("matched")
 
 
-# Modules outside this campaign's fixes whose deliberate checks still raise built-in
-# classes (TypeError, ValueError) with a message naming the op: tolerated, but counted
-# and listed at the end of the run as work left to do.
-BUILTIN_RAISES_TOLERATED_IN = ("kernelgrad/nn/",)
-
-
-def _deliberate_builtin_raise(error: BaseException) -> str | None:
-    """``file:line`` when the error was raised by a ``raise`` statement of a module in
-    ``BUILTIN_RAISES_TOLERATED_IN`` (a check with a message, not an internal failure)."""
-    import linecache
-    import traceback
-
-    frames = traceback.extract_tb(error.__traceback__)
-    if not frames:
-        return None
-    last = frames[-1]
-    path = last.filename.replace("\\", "/")
-    if not any(part in path for part in BUILTIN_RAISES_TOLERATED_IN):
-        return None
-    if not linecache.getline(last.filename, last.lineno).strip().startswith("raise"):
-        return None
-    return f"{path[path.index('kernelgrad/') :]}:{last.lineno}"
-
-
 def _check_refusal(error: BaseException, names: tuple[str, ...]) -> None:
     message = str(error)
     where = f"{type(error).__module__}.{type(error).__name__}: {message[:300]}"
     if not is_kernelgrad_error(error):
-        site = _deliberate_builtin_raise(error)
-        if site is None:
-            raise AssertionError(f"{names[0]}: an internal exception leaked: {where}") from error
-        CAMPAIGN.builtin_raises[f"{site} ({type(error).__name__})"] += 1
+        raise AssertionError(f"{names[0]}: an internal exception leaked: {where}") from error
     if not any(name in message for name in names):
         raise AssertionError(f"{names[0]}: the error does not name the operation: {where}")
 

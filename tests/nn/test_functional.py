@@ -516,8 +516,10 @@ def test_one_hot_and_pad(device):
     ]
     padded = F.pad(kg.ones(1, 2, device=device), (1, 2, 1, 0), value=5.0)
     assert as_numpy(padded).tolist() == [[5, 5, 5, 5, 5], [5, 1, 1, 5, 5]]
-    with pytest.raises(NotImplementedError, match="reflect"):
-        F.pad(kg.ones(2, device=device), (1, 1), mode="reflect")
+    reflected = F.pad(kg.tensor([1.0, 2.0], device=device), (1, 1), mode="reflect")
+    assert as_numpy(reflected).tolist() == [2.0, 1.0, 2.0, 1.0]  # more in test_functional_extra
+    with pytest.raises(ValueError, match="pad: mode must be"):
+        F.pad(kg.ones(2, device=device), (1, 1), mode="mirror")
 
 
 # --- losses -------------------------------------------------------------------------------

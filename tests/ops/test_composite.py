@@ -261,3 +261,25 @@ def test_fill_and_copy_into_a_tensor_in_a_graph_are_recorded_as_in_pytorch():
     assert source.grad.tolist() == [4.0, 6.0]
     with pytest.raises(RuntimeError, match="cannot write a value of shape"):
         (kg.zeros(2, requires_grad=True) * 1).copy_(kg.ones(3, 2, requires_grad=True))
+
+
+def test_tensor_uniform_and_normal_fill_in_place_and_follow_pytorch_in_graphs():
+    kg.manual_seed(0)
+    w = kg.empty(2000)
+    assert w.uniform_(-0.5, 0.25) is w
+    values = w.numpy()
+    assert values.min() >= -0.5 and values.max() < 0.25 and abs(values.mean() + 0.125) < 0.02
+    w.normal_(3.0, 0.5)
+    assert abs(w.numpy().mean() - 3.0) < 0.05 and abs(w.numpy().std() - 0.5) < 0.05
+    leaf = kg.zeros(3, requires_grad=True)
+    with pytest.raises(kg.errors.InplaceError, match="uniform_"):
+        leaf.uniform_()
+    with kg.no_grad():
+        leaf.uniform_(2.0, 3.0)
+    assert leaf.requires_grad and (leaf.numpy() >= 2.0).all()
+    # in a graph the filled tensor passes no gradient back to what it held
+    x = kg.ones(3, requires_grad=True)
+    y = x * 2.0
+    y.normal_()
+    (y * 1.0).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]

@@ -93,3 +93,54 @@ def sequential(
     starts = [0, *milestones]
     index = sum(epoch >= m for m in milestones)
     return schedules[index](epoch - starts[index])
+
+
+def rmsprop(
+    start: np.ndarray,
+    grads: Sequence[np.ndarray],
+    lr: float = 1e-2,
+    alpha: float = 0.99,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    centered: bool = False,
+    maximize: bool = False,
+) -> np.ndarray:
+    """The parameter after one RMSprop step per gradient (torch.optim.RMSprop)."""
+    p = start.astype(np.float64)
+    square_avg, grad_avg, buffer = np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)
+    for grad in grads:
+        g = (-grad if maximize else grad).astype(np.float64) + weight_decay * p
+        square_avg = alpha * square_avg + (1 - alpha) * g * g
+        if centered:
+            grad_avg = alpha * grad_avg + (1 - alpha) * g
+            denominator = np.sqrt(square_avg - grad_avg**2) + eps
+        else:
+            denominator = np.sqrt(square_avg) + eps
+        if momentum:
+            buffer = momentum * buffer + g / denominator
+            p = p - lr * buffer
+        else:
+            p = p - lr * g / denominator
+    return p
+
+
+def adadelta(
+    start: np.ndarray,
+    grads: Sequence[np.ndarray],
+    lr: float = 1.0,
+    rho: float = 0.9,
+    eps: float = 1e-6,
+    weight_decay: float = 0.0,
+    maximize: bool = False,
+) -> np.ndarray:
+    """The parameter after one Adadelta step per gradient (torch.optim.Adadelta)."""
+    p = start.astype(np.float64)
+    square_avg, acc_delta = np.zeros_like(p), np.zeros_like(p)
+    for grad in grads:
+        g = (-grad if maximize else grad).astype(np.float64) + weight_decay * p
+        square_avg = rho * square_avg + (1 - rho) * g * g
+        delta = np.sqrt(acc_delta + eps) / np.sqrt(square_avg + eps) * g
+        acc_delta = rho * acc_delta + (1 - rho) * delta * delta
+        p = p - lr * delta
+    return p

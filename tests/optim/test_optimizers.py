@@ -64,6 +64,23 @@ def expected_parameter(reference: str, kind: str, options: dict) -> np.ndarray:
     return getattr(ref, kind.lower())(START, GRADIENTS, **options)
 
 
+ADAPTIVE_OPTIONS = [
+    ("RMSprop", {"lr": 0.01}),
+    ("RMSprop", {"lr": 0.01, "alpha": 0.9, "momentum": 0.8, "weight_decay": 0.1}),
+    ("RMSprop", {"lr": 0.01, "centered": True, "maximize": True}),
+    ("Adadelta", {}),
+    ("Adadelta", {"lr": 0.5, "rho": 0.8, "weight_decay": 0.1, "maximize": True}),
+]
+
+
+@pytest.mark.parametrize("kind, options", ADAPTIVE_OPTIONS)
+def test_rmsprop_and_adadelta_match_references(kind, options, device, reference):
+    mine, optimizer = run_kernelgrad(lambda p: getattr(kg.optim, kind)(p, **options), device)
+    expected = expected_parameter(reference, kind, options)
+    np.testing.assert_allclose(mine, expected, rtol=1e-5, atol=1e-6)
+    assert next(iter(optimizer.state.values()))["step"] == 4
+
+
 @pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("options", SGD_OPTIONS)
 def test_sgd_matches_references(options, fused, device, reference):
@@ -323,3 +340,39 @@ def test_repr_lists_the_settings():
     text = repr(kg.optim.SGD([nn.Parameter(kg.zeros(1))], lr=0.5))
     assert text.startswith("SGD (\nParameter Group 0\n") and "lr: 0.5" in text
     assert_close(kg.zeros(1), [0.0])
+
+
+def _rosenbrock_steps(library, make_parameter, steps, **options):
+    """Parameters after ``steps`` LBFGS steps on a 2-parameter-tensor Rosenbrock."""
+    x = make_parameter(np.array([-1.2, 1.0]))
+    scale = make_parameter(np.array([0.5]))
+    optimizer = library.optim.LBFGS([x, scale], **options)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2 + (scale - 2.0).pow(2).sum()
+        loss.backward()
+        return loss
+
+    for _ in range(steps):
+        optimizer.step(closure)
+    return np.concatenate([as_numpy(x.detach()), as_numpy(scale.detach())])
+
+
+@pytest.mark.parametrize("options", [{"lr": 0.5, "max_iter": 6}, {"lr": 0.2, "history_size": 2}])
+def test_lbfgs_follows_pytorchs_algorithm(options, device, reference):
+    mine = _rosenbrock_steps(
+        kg, lambda v: nn.Parameter(kg.tensor(v, dtype=kg.float64, device=device)), 3, **options
+    )
+    if reference == "torch":
+        torch = pytest.importorskip("torch")
+        expected = _rosenbrock_steps(
+            torch, lambda v: torch.nn.Parameter(torch.tensor(v, dtype=torch.float64)), 3, **options
+        )
+        # sixty iterations on Rosenbrock's valley: sums in another order differ by ~1e-7
+        np.testing.assert_allclose(mine, expected, rtol=1e-6, atol=1e-9)
+    else:  # the loss falls from 24.2 + 2.25 (the start) by more than half
+        x, y, scale = mine
+        assert (1 - x) ** 2 + 100 * (y - x * x) ** 2 + (scale - 2) ** 2 < 13.0
+    with pytest.raises(kg.errors.UnsupportedError, match="strong_wolfe"):
+        kg.optim.LBFGS([nn.Parameter(kg.zeros(1))], line_search_fn="strong_wolfe")

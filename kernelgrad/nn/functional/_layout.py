@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ... import autograd
-from ...errors import BackwardError, ShapeError, format_shape
+from ...errors import ArgumentError, BackwardError, DTypeError, ShapeError, format_shape
 from ...ops import elementwise as _ew
 from ...ops.creation import empty, zeros
 from ...ops.movement import make_view
@@ -17,7 +17,7 @@ from ...tensor import Tensor
 def _pair(value: Any, name: str) -> tuple[int, int]:
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
-            raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+            raise ArgumentError(f"{name} must be an int or a pair of ints, got {value!r}")
         return int(value[0]), int(value[1])
     return int(value), int(value)
 
@@ -25,14 +25,14 @@ def _pair(value: Any, name: str) -> tuple[int, int]:
 def _single(value: Any, name: str) -> int:
     if isinstance(value, (tuple, list)):
         if len(value) != 1:
-            raise ValueError(f"{name} must be an int or a 1-tuple, got {value!r}")
+            raise ArgumentError(f"{name} must be an int or a 1-tuple, got {value!r}")
         return int(value[0])
     return int(value)
 
 
 def _check_float(x: Tensor, op: str) -> None:
     if not x.dtype.is_floating_point:
-        raise TypeError(
+        raise DTypeError(
             f"{op} needs a floating point input, got {x.dtype}; convert it first, e.g. `x.float()`"
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ... import autograd
+from ...errors import ArgumentError, DimensionError, ShapeError, format_shape
 from ...ops import elementwise as _ew
 from ...ops.elementwise import where
 from ...tensor import Tensor
@@ -53,7 +54,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     if approximate == "tanh":
         inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
         return input * 0.5 * (inner.tanh() + 1.0)
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -91,3 +92,158 @@ def softmax(input: Tensor, dim: int) -> Tensor:
 def log_softmax(input: Tensor, dim: int) -> Tensor:
     """log(softmax(x)) along ``dim``, computed stably as x - logsumexp(x)."""
     return input.log_softmax(dim)
+
+
+# --- the other activations of torch.nn.functional, in tensor ops ------------------------
+# Each branch that `where` leaves unused is fed a clamped input, so that it stays finite
+# and its gradient (multiplied by zero) cannot turn into NaN.
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else ``alpha * (exp(x) - 1)``.
+
+    >>> import kernelgrad as kg
+    >>> [round(v, 4) for v in kg.nn.functional.elu(kg.tensor([-1.0, 2.0])).tolist()]
+    [-0.6321, 2.0]
+    """
+    return where(input > 0, input, input.clamp(max=0.0).expm1() * alpha)
+
+
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
+    """``scale * elu(x, alpha)`` with the self-normalising constants (alpha = 1.6733,
+    scale = 1.0507)."""
+    return elu(input, _SELU_ALPHA) * _SELU_SCALE
+
+
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else ``alpha * (exp(x / alpha) - 1)``."""
+    if alpha == 0:
+        raise ArgumentError("celu: alpha must not be 0 (it divides the input)")
+    return where(input > 0, input, (input.clamp(max=0.0) / alpha).expm1() * alpha)
+
+
+def hardtanh(
+    input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+) -> Tensor:
+    """x clamped to [min_val, max_val]."""
+    if min_val > max_val:
+        raise ArgumentError(f"hardtanh: min_val {min_val} is larger than max_val {max_val}")
+    return input.clamp(min_val, max_val)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return hardtanh(input, 0.0, 6.0)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    """0 below -3, 1 above 3, ``x / 6 + 1/2`` between."""
+    return (input / 6.0 + 0.5).clamp(0.0, 1.0)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * hardsigmoid(x)``."""
+    return input * hardsigmoid(input)
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """log(sigmoid(x)), computed stably as ``min(x, 0) - log(1 + exp(-|x|))``."""
+    return input.clamp(max=0.0) - (-input.abs()).exp().log1p()
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))``."""
+    return input * softplus(input).tanh()
+
+
+def softsign(input: Tensor) -> Tensor:
+    """``x / (1 + |x|)``."""
+    return input / (input.abs() + 1.0)
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """``x - tanh(x)``."""
+    return input - input.tanh()
+
+
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > threshold, else ``value``."""
+    return where(input > threshold, input, value)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, else 0."""
+    return where(input.abs() > lambd, input, 0.0)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd above lambd, x + lambd below -lambd, else 0."""
+    return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
+
+
+def softmin(input: Tensor, dim: int | None = None) -> Tensor:
+    """``softmax(-x)`` along ``dim`` (PyTorch's implicit choice when None: dim 0 for 0-,
+    1- and 3-d inputs, else dim 1)."""
+    if dim is None:
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return (-input).softmax(dim)
+
+
+def glu(input: Tensor, dim: int = -1) -> Tensor:
+    """Gated linear unit: the input split in halves a, b along ``dim``, ``a * sigmoid(b)``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.glu(kg.tensor([[2.0, 0.0]])).tolist()
+    [[1.0]]
+    """
+    if input.ndim == 0:
+        raise ShapeError("glu: the input must have at least one dimension")
+    d = dim % input.ndim if -input.ndim <= dim < input.ndim else dim
+    if not 0 <= d < input.ndim:
+        raise DimensionError(f"glu: dim {dim} is out of range for {input.ndim} dims")
+    size = input.shape[d]
+    if size % 2:
+        raise ShapeError(
+            f"glu: dim {dim} of the input of shape {format_shape(input.shape)} has size {size}; "
+            "it must be even (the input is halved along it)"
+        )
+    first = input.narrow(d, 0, size // 2)
+    second = input.narrow(d, size // 2, size // 2)
+    return first * second.sigmoid()
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """x where x > 0, else ``weight * x``; ``weight`` has one slope (shape (1,)) or one per
+    channel (dim 1 of the input)."""
+    if weight.numel() == 1:
+        slope = weight.reshape(())
+    else:
+        channels = input.shape[1] if input.ndim >= 2 else (input.shape[0] if input.ndim else 1)
+        if weight.numel() != channels:
+            raise ShapeError(
+                f"prelu: weight has {weight.numel()} slopes but the input of shape "
+                f"{format_shape(input.shape)} has {channels} channels; give 1 or {channels}"
+            )
+        shape = (channels,) + (1,) * (input.ndim - 2) if input.ndim >= 2 else (channels,)
+        slope = weight.reshape(shape)
+    return where(input > 0, input, input * slope)
+
+
+def rrelu(
+    input: Tensor,
+    lower: float = 1.0 / 8.0,
+    upper: float = 1.0 / 3.0,
+    training: bool = False,
+    inplace: bool = False,
+) -> Tensor:
+    """Randomised leaky ReLU: in training each negative element gets a slope drawn
+    uniformly from [lower, upper]; in evaluation the slope is ``(lower + upper) / 2``."""
+    if not training:
+        return where(input >= 0, input, input * ((lower + upper) / 2.0))
+    from ...ops.creation import rand
+
+    slopes = rand(input.shape, dtype=input.dtype, device=input.device) * (upper - lower) + lower
+    return where(input >= 0, input, input * slopes)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import autograd
-from ...errors import DeviceMismatchError, ShapeError, format_shape
+from ...errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, format_shape
 from ...ops.creation import empty, zeros
 from ...ops.elementwise import copy_into
 from ...ops.movement import make_view
@@ -34,18 +34,18 @@ def _conv_padding(
             return 0, 0, 0, 0
         if padding == "same":
             if stride != (1, 1):
-                raise ValueError("conv: padding='same' needs stride 1 (as in PyTorch)")
+                raise ArgumentError("conv: padding='same' needs stride 1 (as in PyTorch)")
             pads = []
             for k, d in zip(kernel, dilation):
                 total = d * (k - 1)
                 pads += [total // 2, total - total // 2]
             return pads[0], pads[1], pads[2], pads[3]
-        raise ValueError(
+        raise ArgumentError(
             f"conv: padding must be an int, a pair, 'valid' or 'same', got {padding!r}"
         )
     ph, pw = _pair(padding, "padding")
     if ph < 0 or pw < 0:
-        raise ValueError(f"conv: padding must be non-negative, got {padding!r}")
+        raise ArgumentError(f"conv: padding must be non-negative, got {padding!r}")
     return ph, ph, pw, pw
 
 
@@ -86,7 +86,7 @@ def conv2d(
                 "move the module with `model.to(device)` or the input with `x.to(device)`"
             )
         if other.dtype is not x.dtype:
-            raise TypeError(
+            raise DTypeError(
                 f"{op}: the input is {x.dtype} but the {what} is {other.dtype}; convert one "
                 "of them (e.g. `model.to(kg.float64)` or `x.float()`)"
             )
@@ -110,7 +110,7 @@ def conv2d(
     stride2 = _pair(stride, "stride")
     dilation2 = _pair(dilation, "dilation")
     if min(stride2) < 1 or min(dilation2) < 1:
-        raise ValueError(f"{op}: stride and dilation must be positive")
+        raise ArgumentError(f"{op}: stride and dilation must be positive")
     top, bottom, left, right = _conv_padding(padding, (kh, kw), dilation2, stride2)
     hp, wp = h + top + bottom, w + left + right
     oh = (hp - dilation2[0] * (kh - 1) - 1) // stride2[0] + 1

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ... import autograd
 from ...backends.base import ScalarFunction
 from ...dtypes import int64
-from ...errors import ShapeError, format_shape
+from ...errors import ArgumentError, DTypeError, IndexingError, ShapeError, format_shape
 from ...ops.creation import arange, empty, rand
+from ...ops.creation import tensor as tensor_from
 from ...ops.elementwise import where
 from ...ops.indexing import take
 from ...ops.movement import pad as _pad_constant
@@ -49,7 +52,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     [1.0, 1.0, 1.0]
     """
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be between 0 and 1, got {p}")
+        raise ArgumentError(f"dropout: p must be between 0 and 1, got {p}")
     if not training or p == 0.0:
         return input
     _check_float(input, "dropout")
@@ -57,6 +60,42 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         return input * 0.0
     draws = rand(input.shape, dtype=input.dtype, device=input.device)
     return _apply_dropout(input, draws, p, 1.0 / (1.0 - p))
+
+
+def channel_dropout(
+    input: Tensor, p: float, training: bool, spatial_dims: int, op: str = "dropout2d"
+) -> Tensor:
+    """Zero whole channels: one draw per (sample, channel) of an input with
+    ``spatial_dims`` trailing dims after the channel dim (batched or not)."""
+    if not 0.0 <= p <= 1.0:
+        raise ArgumentError(f"{op}: p must be between 0 and 1, got {p}")
+    if input.ndim not in (spatial_dims + 1, spatial_dims + 2):
+        raise ShapeError(
+            f"{op}: expected a {spatial_dims + 2}-d (batched) or {spatial_dims + 1}-d input, "
+            f"got shape {format_shape(input.shape)}"
+        )
+    if not training or p == 0.0:
+        return input
+    _check_float(input, op)
+    if p == 1.0:
+        return input * 0.0
+    lead = input.ndim - spatial_dims
+    draws = rand(input.shape[:lead] + (1,) * spatial_dims, dtype=input.dtype, device=input.device)
+    return input * where(draws >= p, 1.0 / (1.0 - p), 0.0)
+
+
+def dropout2d(
+    input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> Tensor:
+    """Zero whole channels of an (N, C, H, W) or (C, H, W) input with probability ``p``."""
+    return channel_dropout(input, p, training, 2, "dropout2d")
+
+
+def dropout1d(
+    input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> Tensor:
+    """Zero whole channels of an (N, C, L) or (C, L) input with probability ``p``."""
+    return channel_dropout(input, p, training, 1, "dropout1d")
 
 
 def batch_norm(
@@ -83,12 +122,24 @@ def batch_norm(
             f"batch_norm: expected at least 2 dims (N, C, ...), got {format_shape(input.shape)}"
         )
     channels = input.shape[1]
+    for name, statistic in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if statistic is not None and statistic.shape != (channels,):
+            raise ShapeError(
+                f"batch_norm: {name} has shape {format_shape(statistic.shape)}, but the input "
+                f"of shape {format_shape(input.shape)} has {channels} channels (dim 1): it "
+                f"must have shape ({channels},)"
+            )
     dims = (0,) + tuple(range(2, input.ndim))
     shape = (1, channels) + (1,) * (input.ndim - 2)
     if training:
         count = input.numel() // channels
         if count <= 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"batch_norm: expected more than 1 value per channel when training, got input "
                 f"of shape {format_shape(input.shape)}"
             )
@@ -102,7 +153,10 @@ def batch_norm(
                 running_var.mul_(1.0 - momentum).add_(unbiased * momentum)
     else:
         if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: running statistics are needed when not training")
+            raise ArgumentError(
+                "batch_norm: running statistics are needed when not training (pass "
+                "running_mean and running_var, or training=True)"
+            )
         centered = input - running_mean.reshape(shape)
         var = running_var.reshape(shape)
     result = centered * (var + eps).rsqrt()
@@ -129,6 +183,11 @@ def layer_norm(
     [-1.225, 0.0, 1.225]
     """
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape:
+        raise ShapeError(
+            "layer_norm: normalized_shape is empty; give the trailing dims to normalise over "
+            f"(at least one), e.g. ({input.shape[-1] if input.ndim else 1},)"
+        )
     if input.shape[input.ndim - len(shape) :] != shape:
         raise ShapeError(
             f"layer_norm: normalized_shape {shape} does not match the last dims of the input "
@@ -157,17 +216,25 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
     [[4.0, 5.0], [0.0, 1.0]]
     """
     if not isinstance(input, Tensor) or input.dtype.is_floating_point or input.dtype.is_bool:
-        raise TypeError(
+        raise DTypeError(
             "embedding: the indices must be an integer tensor (e.g. `kg.tensor([1, 2])` or "
             "`x.long()`)"
         )
-    try:
-        result = take(weight, 0, input)
-    except IndexError:
-        raise IndexError(
-            f"embedding: an index is outside the table of {weight.shape[0]} rows (valid: 0 "
-            f"to {weight.shape[0] - 1})"
-        ) from None
+    from .._range_check import check_within
+
+    rows = weight.shape[0] if weight.ndim else 0
+
+    def outside(position: int) -> IndexingError:
+        return IndexingError(
+            f"embedding: the index at flat position {position} of the indices of shape "
+            f"{format_shape(input.shape)} is outside the table of {rows} rows (valid: 0 to "
+            f"{rows - 1}; negative indices are refused, as in PyTorch)"
+        )
+
+    # Checked here rather than by `take`, which would wrap a negative index around (as
+    # Python indexing does); on CUDA the error comes at the next device-to-host read.
+    check_within(input, 0, rows - 1, outside)
+    result = take(weight, 0, input)
     if padding_idx is not None and weight.requires_grad and autograd.is_grad_enabled():
         if padding_idx < 0:
             padding_idx += weight.shape[0]
@@ -213,13 +280,98 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
 
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
-    """Pad with a constant: ``pad`` lists (before, after) pairs from the last dim
-    backwards, as ``torch.nn.functional.pad``.
+    """Pad ``input``: ``pad`` lists (before, after) pairs from the last dim backwards, as
+    ``torch.nn.functional.pad``. ``mode`` is ``"constant"`` (with ``value``; negative
+    amounts crop), ``"reflect"`` (mirrored without repeating the edge), ``"replicate"``
+    (the edge repeated) or ``"circular"`` (wrapped around).
 
     >>> import kernelgrad as kg
     >>> kg.nn.functional.pad(kg.ones(1, 2), (1, 1)).tolist()
     [[0.0, 1.0, 1.0, 0.0]]
+    >>> kg.nn.functional.pad(kg.tensor([[[1.0, 2.0, 3.0]]]), (2, 1), mode="reflect").tolist()
+    [[[3.0, 2.0, 1.0, 2.0, 3.0, 2.0]]]
     """
-    if mode != "constant":
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported (only 'constant')")
-    return _pad_constant(input, tuple(pad), value)
+    amounts = tuple(int(a) for a in pad)
+    if len(amounts) % 2:
+        raise ArgumentError(f"pad: the pad amounts come in (before, after) pairs, got {amounts}")
+    if len(amounts) // 2 > input.ndim:
+        raise ShapeError(
+            f"pad: {len(amounts) // 2} dims to pad but the input of shape "
+            f"{format_shape(input.shape)} has only {input.ndim}"
+        )
+    if mode == "constant":
+        return _pad_constant(input, amounts, value)
+    if mode not in ("reflect", "replicate", "circular"):
+        raise ArgumentError(
+            f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}"
+        )
+    result = input
+    for pair in range(len(amounts) // 2):
+        dim = input.ndim - 1 - pair
+        before, after = amounts[2 * pair], amounts[2 * pair + 1]
+        if before or after:
+            result = take(
+                result, dim, _pad_index(input.shape[dim], before, after, mode, dim, input)
+            )
+    return result
+
+
+def _pad_index(size: int, before: int, after: int, mode: str, dim: int, input: Tensor) -> Tensor:
+    """The source position of each output position of one padded dim."""
+    if mode == "reflect" and (before >= size or after >= size):
+        raise ShapeError(
+            f"pad: reflect padding ({before}, {after}) of dim {dim} must be smaller than its "
+            f"size {size} (input of shape {format_shape(input.shape)})"
+        )
+    if mode == "circular" and (before > size or after > size):
+        raise ShapeError(
+            f"pad: circular padding ({before}, {after}) of dim {dim} must be at most its size "
+            f"{size} (input of shape {format_shape(input.shape)})"
+        )
+    if size == 0:
+        raise ShapeError(f"pad: {mode} padding of dim {dim}, which has size 0")
+    positions = np.arange(-before, size + after)
+    if mode == "reflect":
+        period = 2 * (size - 1) if size > 1 else 1
+        folded = np.mod(positions, period)
+        index = np.where(folded < size, folded, period - folded)
+    elif mode == "replicate":
+        index = np.clip(positions, 0, size - 1)
+    else:
+        index = np.mod(positions, size)
+    return tensor_from(index.astype(np.int64), device=input.device)
+
+
+def normalize(
+    input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out: Tensor | None = None
+) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.normalize(kg.tensor([[3.0, 4.0]])).tolist()
+    [[0.6000000238418579, 0.800000011920929]]
+    """
+    if out is not None:
+        raise ArgumentError("normalize: out= is not supported; assign the result instead")
+    norm = vector_norm(input, p, dim, keepdim=True)
+    return input / norm.clamp(min=eps)
+
+
+def vector_norm(input: Tensor, p: float = 2.0, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """The p-norm of ``input`` over ``dim`` (all dims when None): p = 2, 1, inf, -inf, 0
+    or any other positive number."""
+    dims = tuple(range(input.ndim)) if dim is None else dim
+    magnitude = input.abs()
+    if p == float("inf"):
+        return magnitude.amax(dims, keepdim=keepdim)
+    if p == -float("inf"):
+        return magnitude.amin(dims, keepdim=keepdim)
+    if p == 0:
+        return (magnitude != 0).to(input.dtype).sum(dims, keepdim=keepdim)
+    if p == 2:
+        return (input * input).sum(dims, keepdim=keepdim).sqrt()
+    if p == 1:
+        return magnitude.sum(dims, keepdim=keepdim)
+    if p <= 0:
+        raise ArgumentError(f"vector_norm: p must be positive, 0 or +-inf, got {p}")
+    return (magnitude**p).sum(dims, keepdim=keepdim) ** (1.0 / p)

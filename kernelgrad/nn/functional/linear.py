@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 from ... import autograd
-from ...errors import ShapeError, format_shape
+from ...errors import DTypeError, ShapeError, format_shape
 from ...tensor import Tensor
 
 
@@ -20,11 +22,19 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"shape {format_shape(weight.shape)}: the input's last dimension must equal "
             f"in_features={weight.shape[-1]}"
         )
+    for name, operand in (("weight", weight), ("bias", bias)):
+        if operand is not None and operand.dtype != input.dtype:
+            raise DTypeError(
+                f"linear: the input is {input.dtype} but the {name} is {operand.dtype} (shape "
+                f"{format_shape(operand.shape)}); PyTorch refuses mixed dtypes here too. Convert "
+                f"the input (`x.to({operand.dtype})`) or the layer (`layer.to({input.dtype})`)"
+            )
     if input.ndim == 1:
         result = input @ weight.T
         return result + bias if bias is not None else result
     lead = input.shape[:-1]
-    x = input.reshape(-1, input.shape[-1]) if input.ndim > 2 else input
+    # (the row count spelled out: reshape cannot infer -1 when in_features is 0)
+    x = input.reshape(math.prod(lead), input.shape[-1]) if input.ndim > 2 else input
     with autograd.no_grad():
         result = x @ weight.T
         if bias is not None:

@@ -6,7 +6,7 @@ import warnings
 from typing import Any
 
 from ... import autograd
-from ...errors import ShapeError, format_shape
+from ...errors import ArgumentError, IndexingError, ShapeError, UnsupportedError, format_shape
 from ...ops.creation import arange, empty, ones
 from ...ops.elementwise import where
 from ...ops.indexing import take
@@ -22,12 +22,12 @@ def _reduce(loss: Tensor, reduction: str, op: str) -> Tensor:
         return loss.sum()
     if reduction == "none":
         return loss
-    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    raise ArgumentError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 def _check_reduction(reduction: str, op: str) -> None:
     if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        raise ArgumentError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 def _classes_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tensor, tuple]:
@@ -54,23 +54,45 @@ def _classes_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tenso
     return input.permute(*order).reshape(-1, classes), target.reshape(-1), expected
 
 
+def _class_count(input: Tensor, op: str) -> int:
+    """The size of ``input``'s class dimension (dim 0 of a 1-d input, else dim 1), which
+    must be at least 1."""
+    classes = input.shape[0 if input.ndim == 1 else 1] if input.ndim else 0
+    if classes == 0:
+        raise ShapeError(
+            f"{op}: the input of shape {format_shape(input.shape)} has no classes (a 0-d "
+            "tensor, or a class dimension of size 0); give scores of shape (C,) or "
+            "(N, C, ...) with C >= 1"
+        )
+    return classes
+
+
 def _class_weights(
     target: Tensor, weight: Tensor | None, ignore_index: int, classes: int, op: str, dtype: Any
 ) -> tuple[Tensor, Tensor]:
     """Per-sample weights (weight[target], 0 where ignored) and the valid mask; raises
     an error naming the bad class index if a target is out of range."""
+    from .._range_check import check_within
+
     valid = target != ignore_index
     safe = where(valid, target, 0)
+    # Checked here rather than by `take`, which would wrap a negative index around (as
+    # Python indexing does); on CUDA the error comes at the next device-to-host read.
+    check_within(
+        safe,
+        0,
+        classes - 1,
+        lambda position: _class_index_error(
+            op, f"the target class index at flat position {position}", classes, ignore_index
+        ),
+    )
     table = weight if weight is not None else ones(classes, dtype=dtype, device=target.device)
-    try:
-        picked = take(table, 0, safe)
-    except IndexError:
-        raise _class_index_error(op, "a target class index", classes, ignore_index) from None
+    picked = take(table, 0, safe)
     return where(valid, picked, 0.0), valid
 
 
-def _class_index_error(op: str, which: str, classes: int, ignore_index: int) -> IndexError:
-    return IndexError(
+def _class_index_error(op: str, which: str, classes: int, ignore_index: int) -> IndexingError:
+    return IndexingError(
         f"{op}: {which} is out of range: the input has {classes} classes "
         f"(valid targets: 0 to {classes - 1}, or ignore_index={ignore_index})"
     )
@@ -98,14 +120,8 @@ def cross_entropy(
     op = "cross_entropy"
     _check_reduction(reduction, op)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
-    classes = input.shape[0 if input.ndim == 1 else 1] if input.ndim else 0
-    if classes == 0:
-        raise ShapeError(
-            f"{op}: the input of shape {format_shape(input.shape)} has no classes (a 0-d "
-            "tensor, or a class dimension of size 0); give logits of shape (C,) or "
-            "(N, C, ...) with C >= 1"
-        )
+        raise ArgumentError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    classes = _class_count(input, op)
     if weight is not None and weight.shape != (classes,):
         raise ShapeError(
             f"{op}: weight must have shape ({classes},), got {format_shape(weight.shape)}"
@@ -122,7 +138,7 @@ def cross_entropy(
 
     needs_grad = autograd.needs_grad(x, weight)
     if needs_grad and weight is not None and weight.requires_grad:
-        raise NotImplementedError(f"{op}: gradients with respect to `weight` are not supported")
+        raise UnsupportedError(f"{op}: gradients with respect to `weight` are not supported")
     from .. import _loss_kernels as kernels
 
     rows = x.shape[0]
@@ -254,6 +270,7 @@ def nll_loss(
     """
     op = "nll_loss"
     _check_reduction(reduction, op)
+    _class_count(input, op)
     x, t, out_shape = _classes_last(input, target, op)
     classes = x.shape[1]
     sample_weight, _ = _class_weights(t, weight, ignore_index, classes, op, x.dtype)
@@ -293,6 +310,22 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
+def _check_probabilities(input: Tensor, op: str) -> None:
+    """Refuse inputs outside [0, 1] (and NaN), as PyTorch does; on CUDA the error comes
+    at the next device-to-host read."""
+    from .._range_check import check_within
+
+    def outside(position: int) -> ArgumentError:
+        return ArgumentError(
+            f"{op}: all elements of the input must be probabilities in [0, 1], but the "
+            f"element at flat position {position} of the input of shape "
+            f"{format_shape(input.shape)} is not (or is NaN); apply `sigmoid` first, or use "
+            "binary_cross_entropy_with_logits on the raw scores"
+        )
+
+    check_within(input, 0.0, 1.0, outside)
+
+
 def binary_cross_entropy(
     input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean"
 ) -> Tensor:
@@ -304,12 +337,50 @@ def binary_cross_entropy(
     0.6931
     """
     _check_same_shape(input, target, "binary_cross_entropy")
+    _check_probabilities(input, "binary_cross_entropy")
     log_p = input.log().clamp(min=-100.0)
     log_not_p = (1.0 - input).log().clamp(min=-100.0)
     loss = -(target * log_p + (1.0 - target) * log_not_p)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+def smooth_l1_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", beta: float = 1.0
+) -> Tensor:
+    """``0.5 * d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 * beta`` (d = input -
+    target); ``beta = 0`` is the L1 loss.
+
+    >>> import kernelgrad as kg
+    >>> loss = kg.nn.functional.smooth_l1_loss(kg.tensor([0.5, 3.0]), kg.zeros(2), reduction="none")
+    >>> loss.tolist()
+    [0.125, 2.5]
+    """
+    if beta < 0:
+        raise ArgumentError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    _check_same_shape(input, target, "smooth_l1_loss")
+    difference = (input - target).abs()
+    if beta == 0:
+        return _reduce(difference, reduction, "smooth_l1_loss")
+    # the quadratic branch gets |d| clamped at beta, so neither branch overflows
+    inner = difference.clamp(max=beta)
+    loss = where(difference < beta, inner * inner * (0.5 / beta), difference - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+def huber_loss(
+    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0
+) -> Tensor:
+    """``0.5 * d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 * delta)``: the
+    smooth L1 loss with beta = delta, times delta."""
+    if delta <= 0:
+        raise ArgumentError(f"huber_loss: delta must be positive, got {delta}")
+    _check_same_shape(input, target, "huber_loss")
+    difference = (input - target).abs()
+    inner = difference.clamp(max=delta)
+    loss = where(difference < delta, inner * inner * 0.5, (difference - 0.5 * delta) * delta)
+    return _reduce(loss, reduction, "huber_loss")
 
 
 def binary_cross_entropy_with_logits(

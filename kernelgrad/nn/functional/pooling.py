@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from ... import autograd
-from ...errors import ShapeError, format_shape
+from ...errors import ArgumentError, ShapeError, format_shape
 from ...ops.creation import full, ones
 from ...ops.elementwise import copy_into
 from ...ops.movement import pad as _pad_constant
@@ -105,9 +105,9 @@ class _PoolPlan:
         self.ph, self.pw = _pair(padding, "padding")
         self.dh, self.dw = _pair(dilation, "dilation")
         if min(self.kh, self.kw, self.sh, self.sw, self.dh, self.dw) < 1:
-            raise ValueError(f"{op}: kernel_size, stride and dilation must be positive")
+            raise ArgumentError(f"{op}: kernel_size, stride and dilation must be positive")
         if self.ph > self.kh // 2 or self.pw > self.kw // 2 or min(self.ph, self.pw) < 0:
-            raise ValueError(
+            raise ArgumentError(
                 f"{op}: padding ({self.ph}, {self.pw}) must be at most half the kernel size "
                 f"({self.kh}, {self.kw})"
             )
@@ -216,8 +216,10 @@ def max_pool2d(
     >>> kg.nn.functional.max_pool2d(x, 2).tolist()
     [[[[5.0, 7.0], [13.0, 15.0]]]]
     """
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices=True is not supported")
+    if return_indices:  # (values, indices): see pool_indices.py
+        from .pool_indices import max_pool2d_with_indices
+
+        return max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
     return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, relu=False)
 
 
@@ -403,7 +405,9 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     oh = h if sizes[0] is None else int(sizes[0])
     ow = w if sizes[1] is None else int(sizes[1])
     if oh <= 0 or ow <= 0:
-        raise ValueError(f"adaptive_avg_pool2d: output size must be positive, got {output_size!r}")
+        raise ArgumentError(
+            f"adaptive_avg_pool2d: output size must be positive, got {output_size!r}"
+        )
     if (oh, ow) == (1, 1):
         result = x.mean((2, 3), keepdim=True)
     elif h % oh == 0 and w % ow == 0 and (h // oh) * (w // ow) <= _MAX_FUSED_TAPS:

@@ -206,10 +206,10 @@ def transcendental(out, x):
 
 
 def test_math_functions_on_the_cpu_use_vectorisable_versions(device):
-    from kernelgrad.kernel import transform
+    from kernelgrad.backends.cpu.kernel_module import kernel_source
 
     if device == "cpu":
-        assert "_kg_vmath.tanh(" in transform.cpu_source(transcendental.info, 1, False)
+        assert "_kg_vmath.tanh(" in kernel_source(transcendental.info, 1, False)
     values = np.linspace(-6, 6, 50, dtype=np.float32)
     out = kg.zeros(50, device=device)
     transcendental(out, kg.tensor(values, device=device), ndrange=50)
@@ -266,7 +266,7 @@ CACHE_SCRIPT = textwrap.dedent(
     x = kg.tensor(np.array([-1.0, 0.5, 2.0], dtype=np.float32))
     clamp_(x, ndrange=3)
     assert x.tolist() == [0.0, 0.5, 1.0]
-    launchers = next(iter(clamp_._launchers.values()))
+    launchers = next(iter(clamp_.launchers.values()))
     print("hits", sum(sum(d.stats.cache_hits.values()) for d in launchers))
     """
 )
@@ -313,13 +313,13 @@ def test_fastmath_and_parallel_kernels_compute_the_same_sums(device):
 
 
 def test_parallel_option_picks_the_cpu_launcher(monkeypatch):
-    from kernelgrad.kernel import launch
+    from kernelgrad.backends.cpu import kernel_module
 
     chosen = []
-    original = launch.Kernel._launcher
+    original = kernel_module._launchers
 
-    def spy(self, *args):
-        parallel, serial = original(self, *args)
+    def spy(*args):
+        parallel, serial = original(*args)
 
         def run_parallel(*a):
             chosen.append("parallel")
@@ -331,7 +331,7 @@ def test_parallel_option_picks_the_cpu_launcher(monkeypatch):
 
         return run_parallel, run_serial
 
-    monkeypatch.setattr(launch.Kernel, "_launcher", spy)
+    monkeypatch.setattr(kernel_module, "_launchers", spy)
     x = kg.zeros(6)
     row_sums(kg.zeros(2), x, 3, ndrange=2)  # 2 items, parallel=True: spread anyway
     add_one_to_rows(x, 3, ndrange=2)  # parallel=False
@@ -345,14 +345,15 @@ def test_parallel_option_picks_the_cpu_launcher(monkeypatch):
 
 
 def test_fastmath_reaches_the_generated_source():
-    from kernelgrad.kernel import transform
+    from kernelgrad.backends.cpu import kernel_module as cpu_kernels
+    from kernelgrad.backends.cuda import kernel_module as cuda_kernels
 
     for source in (
-        transform.cpu_source(row_sums.info, 1, False, fastmath=True),
-        transform.cuda_source(row_sums.info, 1, False, fastmath=True),
+        cpu_kernels.kernel_source(row_sums.info, 1, False, fastmath=True),
+        cuda_kernels.kernel_source(row_sums.info, 1, False, fastmath=True),
     ):
         assert "fastmath" in source
-    assert "fastmath" not in transform.cpu_source(clamp_.info, 1, False)
+    assert "fastmath" not in cpu_kernels.kernel_source(clamp_.info, 1, False)
 
 
 def test_a_read_only_slice_is_not_a_write(device):
@@ -374,3 +375,30 @@ def test_writing_through_a_slice_writes_the_argument(device):
     assert as_numpy(x).tolist() == [1.0] * 6
     with pytest.raises(InplaceError, match="requires grad"):
         add_one_to_rows(kg.zeros(6, device=device, requires_grad=True), 3, ndrange=2)
+
+
+def test_the_kernel_layer_imports_no_backend_folder():
+    """kernel/ reaches device code generation only through the Backend protocol
+    (docs/architecture.md): a third backend is one new folder."""
+    import ast
+    import pathlib
+
+    import kernelgrad.kernel
+
+    folder = pathlib.Path(kernelgrad.kernel.__file__).parent
+    offenders = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module or ''}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                parts = name.lstrip(".").split(".")
+                if "backends" in parts and parts[parts.index("backends") + 1 :][:1] in (
+                    ["cpu"],
+                    ["cuda"],
+                ):
+                    offenders.append(f"{path.name}:{node.lineno} {name}")
+    assert not offenders, offenders

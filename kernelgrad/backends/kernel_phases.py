@@ -7,7 +7,7 @@ one after the other, so every item has finished phase ``k`` before any item star
 phase ``k + 1`` -- exactly what the barrier promises.
 
 * A local variable used in more than one phase becomes a per-item array
-  (``acc`` -> ``_kg_v_acc[item]``); its element type comes from :mod:`.typeinfer`.
+  (``acc`` -> ``_kg_v_acc[item]``); its element type comes from :mod:`.kernel_typeinfer`.
 * A ``for``/``while`` loop or an ``if`` that contains a barrier runs once per group: its
   range or condition must be the same for every work item (as CUDA requires) and is
   evaluated with the values of the group's first work item.
@@ -23,8 +23,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import typeinfer
-from .transform import PREFIX, KernelInfo, kernel_error
+from . import kernel_typeinfer as typeinfer
+from .kernel_source import PREFIX, KernelInfo, kernel_error, replace_markers
 
 
 @dataclass
@@ -188,9 +188,7 @@ class _PerItem(ast.NodeTransformer):
 def check_structure(info: KernelInfo) -> None:
     """The checks of :func:`split_phases` that need no argument types (run when the
     kernel is decorated, so that errors point at the line early)."""
-    from .transform import _replace
-
-    body = _replace(info.body, f"{PREFIX}barrier()", {d.name: None for d in info.shared})
+    body = replace_markers(info.body, f"{PREFIX}barrier()", {d.name: None for d in info.shared})
     _structure(info, body)
 
 

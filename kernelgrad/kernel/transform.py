@@ -45,11 +45,23 @@ _KG_MATH = {
     "tanh": "math.tanh",
     "erf": "math.erf",
     "abs": "abs",
-    "maximum": "max",
-    "minimum": "min",
+    # NaN-propagating, as the primitives (Python's max/min return the first argument
+    # when the second is NaN): helpers compiled into the kernel's module, see _nan_helper
+    "maximum": PREFIX + "maximum",
+    "minimum": PREFIX + "minimum",
 }
 _META_ATTRIBUTES = {"shape", "size", "ndim", "dtype", "strides"}
 _SAFE_CALLS = {"len"}
+
+
+def nan_propagating_helper(operation: str) -> ast.FunctionDef:
+    """The syntax tree of the primitive ``operation``'s scalar function ("maximum" or
+    "minimum"): ``x if (x > y or x != x) else y``."""
+    from ..ops.elementwise import OPS
+
+    tree = ast.parse(OPS[operation].scalar.source).body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    return tree
 
 
 def _function_tree(fn: Any) -> tuple[ast.FunctionDef, str, int]:
@@ -166,9 +178,11 @@ class _Rewriter(ast.NodeTransformer):
                 )
             return self._marker(node, marker)
         replacement = self.math_table.get(id(target)) if target is not _UNRESOLVED else None
+        self.generic_visit(node)
         if replacement is not None:
             node.func = ast.parse(replacement, mode="eval").body
-        self.generic_visit(node)
+            if replacement.startswith(PREFIX):
+                self._nan_helper(node, replacement)
         return node
 
     def _marker(self, node: ast.Call, marker: str) -> ast.AST:
@@ -197,6 +211,21 @@ class _Rewriter(ast.NodeTransformer):
         info.uses_workgroup = True
         self.generic_visit(node)
         return ast.Call(ast.Name(PREFIX + "shared", ast.Load()), node.args, node.keywords)
+
+    def _nan_helper(self, node: ast.Call, name: str) -> None:
+        """Add ``_kg_maximum``/``_kg_minimum`` to the kernel's helpers: the primitive's own
+        scalar function (``ops/elementwise.py``), so that NaN and signed zeros come out
+        as in ``kg.maximum`` on tensors. A function, not an inline expression, so that
+        each argument is evaluated once."""
+        operation = name.removeprefix(PREFIX)
+        if len(node.args) != 2 or node.keywords:
+            raise kernel_error(
+                self.info, node, f"kg.{operation}(x, y) takes two numbers inside a kernel"
+            )
+        if name not in self.info.helpers:
+            tree = nan_propagating_helper(operation)
+            tree.name = name
+            self.info.helpers[name] = tree
 
     def _private(self, node: ast.Call) -> ast.AST:
         """``kg.private(shape, dtype)`` -> ``_kg_private((sizes...), np.<dtype>)``, with

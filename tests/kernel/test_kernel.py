@@ -137,6 +137,43 @@ def test_helpers_globals_and_kg_math(device):
     assert_close(x, [4.0, 7.0])
 
 
+def _clipped(v, low):
+    return kg.minimum(kg.maximum(v, low), 1.0)  # in a helper too
+
+
+@kg.kernel
+def maximum_and_minimum(highest, lowest, clipped, x, y):
+    i = kg.index()
+    highest[i] = kg.maximum(x[i], y[i])
+    lowest[i] = kg.minimum(x[i], y[i])
+    clipped[i] = _clipped(x[i], 0.0)
+
+
+@kg.elementwise
+def elementwise_maximum(x, y):
+    if x > 100.0:  # a branch: not traced, compiled from the source
+        return x
+    return kg.maximum(x, y)
+
+
+def test_maximum_and_minimum_propagate_nan_in_kernels_as_the_tensor_ops(device):
+    """kg.maximum/minimum inside kernels propagate NaN from either argument (as the
+    tensor ops do), and treat signed zeros as they do."""
+    nan = float("nan")
+    values = [(1.0, 2.0), (2.0, 1.0), (nan, 1.0), (1.0, nan), (-0.0, 0.0), (0.0, -0.0)]
+    x = kg.tensor([a for a, _ in values], device=device)
+    y = kg.tensor([b for _, b in values], device=device)
+    outs = [kg.zeros(len(values), device=device) for _ in range(3)]
+    maximum_and_minimum(*outs, x, y, ndrange=len(values))
+    expected = [kg.maximum(x, y), kg.minimum(x, y), kg.minimum(kg.maximum(x, 0.0), 1.0)]
+    outs.append(elementwise_maximum(x, y))
+    expected.append(expected[0])
+    for got, want in zip(outs, expected):
+        got, want = got.cpu().numpy(), want.cpu().numpy()
+        np.testing.assert_array_equal(got, want)
+        assert (np.signbit(got) == np.signbit(want)).all()
+
+
 # --- errors --------------------------------------------------------------------------------
 def test_markers_outside_a_kernel_raise():
     with pytest.raises(KernelError, match="only has a meaning inside"):

@@ -166,6 +166,20 @@ def module_constants(info: KernelInfo, narrow: bool) -> list[str]:
     return lines
 
 
+def helper_lines(info: KernelInfo, narrow: bool, decorator: str, rewrite: Any = None) -> list[str]:
+    """The helper functions the kernel calls, each under ``decorator`` (the device's
+    compile decorator), with float32 literals when ``narrow`` and ``rewrite`` (a function
+    of the syntax tree) applied."""
+    lines = []
+    for tree in info.helpers.values():
+        if narrow:
+            tree = narrow_floats(tree)
+        if rewrite is not None:
+            tree = rewrite(tree)
+        lines += [decorator, ast.unparse(tree), ""]
+    return lines
+
+
 def source_lines(body: list[ast.stmt], indent: str) -> list[str]:
     """``body`` as source lines indented by ``indent`` (``pass`` when empty)."""
     text = "\n".join(ast.unparse(stmt) for stmt in body) or "pass"

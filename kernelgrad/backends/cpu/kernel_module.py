@@ -31,9 +31,9 @@ from ..kernel_source import (
     PREFIX,
     KernelInfo,
     body_statements,
+    helper_lines,
     linearize,
     module_constants,
-    narrow_floats,
     replace_markers,
     source_lines,
     unravel,
@@ -66,13 +66,7 @@ def _header_lines(info: KernelInfo, fastmath: bool, narrow: bool) -> list[str]:
         lines.append(f"{PREFIX}stack_array_digest = {SOURCE_DIGEST!r}")
     lines += module_constants(info, narrow)
     lines.append("")
-    for tree in info.helpers.values():
-        if narrow:
-            tree = narrow_floats(tree)
-        lines.append(f"@njit({_NUMBA_OPTIONS}{jit_options(fastmath)})")
-        lines.append(ast.unparse(tree))
-        lines.append("")
-    return lines
+    return lines + helper_lines(info, narrow, f"@njit({_NUMBA_OPTIONS}{jit_options(fastmath)})")
 
 
 def kernel_source(

@@ -16,7 +16,6 @@ Kernels run on the stream of the backend that owns their tensors.
 
 from __future__ import annotations
 
-import ast
 from math import prod
 from typing import Any
 
@@ -28,9 +27,9 @@ from ..kernel_source import (
     PREFIX,
     KernelInfo,
     body_statements,
+    helper_lines,
     linearize,
     module_constants,
-    narrow_floats,
     rename_calls,
     replace_markers,
     source_lines,
@@ -67,13 +66,8 @@ def _header_lines(info: KernelInfo, fastmath: bool, narrow: bool) -> list[str]:
     ]
     lines += module_constants(info, narrow)
     lines.append("")
-    for tree in info.helpers.values():
-        if narrow:
-            tree = narrow_floats(tree)
-        lines.append(f"@cuda.jit(device=True, cache=True{jit_options(fastmath)})")
-        lines.append(ast.unparse(_private(tree)))
-        lines.append("")
-    return lines
+    decorator = f"@cuda.jit(device=True, cache=True{jit_options(fastmath)})"
+    return lines + helper_lines(info, narrow, decorator, _private)
 
 
 def kernel_source(

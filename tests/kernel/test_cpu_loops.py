@@ -60,6 +60,15 @@ def head(out, x, n):
 
 
 @kg.kernel
+def positive_part(out, x, h, w):
+    # the body under the opposite of a guard; `x[i, j] > 0.0` stays as written (false
+    # for NaN, where its negation `<=` would be false too)
+    i, j = kg.index(2)
+    if i < h and j >= 1 and j < w and x[i, j] > 0.0:
+        out[i, j] = x[i, j]
+
+
+@kg.kernel
 def rebinds_a_parameter(out, scale):
     i = kg.index()
     scale = scale * 2.0  # the item's own copy: not carried into the next item
@@ -100,6 +109,16 @@ def test_a_one_dimensional_guard(device, n):
     assert_close(out, expected)
 
 
+def test_a_body_under_the_opposite_of_a_guard(device):
+    x = np.random.default_rng(1).standard_normal((5, 6)).astype(np.float32)
+    x[1, 2] = np.nan
+    out = kg.zeros(5, 6, device=device)
+    positive_part(out, kg.tensor(x, device=device), 4, 5, ndrange=x.shape)
+    expected = np.zeros_like(x)
+    expected[:4, 1:5] = np.where(x[:4, 1:5] > 0, x[:4, 1:5], 0)
+    assert_close(out, expected)
+
+
 def test_bodies_that_cannot_run_inline_keep_per_item_functions(device):
     out = kg.zeros(4, device=device)
     rebinds_a_parameter(out, 1.5, ndrange=4)
@@ -136,3 +155,9 @@ def test_the_cpu_form_is_nested_loops_with_the_guard_as_bounds():
     assert "if k * 2 == 6:" in window[window.index("for _kg_k") :]
     assert "_kg_item" not in window
     assert "_kg_item" in _cpu_source(rebinds_a_parameter, 1, {"out": image, "scale": "f32"})
+    types = {"out": image, "x": image, "h": "i", "w": "i"}
+    wrapped = _cpu_source(positive_part, 2, types)
+    wrapped = wrapped[: wrapped.index("def kernel_serial(")]
+    assert "if _kg_g0 >= h:" in wrapped
+    assert "_kg_start = max(0, 1)" in wrapped and "range(min(_kg_n1, w) - _kg_start)" in wrapped
+    assert "if x[i, j] > np.float32(0.0):" in wrapped

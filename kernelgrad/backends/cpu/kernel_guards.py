@@ -6,6 +6,9 @@ Kernels over an index range usually start with a guard::
     if i == 0 or j == 0 or i >= h - 1 or j >= w - 1:
         return
 
+or put the rest of the body under its opposite (``if i < h and j < w:``, an ``and`` of
+single comparisons), which is read as the same guard.
+
 Run as written inside the inner loop over ``j``, the guard is a branch per element that
 stops LLVM from vectorising the loop. :func:`hoist_guard` turns the terms of such a
 guard into what a programmer writes by hand: terms on the last index dimension narrow
@@ -146,20 +149,26 @@ def hoist_guard(info: KernelInfo, body: list[ast.stmt], ndim: int, types: dict) 
     if count >= len(body):
         return nothing
     guard = body[count]
-    if not (
-        isinstance(guard, ast.If)
-        and not guard.orelse
-        and len(guard.body) == 1
-        and isinstance(guard.body[0], ast.Return)
-    ):
+    if not (isinstance(guard, ast.If) and not guard.orelse):
         return nothing
-    test = guard.test
-    terms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
+    wrapped = False
+    if len(guard.body) == 1 and isinstance(guard.body[0], ast.Return):
+        test, rest = guard.test, body[count + 1 :]
+        terms = _operands(test, ast.Or)
+        originals = terms
+    elif count + 1 == len(body):  # `if i < n and j < m:` around the rest of the body
+        originals = _operands(guard.test, ast.And)
+        terms = [_negated(term) for term in originals]
+        if any(term is None for term in terms):
+            return nothing
+        rest, wrapped = guard.body, True
+    else:
+        return nothing
     reader = _Reader(info, aliases, types)
     last = ndim - 1
     hoisted = Hoisted(body)
     kept: list[ast.expr] = []
-    for term in copy.deepcopy(terms):
+    for term, original in zip(copy.deepcopy(terms), originals):
         bound = _bound(term, last, reader)
         # A 1-D range is the prange, whose index must stay the loop's own (an offset
         # added to it measured 6-10x slower): only its stop moves.
@@ -170,15 +179,35 @@ def hoist_guard(info: KernelInfo, body: list[ast.stmt], ndim: int, types: dict) 
         if dims is not None and last not in dims and ndim > 1:
             hoisted.row_skips.append(ast.unparse(_Coordinates(aliases).visit(term)))
         else:
-            kept.append(term)
+            kept.append(original)
     if len(kept) == len(terms):
         return nothing
-    rest = body[count + 1 :]
-    if kept:
+    if kept and wrapped:  # the remaining conditions, as written (NaN compares false)
+        test = kept[0] if len(kept) == 1 else ast.BoolOp(ast.And(), kept)
+        rest = [ast.fix_missing_locations(ast.If(test, rest, []))]
+    elif kept:
         test = kept[0] if len(kept) == 1 else ast.BoolOp(ast.Or(), kept)
         rest = [ast.fix_missing_locations(ast.If(test, guard.body, []))] + rest
     hoisted.body = body[:count] + rest
     return hoisted
+
+
+_NEGATED = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt, ast.Eq: ast.NotEq,
+            ast.NotEq: ast.Eq}  # fmt: skip
+
+
+def _operands(test: ast.expr, kind: type) -> list[ast.expr]:
+    """The operands of an ``or``/``and`` (``kind``), or ``[test]``."""
+    return test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, kind) else [test]
+
+
+def _negated(term: ast.expr) -> ast.expr | None:
+    """``not term`` for a single comparison (exact for the integer terms that become
+    bounds; other terms are kept as written), else None."""
+    if not (isinstance(term, ast.Compare) and len(term.ops) == 1):
+        return None
+    op = _NEGATED.get(type(term.ops[0]))
+    return None if op is None else ast.Compare(term.left, [op()], term.comparators)
 
 
 class _Coordinates(ast.NodeTransformer):

@@ -408,25 +408,37 @@ def _uniform_statement(stmt: ast.stmt, uniform: set[str], arrays: set[str]) -> b
                 group = rest is not None and (
                     rest in ("glin", "G") or rest.rstrip("0123456789") in _GROUP_NAMES
                 )
-                if not (group or node.id in uniform or node.id in ("np", "math")):
-                    return False
-            elif isinstance(node, ast.Subscript):
-                base = node.value
-                if not (isinstance(base, ast.Attribute) and base.attr == "shape"):
+                # arrays: only their shapes can be read (the checks below)
+                allowed = group or node.id in uniform or node.id in arrays
+                if not (allowed or node.id in ("np", "math")):
                     return False
             elif isinstance(node, ast.Attribute):
                 array = isinstance(node.value, ast.Name) and node.value.id in arrays
                 if array and node.attr not in ("shape", "size", "ndim"):
                     return False
-            elif isinstance(node, ast.Call):
-                func = node.func
-                pure = (isinstance(func, ast.Name) and func.id in _PURE_BUILTINS) or (
-                    isinstance(func, ast.Attribute)
-                    and isinstance(func.value, ast.Name)
-                    and func.value.id in ("math", "np")
-                )
-                if not pure:
-                    return False
+            elif not _pure_operation(node):
+                return False
+    return True
+
+
+_NUMPY_SCALARS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+                  "bool_"}  # fmt: skip
+
+
+def _pure_operation(node: ast.AST) -> bool:
+    """For a subscript or a call: whether it reads an array's shape, or calls a pure
+    builtin, a ``math`` function or a NumPy scalar cast (other nodes: True)."""
+    if isinstance(node, ast.Subscript):
+        base = node.value
+        return isinstance(base, ast.Attribute) and base.attr == "shape"
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name):
+            return func.id in _PURE_BUILTINS
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            module, name = func.value.id, func.attr
+            return module == "math" or (module == "np" and name in _NUMPY_SCALARS)
+        return False
     return True
 
 
@@ -539,20 +551,7 @@ def _recomputable(
                     or name not in assigned
                 ):
                     return False
-            elif isinstance(node, ast.Subscript):
-                base = node.value
-                if not (isinstance(base, ast.Attribute) and base.attr == "shape"):
-                    return False
-            elif isinstance(node, ast.Call):
-                func = node.func
-                if isinstance(func, ast.Name) and func.id in _PURE_BUILTINS:
-                    continue
-                if (
-                    isinstance(func, ast.Attribute)
-                    and isinstance(func.value, ast.Name)
-                    and func.value.id == "math"
-                ):
-                    continue
+            elif not _pure_operation(node):
                 return False
         return True
 

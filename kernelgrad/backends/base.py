@@ -25,20 +25,6 @@ One primitive is optional: ``elementwise_foreach(fn, items, compute_dtypes)`` ru
 kernels if the backend can (the CPU backend's one kernel for many small tensors: an
 optimizer's update of every parameter). Callers fall back to one ``elementwise`` per item
 where a backend lacks it (``nn._fused.launch_each``), and while ``kg.compile`` traces.
-
-User kernels (``@kg.kernel``) reach a device through two more methods:
-
-=================  =====================================================================
-``kernel_array``   the array a kernel receives for a view (shares its memory), or None
-                   where the device's kernels cannot take that layout (then a copy)
-``launch_kernel``  generate, compile (once per form) and launch a :class:`KernelProgram`
-=================  =====================================================================
-
-The kernel layer parses the user's function into a device-neutral
-:class:`~kernelgrad.backends.kernel_source.KernelInfo` and decides the arguments; the
-backend owns everything device-specific: the generated module (loops, grid, shared
-memory, barriers), the compiler options, and the launch policy (threads, blocks,
-streams). Each backend keeps its generator in ``backends/<device>/kernel_module.py``.
 """
 
 from __future__ import annotations
@@ -186,7 +172,22 @@ class Backend(Protocol):
 
 class KernelProgram(Protocol):
     """A ``@kg.kernel`` as the kernel layer hands it to :meth:`Backend.launch_kernel`
-    (``kernel/launch.py``'s ``Kernel``)."""
+    (``kernel/launch.py``'s ``Kernel``).
+
+    User kernels reach a device through two methods of the backend:
+
+    =================  =================================================================
+    ``kernel_array``   the array a kernel receives for a view (shares its memory), or
+                       None where the device's kernels cannot take that layout (a copy)
+    ``launch_kernel``  generate, compile (once per form) and launch a ``KernelProgram``
+    =================  =================================================================
+
+    The kernel layer parses the user's function into a device-neutral
+    :class:`~kernelgrad.backends.kernel_source.KernelInfo` and decides the arguments;
+    the backend owns everything device-specific: the generated module (loops, grid,
+    shared memory, barriers), the compiler options, and the launch policy (threads,
+    blocks, streams). Each backend keeps its generator in
+    ``backends/<device>/kernel_module.py``."""
 
     info: Any  # backends.kernel_source.KernelInfo: the analysed function
     fastmath: bool  # allow reassociation and fused multiply-adds

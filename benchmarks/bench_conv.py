@@ -1,8 +1,9 @@
 """Convolution micro-benchmark: the layers of the reference models (LeNet-5, CNN), forward
 and forward+backward, with kernelgrad's two algorithms (direct kernels, and im2col +
-matrix product: ``kg.nn.functional.convolution.DIRECT_MAX_TAPS`` picks between them) and PyTorch (in
-a process of its own, on the same seeded inputs: see ``_timing.py``), each with
-``--threads`` threads.
+matrix product: ``kg.nn.functional.convolution.DIRECT_MAX_TAPS`` picks between them) and
+PyTorch (in a process of its own, on the same seeded inputs: see ``_timing.py``), each
+with ``--threads`` threads; then a training step of the ``cnn`` model (the wide 3x3
+convolutions in context: Adam, cross-entropy, one batch) on both.
 
     python benchmarks/bench_conv.py [--repeats 5] [--threads 2] [--batch 128]
 
@@ -103,6 +104,55 @@ def measure_torch(torch, arrays, padding: int, first: bool, repeats: int) -> tup
     return timings(forward, repeats), timings(forward_backward, repeats)
 
 
+MODEL_STEPS = 10  # timed steps per repeat, after as many warm-up steps
+
+
+def model_step_data(batch: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(1)
+    images = rng.standard_normal((batch, 1, 28, 28)).astype(np.float32)
+    return images, rng.integers(0, 10, batch)
+
+
+def kernelgrad_cnn_step(batch: int, repeats: int) -> tuple[float, float]:
+    """(best, median) seconds of a training step of the ``cnn`` reference model (Adam,
+    cross-entropy) on one batch."""
+    from kernelgrad.models import CNN
+
+    images, labels = model_step_data(batch)
+    kg.manual_seed(0)
+    model = CNN()
+    optimizer = kg.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = kg.tensor(images), kg.tensor(labels)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+    return timings(step, repeats, MODEL_STEPS)
+
+
+def torch_cnn_step(torch, batch: int, repeats: int) -> tuple[float, float]:
+    """The same step in PyTorch: the same layers (kernelgrad.models.CNN), fused Adam."""
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),
+        nn.Conv2d(32, 64, 3, padding=1), nn.MaxPool2d(2), nn.ReLU(),
+        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25),
+        nn.Linear(128, 10),
+    )  # fmt: skip
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    images, labels = model_step_data(batch)
+    x, y = torch.tensor(images), torch.tensor(labels)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+    return timings(step, repeats, MODEL_STEPS)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -116,6 +166,8 @@ def main() -> None:
         for name, arrays, padding, first in layer_inputs(args.batch) if torch else ():
             passes = measure_torch(torch, arrays, padding, first, args.repeats)
             report_to_parent(layer=name, passes=passes)
+        if torch:
+            report_to_parent(model="cnn", step=torch_cnn_step(torch, args.batch, args.repeats))
         return
     print(thread_counts())
     mine = {
@@ -125,8 +177,13 @@ def main() -> None:
     nan = (float("nan"), float("nan"))
     theirs = {name: (nan, nan) for name in LAYERS}
     arguments = ["--repeats", str(args.repeats), "--threads", str(args.threads)]
+    step = kernelgrad_cnn_step(args.batch, args.repeats)
+    their_step = nan
     for record in run_peer(__file__, [*arguments, "--batch", str(args.batch)]):
-        theirs[record["layer"]] = record["passes"]
+        if "layer" in record:
+            theirs[record["layer"]] = record["passes"]
+        else:
+            their_step = tuple(record["step"])
     print(f"default: direct for stride 1 and at most {convolution.DIRECT_MAX_TAPS} taps per filter")
     print(f"{'layer':36s} {'pass':8s} {'direct':>15s} {'patch matrix':>15s} {'PyTorch':>15s}")
     print(f"{'':36s} {'':8s} {'best / median ms':>15s}")
@@ -136,6 +193,12 @@ def main() -> None:
             cells.append(theirs[name][index])
             text = " ".join(f"{best * 1e3:7.2f}/{median * 1e3:<7.2f}" for best, median in cells)
             print(f"{name:36s} {label:8s} {text}")
+    print(
+        f"\ncnn model training step, batch {args.batch} (best / median ms): kernelgrad "
+        f"{step[0] * 1e3:.2f}/{step[1] * 1e3:.2f}, PyTorch "
+        f"{their_step[0] * 1e3:.2f}/{their_step[1] * 1e3:.2f}; PyTorch / kernelgrad time "
+        f"(best) {their_step[0] / step[0]:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,13 @@
-"""User kernels on the CPU: the clamp loop, a tiled shared-memory matmul, compile latency.
+"""User kernels on the CPU: against hand-written Numba, the clamp loop, a tiled
+shared-memory matmul, compile latency.
 
 Compares, in one run on the same machine:
 
+* four ``@kg.kernel`` shapes against the same loops hand-written in Numba (``prange``
+  over rows, a plain inner loop, float32 accumulators), printing the time ratio: a 3x3
+  box blur over ``kg.index(2)``, one work item per row with a loop inside, a 1-D
+  ``axpy``, and a workgroup tree reduction (``kg.shared`` + ``kg.barrier``) against a
+  loop over chunks;
 * ``clamp_`` (the loop a Knet user wrote for a 300x300 image) as a ``@kg.kernel``
   against NumPy's ``np.clip(..., out=...)`` and against the same loop in pure Python
   (over a NumPy array, and over a kernelgrad tensor -- element access from Python);
@@ -78,6 +84,144 @@ def matmul_tiled(c, a, b):
         kg.barrier()
     if i < n and j < m:
         c[i, j] = acc
+
+
+# --- @kg.kernel against the same loop hand-written in Numba --------------------------------
+@kg.kernel
+def box_blur(out, img):
+    i, j = kg.index(2)
+    if i == 0 or j == 0 or i >= img.shape[0] - 1 or j >= img.shape[1] - 1:
+        return
+    s = 0.0
+    for di in range(-1, 2):
+        for dj in range(-1, 2):
+            s += img[i + di, j + dj]
+    out[i, j] = s / 9.0
+
+
+@kg.kernel
+def row_sums(out, x):
+    i = kg.index()
+    s = 0.0
+    for j in range(x.shape[1]):
+        s += x[i, j] * x[i, j]
+    out[i] = s
+
+
+@kg.kernel
+def axpy(out, alpha, x, y):
+    i = kg.index()
+    out[i] = alpha * x[i] + y[i]
+
+
+GROUP = 256
+
+
+@kg.kernel
+def group_sums(out, x):
+    i = kg.index()
+    lane = kg.local_index()
+    partial = kg.shared((GROUP,), kg.float32)
+    partial[lane] = x[i] if i < x.shape[0] else 0.0
+    kg.barrier()
+    half = GROUP // 2
+    while half > 0:
+        if lane < half:
+            partial[lane] += partial[lane + half]
+        kg.barrier()
+        half //= 2
+    if lane == 0:
+        out[kg.group_index()] = partial[0]
+
+
+def _numba_pairs() -> dict:
+    """The hand-written Numba loops: what a Numba user writes for the same work (prange
+    over rows, a plain inner loop, float32 accumulators)."""
+    from numba import njit, prange
+
+    @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
+    def blur(out, img):
+        rows, cols = img.shape
+        for i in prange(1, rows - 1):
+            for j in range(1, cols - 1):
+                s = np.float32(0.0)
+                for di in range(-1, 2):
+                    for dj in range(-1, 2):
+                        s += img[i + di, j + dj]
+                out[i, j] = s / np.float32(9.0)
+
+    @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
+    def sums(out, x):
+        for i in prange(x.shape[0]):
+            s = np.float32(0.0)
+            for j in range(x.shape[1]):
+                s += x[i, j] * x[i, j]
+            out[i] = s
+
+    @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
+    def saxpy(out, alpha, x, y):
+        for i in prange(x.shape[0]):
+            out[i] = alpha * x[i] + y[i]
+
+    @njit(parallel=True, cache=True, error_model="numpy", nogil=True)
+    def chunk_sums(out, x):
+        for g in prange(out.shape[0]):
+            s = np.float32(0.0)
+            for k in range(g * GROUP, min((g + 1) * GROUP, x.shape[0])):
+                s += x[k]
+            out[g] = s
+
+    return {"blur": blur, "sums": sums, "saxpy": saxpy, "chunk_sums": chunk_sums}
+
+
+def bench_pairs(repeat: int, quick: bool) -> None:
+    print("\n@kg.kernel against the same loop hand-written in Numba (float32 tensors)")
+    numba = _numba_pairs()
+    rng = np.random.default_rng(2)
+    side = 512 if quick else 1024
+    img = rng.standard_normal((side, side)).astype(np.float32)
+    x2 = rng.standard_normal((2048 if quick else 4096, 1024)).astype(np.float32)
+    n = 1 << (20 if quick else 22)
+    x1, y1 = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
+    groups = -(-n // GROUP)
+    cases = [
+        (
+            f"box blur 3x3, {side}x{side} (kg.index(2))",
+            lambda out, a: box_blur(out, a, ndrange=a.shape),
+            numba["blur"],
+            (np.zeros_like(img), img),
+        ),
+        (
+            f"row sums of squares, {x2.shape[0]}x{x2.shape[1]} (an item per row)",
+            lambda out, a: row_sums(out, a, ndrange=a.shape[0]),
+            numba["sums"],
+            (np.zeros(x2.shape[0], np.float32), x2),
+        ),
+        (
+            f"axpy, {n} elements (1-D)",
+            lambda out, a, b: axpy(out, 2.0, a, b, ndrange=a.shape[0]),
+            lambda out, a, b: numba["saxpy"](out, np.float32(2.0), a, b),
+            (np.zeros(n, np.float32), x1, y1),
+        ),
+        (
+            f"group sums, {n} elements in groups of {GROUP} (kg.shared + kg.barrier)",
+            lambda out, a: group_sums(out, a, ndrange=groups * GROUP, workgroup=GROUP),
+            numba["chunk_sums"],
+            (np.zeros(groups, np.float32), x1),
+        ),
+    ]
+    for label, kernel_call, numba_call, arrays in cases:
+        tensors = [kg.tensor(a) for a in arrays]
+        expected = [a.copy() for a in arrays]
+        kernel_call(*tensors)
+        numba_call(*expected)
+        np.testing.assert_allclose(tensors[0].numpy(), expected[0], rtol=1e-4, atol=1e-3)
+        kernel = timeit(lambda t=tensors, f=kernel_call: f(*t), repeat * 5)
+        hand = timeit(lambda e=expected, f=numba_call: f(*e), repeat * 5)
+        print(
+            f"  {label:<62} kernel {fmt(kernel[0])}  Numba {fmt(hand[0])}"
+            f"  kernel/Numba {kernel[0] / hand[0]:5.2f}"
+        )
 
 
 def fmt(seconds: float) -> str:
@@ -229,6 +373,7 @@ def main() -> None:
     args = parser.parse_args()
     repeat = 3 if args.quick else 7
     print(f"{os.cpu_count()} cores; Numba threads: {__import__('numba').get_num_threads()}")
+    bench_pairs(repeat, args.quick)
     bench_clamp(repeat)
     bench_matmul(repeat, [128, 256] if args.quick else [128, 256, 512])
     bench_latency()

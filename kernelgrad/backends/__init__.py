@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..device import Device
 
 if TYPE_CHECKING:
-    from .base import Backend
+    from .base import Backend, KernelLaunch, KernelProgram
 
 # device type -> (module, factory function)
 _REGISTRY: dict[str, tuple[str, str]] = {
@@ -35,3 +35,14 @@ def get_backend(device: Device) -> Backend:
 def loaded_backends() -> dict[Device, Backend]:
     """Backends created so far in this process."""
     return dict(_INSTANCES)
+
+
+def record_kernel_launch(program: KernelProgram, launch: KernelLaunch) -> None:
+    """Report a ``@kg.kernel`` launch, on any device, in its CUDA form to the CUDA compile
+    check's recording when one is active (``backends/cuda/recording.py``, docs/cuda.md):
+    examples too large for the simulator run on the CPU and are still checked. Costs one
+    test of an empty list otherwise (``recording`` imports no numba)."""
+    recording: Any = importlib.import_module("kernelgrad.backends.cuda.recording")
+    if recording.active():
+        kernel_module = importlib.import_module("kernelgrad.backends.cuda.kernel_module")
+        kernel_module.record(program, launch)

@@ -169,6 +169,67 @@ class Backend(Protocol):
 
     def synchronize(self) -> None: ...
 
+    def kernel_array(self, view: View) -> Any:
+        """The array a ``@kg.kernel`` receives for ``view``: the view's shape and strides
+        over its buffer, sharing memory (writes reach the tensor). None where the
+        device's kernels cannot take the layout (CUDA: negative strides); the kernel
+        layer then passes a contiguous copy and copies it back after a write."""
+        ...
+
+    def launch_kernel(self, program: KernelProgram, launch: KernelLaunch) -> None:
+        """Run ``program`` (a ``@kg.kernel``) over ``launch.sizes`` work items.
+
+        The backend generates its form of the kernel from ``program.info`` (the CPU:
+        ``njit(parallel=True)`` loops, workgroups as phases split at barriers; CUDA: a
+        grid of blocks), compiles it once per form (cached in ``program.launchers``
+        under keys of its choosing) and launches it through ``program.run``, which turns
+        compiler errors into ``KernelError`` and logs under ``KG_DEBUG``."""
+        ...
+
+
+class KernelProgram(Protocol):
+    """A ``@kg.kernel`` as the kernel layer hands it to :meth:`Backend.launch_kernel`
+    (``kernel/launch.py``'s ``Kernel``).
+
+    User kernels reach a device through two methods of the backend:
+
+    =================  =================================================================
+    ``kernel_array``   the array a kernel receives for a view (shares its memory), or
+                       None where the device's kernels cannot take that layout (a copy)
+    ``launch_kernel``  generate, compile (once per form) and launch a ``KernelProgram``
+    =================  =================================================================
+
+    The kernel layer parses the user's function into a device-neutral
+    :class:`~kernelgrad.backends.kernel_source.KernelInfo` and decides the arguments;
+    the backend owns everything device-specific: the generated module (loops, grid,
+    shared memory, barriers), the compiler options, and the launch policy (threads,
+    blocks, streams). Each backend keeps its generator in
+    ``backends/<device>/kernel_module.py``."""
+
+    info: Any  # backends.kernel_source.KernelInfo: the analysed function
+    fastmath: bool  # allow reassociation and fused multiply-adds
+    parallel: bool | None  # CPU: always (True) or never (False) spread over cores
+    launchers: dict[Any, Any]  # the backends' compiled forms of this kernel
+
+    def run(
+        self, launcher: Any, call: Callable[[], None], label: str, sizes: tuple[int, ...]
+    ) -> None:
+        """Call ``call()`` (which runs ``launcher``): compiler errors become a
+        ``KernelError`` naming the kernel and the generated file; ``KG_DEBUG`` logs."""
+        ...
+
+
+@dataclass
+class KernelLaunch:
+    """One launch of a ``@kg.kernel``, with its arguments converted."""
+
+    sizes: tuple[int, ...]  # ndrange, one size per index dimension
+    group: tuple[int, ...] | None  # the workgroup (one size per dimension), or None
+    arguments: list[Any]  # per parameter: an array from kernel_array, or a number
+    types: tuple[Any, ...]  # per parameter: "i", "b", "f32", "f64" or ("A", dtype, ndim)
+    narrow: bool  # the float32 rule applies: float literals and constants are float32
+    tensors: bool = True  # some argument is a kernelgrad tensor (not only foreign arrays)
+
 
 CAPABILITIES: dict[str, bool] = {"host_memory": False, "work_groups": False}
 

@@ -18,16 +18,12 @@ from typing import Any
 import numpy as np
 
 from .. import autograd
+from ..backends import get_backend, record_kernel_launch
+from ..backends.base import KernelLaunch, View
 from ..debug import compile_action, compile_counts, debug_level, log
 from ..device import Device, as_device
 from ..errors import DeviceMismatchError, InplaceError, KernelError, ShapeError
 from . import arrays, transform
-
-_CUDA_THREADS = 256
-_MAX_CUDA_BLOCK = 1024
-# CUDA's grid limits: 2**31 - 1 blocks along x, 65,535 along y and z.
-MAX_GRID_X = 2**31 - 1
-MAX_GRID_YZ = 65535
 
 
 def _as_sizes(value: Any, what: str, kernel_name: str) -> tuple[int, ...]:
@@ -81,10 +77,11 @@ class Kernel:
         self.fastmath = bool(fastmath)
         self.info = transform.analyze(fn)
         if self.info.uses_barrier:
-            from .phases import check_structure
+            from ..backends.kernel_phases import check_structure
 
             check_structure(self.info)
-        self._launchers: dict[Any, Any] = {}
+        # compiled forms, filled by the backends (Backend.launch_kernel)
+        self.launchers: dict[Any, Any] = {}
 
     def __repr__(self) -> str:
         return f"<kg.kernel {self.info.name}({', '.join(self.info.params)})>"
@@ -144,17 +141,22 @@ class Kernel:
             counter.names.append(f"kernel {info.name}")
         converted = [self._convert(name, value) for name, value in zip(info.params, args)]
         target = self._device(converted, device)
+        backend = get_backend(target)
         try:
-            self._prepare_arrays(converted, target)
+            self._prepare_arrays(converted, backend)
             narrow = _narrow_floats(converted)
             if prod(sizes) == 0:
                 return
-            if _recording().active():
-                self._record(converted, sizes, group, narrow)
-            if target.type == "cpu":
-                self._launch_cpu(converted, sizes, group, narrow)
-            else:
-                self._launch_cuda(converted, sizes, group, target, narrow)
+            launch = KernelLaunch(
+                sizes,
+                group,
+                [a.value for a in converted],
+                tuple(a.type_code for a in converted),
+                narrow,
+                any(a.tensor is not None for a in converted),
+            )
+            record_kernel_launch(self, launch)  # the CUDA compile check, when active
+            backend.launch_kernel(self, launch)
         finally:
             self._finish(converted)
 
@@ -227,45 +229,34 @@ class Kernel:
 
         return default_device()
 
-    def _prepare_arrays(self, converted: Sequence[_Argument], target: Device) -> None:
+    def _prepare_arrays(self, converted: Sequence[_Argument], backend: Any) -> None:
         info = self.info
         for argument in converted:
             if argument.tensor is not None:
                 tensor = argument.tensor
                 flatten = argument.name in info.linear and tensor.ndim != 1
                 work = tensor  # only its memory is used (no autograd)
-                needs_copy = (flatten and not tensor.is_contiguous()) or (
-                    target.type == "cuda" and any(s < 0 for s in tensor._strides)
-                )
-                if needs_copy:
+                value = None
+                if not (flatten and not tensor.is_contiguous()):
+                    value = backend.kernel_array(_view(work, flatten))
+                if value is None:  # a layout the kernel cannot take: a contiguous copy
                     with autograd.no_grad():
                         work = tensor.detach().clone()
                     if argument.name in info.written:
                         argument.copy_back = work
-                shape, strides = work.shape, work._strides
-                if flatten:
-                    shape, strides = (work.numel(),), (1,)
-                buffer = work._storage.buffer
-                if target.type == "cpu":
-                    argument.value = arrays.cpu_view(buffer, shape, strides, work._offset)
-                else:
-                    argument.value = arrays.cuda_view(
-                        buffer, shape, strides, work._offset, tensor.dtype.numpy
-                    )
-                argument.type_code = ("A", tensor.dtype.name, len(shape))
+                    value = backend.kernel_array(_view(work, flatten))
+                argument.value = value
+                argument.type_code = ("A", tensor.dtype.name, 1 if flatten else tensor.ndim)
             elif argument.type_code is None:  # a raw array
                 value = argument.value
                 if argument.name in info.linear and len(value.shape) != 1:
-                    if target.type == "cpu":
-                        if not value.flags.c_contiguous:
-                            raise KernelError(
-                                f"kernel '{info.name}': argument '{argument.name}' is indexed "
-                                "with one index (linear indexing), which needs a contiguous "
-                                "array; pass np.ascontiguousarray(...) or a tensor"
-                            )
-                        value = value.reshape(-1)
-                    else:
-                        value = value.reshape(value.size)
+                    if isinstance(value, np.ndarray) and not value.flags.c_contiguous:
+                        raise KernelError(
+                            f"kernel '{info.name}': argument '{argument.name}' is indexed "
+                            "with one index (linear indexing), which needs a contiguous "
+                            "array; pass np.ascontiguousarray(...) or a tensor"
+                        )
+                    value = value.reshape(value.size)
                     argument.value = value
                 dtype_name = np.dtype(value.dtype).name
                 argument.type_code = ("A", dtype_name, len(value.shape))
@@ -283,61 +274,11 @@ class Kernel:
             elif argument.name in self.info.written:
                 tensor._storage.version += 1
 
-    def _record(
-        self, converted: Sequence[_Argument], sizes: tuple, group: Any, narrow: bool
-    ) -> None:
-        """Report this launch, in its CUDA form, to the compile check's recording
-        (``backends/cuda/recording.py``); a CPU launch is recorded with the types its
-        arguments would have on CUDA (arrays of the same dtype, rank and layout), so that
-        examples too large for the simulator can run on the CPU."""
-        recording = _recording()
-        info = self.info
-        ndim, workgroup = len(sizes), group is not None
-        _, _, folded, counts = self._cuda_grid(sizes, group)
-        recording.record_source(
-            f"kernel {info.name}",
-            (id(self), ndim, workgroup, narrow, folded),
-            lambda: transform.cuda_source(info, ndim, workgroup, self.fastmath, narrow, folded),
-            f"kernel_cuda_{info.name}",
-            recording.argument_types([*sizes, *counts] + [a.value for a in converted]),
-            info.injected,
-        )
-
-    # --- compilation ------------------------------------------------------------------------
-    def _launcher(
-        self,
-        device_type: str,
-        ndim: int,
-        workgroup: bool,
-        types: Any,
-        narrow: bool,
-        folded: bool = False,
-    ) -> Any:
-        key = (device_type, ndim, workgroup, types, narrow, folded)
-        launcher = self._launchers.get(key)
-        if launcher is not None:
-            return launcher
-        from ..codecache import load_module
-
-        if device_type == "cpu":
-            arg_types = dict(zip(self.info.params, types)) if workgroup else None
-            source = transform.cpu_source(
-                self.info, ndim, workgroup, arg_types, self.fastmath, narrow
-            )
-        else:
-            source = transform.cuda_source(
-                self.info, ndim, workgroup, self.fastmath, narrow, folded
-            )
-        module = load_module(source, f"kernel_{device_type}_{self.info.name}")
-        for name, value in self.info.injected.items():
-            setattr(module, name, value)
-        launcher = module.kernel
-        if device_type == "cpu":
-            launcher = (module.kernel, module.kernel_serial)
-        self._launchers[key] = launcher
-        return launcher
-
-    def _run(self, launcher: Any, call: Callable[[], None], label: str, sizes: tuple) -> None:
+    # --- running (called back by the backend) -------------------------------------------
+    def run(self, launcher: Any, call: Callable[[], None], label: str, sizes: tuple) -> None:
+        """Run ``call`` (a launch of ``launcher``, a compiled form of this kernel):
+        Numba's errors become a ``KernelError`` naming the kernel and the generated file;
+        under ``KG_DEBUG`` compiles (and launches) are logged."""
         level = debug_level()
         start = time.perf_counter() if level >= 1 else 0.0
         before = compile_counts(launcher) if level >= 1 else (0, 0)
@@ -363,91 +304,18 @@ class Kernel:
                     f"{elapsed * 1e6:9.1f} us"
                 )
 
-    def _launch_cpu(
-        self, converted: Sequence[_Argument], sizes: tuple[int, ...], group: Any, narrow: bool
-    ) -> None:
-        types = tuple(a.type_code for a in converted)
-        parallel, serial = self._launcher("cpu", len(sizes), group is not None, types, narrow)
-        values = [a.value for a in converted]
-        if group is None:
-            arguments = list(sizes) + values
-            items = prod(sizes)
-        else:
-            groups = [-(-n // w) for n, w in zip(sizes, group)]
-            arguments = list(sizes) + list(group) + groups + values
-            items = prod(groups) * prod(group)
-        # Below the CPU backend's threshold the items run on the calling thread.
-        spread = self.parallel
-        if spread is None:
-            from ..backends import cpu
 
-            spread = items >= cpu.PARALLEL_THRESHOLD
-        launcher = parallel if spread else serial
-        self._run(launcher, lambda: launcher(*arguments), "cpu", sizes)
-
-    def _cuda_grid(self, sizes: tuple[int, ...], group: Any) -> tuple[Any, Any, bool, tuple]:
-        """(grid, block, folded, group counts passed as arguments) of a CUDA launch.
-
-        A workgroup launch puts index dimension d on grid axis z, y, x (the last on x);
-        when a leading dimension has more groups than grid y and z allow (65,535), the
-        groups are numbered along x alone and the kernel recovers their coordinates
-        (``transform.cuda_source(folded=True)``)."""
-        name = self.info.name
-        if group is None:
-            blocks = -(-prod(sizes) // _CUDA_THREADS)
-            if blocks > MAX_GRID_X:
-                raise KernelError(
-                    f"kernel '{name}': ndrange {sizes} needs {blocks} blocks of "
-                    f"{_CUDA_THREADS} threads; CUDA allows at most {MAX_GRID_X}. Let each "
-                    "work item handle several elements (a loop in the kernel)"
-                )
-            return blocks, _CUDA_THREADS, False, ()
-        if len(sizes) > 3:
-            raise KernelError(
-                f"kernel '{name}': a workgroup launch on CUDA supports at most "
-                f"3 index dimensions, got {len(sizes)}"
-            )
-        if prod(group) > _MAX_CUDA_BLOCK:
-            raise KernelError(
-                f"kernel '{name}': workgroup {group} has {prod(group)} work "
-                f"items; CUDA allows at most {_MAX_CUDA_BLOCK} per block"
-            )
-        counts = tuple(-(-n // w) for n, w in zip(sizes, group))
-        grid = tuple(reversed(counts))
-        block = tuple(reversed(group))
-        if max(grid[1:], default=0) <= MAX_GRID_YZ and grid[0] <= MAX_GRID_X:
-            return grid, block, False, ()
-        if prod(counts) > MAX_GRID_X:
-            raise KernelError(
-                f"kernel '{name}': ndrange {sizes} with workgroup {group} makes "
-                f"{prod(counts)} groups; CUDA allows at most {MAX_GRID_X}. Use larger "
-                "workgroups, or let each work item handle several elements"
-            )
-        return prod(counts), block, True, counts
-
-    def _launch_cuda(
-        self,
-        converted: Sequence[_Argument],
-        sizes: tuple[int, ...],
-        group: Any,
-        device: Device,
-        narrow: bool,
-    ) -> None:
-        grid, block, folded, counts = self._cuda_grid(sizes, group)
-        launcher = self._launcher("cuda", len(sizes), group is not None, None, narrow, folded)
-        values = [a.value for a in converted]
-        stream = 0
-        for argument in converted:
-            if argument.tensor is not None:
-                stream = getattr(argument.tensor._backend, "stream", 0) or 0
-                break
-        configured = launcher[grid, block, stream]
-        self._run(launcher, lambda: configured(*sizes, *counts, *values), str(device), sizes)
+def _view(tensor: Any, flatten: bool) -> View:
+    """The tensor's memory as a backend view (its flat memory when ``flatten``: the caller
+    made sure it is contiguous)."""
+    shape, strides = tensor.shape, tensor._strides
+    if flatten:
+        shape, strides = (tensor.numel(),), (1,)
+    return View(tensor._storage.buffer, shape, strides, tensor._offset, tensor.dtype)
 
 
 _TENSOR: list[type] = []
 _TRACE: list[Any] = []
-_RECORDING: list[Any] = []
 
 
 def _trace() -> Any:
@@ -457,15 +325,6 @@ def _trace() -> Any:
 
         _TRACE.append(trace)
     return _TRACE[0]
-
-
-def _recording() -> Any:
-    """kernelgrad.backends.cuda.recording (a small module without numba imports)."""
-    if not _RECORDING:
-        from ..backends.cuda import recording
-
-        _RECORDING.append(recording)
-    return _RECORDING[0]
 
 
 def _tensor_class() -> type:

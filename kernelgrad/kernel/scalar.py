@@ -342,6 +342,11 @@ class _SourceRewriter(ast.NodeTransformer):
         if name is None:
             return node
         args = node.args
+        if name in ("maximum", "minimum") and len(args) == 2 and not node.keywords:
+            # inline (the source is one function): the arguments are numbers without side
+            # effects, so evaluating one twice only costs what LLVM does not share
+            text = symbolic._TEMPLATES[name[:3]].format(*(f"({ast.unparse(a)})" for a in args))
+            return ast.parse(text, mode="eval").body
         if name in _KG_MATH:
             node.func = ast.parse(_KG_MATH[name], mode="eval").body
             return node

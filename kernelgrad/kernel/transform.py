@@ -1,4 +1,5 @@
-"""From a user's ``@kg.kernel`` function to the source of a generated CPU or CUDA module.
+"""From a user's ``@kg.kernel`` function to the device-neutral analysis a backend
+generates its module from (:class:`~kernelgrad.backends.kernel_source.KernelInfo`).
 
 The user's function is parsed once (:func:`analyze`). Calls of ``kg.index()`` and the
 other markers become plain names (``_kg_lin``, ``_kg_g0``, ...); ``kg.exp`` and
@@ -7,21 +8,10 @@ function reads from its module are written into the generated source (so that ch
 them changes the file's hash); plain Python helper functions it calls are copied into
 the generated module and compiled for the same device.
 
-Each device form then defines the marker names:
-
-* CPU, no workgroup: the body becomes a per-item function called from a
-  ``numba.njit(parallel=True)`` loop (``prange``) over the index range.
-* CPU, workgroup: groups run in parallel (``prange``); inside a group the body is cut
-  into *phases* at every ``kg.barrier()``, each phase a loop over the group's work items.
-  Local variables that live across a barrier become per-item arrays; loops and branches
-  that contain a barrier run once per group (their condition must be the same for every
-  work item, as on a GPU, and is read from the group's first item).
-* CUDA, no workgroup: a guarded one-dimensional grid; the body is a device function.
-* CUDA, workgroup: the block is the workgroup (the last index dimension on ``x``);
-  ``kg.shared`` is ``cuda.shared.array`` and ``kg.barrier`` is ``cuda.syncthreads``.
-
-``kg.private(shape, dtype)`` (a per-work-item array, allowed in helpers too) is
-``cuda.local.array`` on CUDA and a stack array (:mod:`.stack_array`) on the CPU.
+Each backend then defines the marker names in its own form of the kernel
+(``backends/<device>/kernel_module.py``, reached through ``Backend.launch_kernel``):
+the CPU as ``numba.njit(parallel=True)`` loops over the index range (workgroups as
+phases split at barriers), CUDA as a grid of blocks.
 """
 
 from __future__ import annotations
@@ -32,18 +22,16 @@ import contextlib
 import inspect
 import textwrap
 import types
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ..backends.kernel_source import PREFIX, KernelInfo, SharedDecl, kernel_error
+from ..backends.kernel_source import is_call_to as _is_call_to
+from ..backends.kernel_typeinfer import constant_type
 from ..dtypes import DType, as_dtype
 from ..errors import KernelError
 from .markers import MARKERS
-from .typeinfer import constant_type
-
-PREFIX = "_kg_"
-_NUMBA_OPTIONS = "cache=True, error_model='numpy', nogil=True"
 
 # kg functions that mean the same thing inside a kernel as a math/builtin function
 _KG_MATH = {
@@ -58,56 +46,23 @@ _KG_MATH = {
     "tanh": "math.tanh",
     "erf": "math.erf",
     "abs": "abs",
-    "maximum": "max",
-    "minimum": "min",
+    # NaN-propagating, as the primitives (Python's max/min return the first argument
+    # when the second is NaN): helpers compiled into the kernel's module, see _nan_helper
+    "maximum": PREFIX + "maximum",
+    "minimum": PREFIX + "minimum",
 }
 _META_ATTRIBUTES = {"shape", "size", "ndim", "dtype", "strides"}
 _SAFE_CALLS = {"len"}
 
 
-# --- errors ------------------------------------------------------------------------------
-def _where(info: Any, node: ast.AST | None) -> str:
-    line = getattr(node, "lineno", None)
-    if line is None:
-        return f"in kernel '{info.name}'"
-    return f"in kernel '{info.name}' ({info.filename}, line {info.first_line + line - 1})"
+def nan_propagating_helper(operation: str) -> ast.FunctionDef:
+    """The syntax tree of the primitive ``operation``'s scalar function ("maximum" or
+    "minimum"): ``x if (x > y or x != x) else y``."""
+    from ..ops.elementwise import OPS
 
-
-def kernel_error(info: Any, node: ast.AST | None, message: str) -> KernelError:
-    return KernelError(f"{_where(info, node)}: {message}")
-
-
-# --- analysis ----------------------------------------------------------------------------
-@dataclass
-class SharedDecl:
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    lineno: int
-
-
-@dataclass
-class KernelInfo:
-    """Everything the code generators need to know about a kernel function."""
-
-    fn: Any
-    name: str
-    filename: str
-    first_line: int
-    params: list[str]
-    body: list[ast.stmt]
-    index_dims: set[int] = field(default_factory=set)
-    uses_workgroup: bool = False
-    uses_barrier: bool = False
-    shared: list[SharedDecl] = field(default_factory=list)
-    written: set[str] = field(default_factory=set)
-    linear: set[str] = field(default_factory=set)
-    header: dict[str, str] = field(default_factory=dict)  # name -> source line
-    helpers: dict[str, ast.FunctionDef] = field(default_factory=dict)
-    injected: dict[str, Any] = field(default_factory=dict)
-    global_types: dict[str, str] = field(default_factory=dict)
-    has_return: bool = False
-    uses_private: bool = False
+    tree = ast.parse(OPS[operation].scalar.source).body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    return tree
 
 
 def _function_tree(fn: Any) -> tuple[ast.FunctionDef, str, int]:
@@ -224,9 +179,11 @@ class _Rewriter(ast.NodeTransformer):
                 )
             return self._marker(node, marker)
         replacement = self.math_table.get(id(target)) if target is not _UNRESOLVED else None
+        self.generic_visit(node)
         if replacement is not None:
             node.func = ast.parse(replacement, mode="eval").body
-        self.generic_visit(node)
+            if replacement.startswith(PREFIX):
+                self._nan_helper(node, replacement)
         return node
 
     def _marker(self, node: ast.Call, marker: str) -> ast.AST:
@@ -255,6 +212,21 @@ class _Rewriter(ast.NodeTransformer):
         info.uses_workgroup = True
         self.generic_visit(node)
         return ast.Call(ast.Name(PREFIX + "shared", ast.Load()), node.args, node.keywords)
+
+    def _nan_helper(self, node: ast.Call, name: str) -> None:
+        """Add ``_kg_maximum``/``_kg_minimum`` to the kernel's helpers: the primitive's own
+        scalar function (``ops/elementwise.py``), so that NaN and signed zeros come out
+        as in ``kg.maximum`` on tensors. A function, not an inline expression, so that
+        each argument is evaluated once."""
+        operation = name.removeprefix(PREFIX)
+        if len(node.args) != 2 or node.keywords:
+            raise kernel_error(
+                self.info, node, f"kg.{operation}(x, y) takes two numbers inside a kernel"
+            )
+        if name not in self.info.helpers:
+            tree = nan_propagating_helper(operation)
+            tree.name = name
+            self.info.helpers[name] = tree
 
     def _private(self, node: ast.Call) -> ast.AST:
         """``kg.private(shape, dtype)`` -> ``_kg_private((sizes...), np.<dtype>)``, with
@@ -337,14 +309,6 @@ def analyze(fn: Any) -> KernelInfo:
     _param_usage(info)
     _resolve_globals(info, info.body, namespace, local_names, set())
     return info
-
-
-def _is_call_to(node: ast.AST, name: str) -> bool:
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == PREFIX + name
-    )
 
 
 def _extract_shared(info: KernelInfo, body: list[ast.stmt], namespace: dict) -> list[ast.stmt]:
@@ -644,350 +608,3 @@ def _add_helper(
     tree.body = [rewriter.visit(stmt) for stmt in tree.body]
     info.helpers[name] = tree
     _resolve_globals(info, tree.body, namespace, local_names, visiting | {name})
-
-
-# --- shared helpers for the generators -------------------------------------------------------
-def _unravel(index: str, sizes: list[str], names: list[str], indent: str) -> list[str]:
-    """Lines that split a linear ``index`` into row-major coordinates ``names``."""
-    k = len(names)
-    if k == 1:
-        return [f"{indent}{names[0]} = {index}"]
-    lines = []
-    rest = index
-    for d in range(k - 1):
-        inner = " * ".join(sizes[d + 1 :])
-        lines.append(f"{indent}{names[d]} = {rest} // ({inner})")
-        remainder = f"{PREFIX}rest{d}"
-        lines.append(f"{indent}{remainder} = {rest} - {names[d]} * ({inner})")
-        rest = remainder
-    lines.append(f"{indent}{names[k - 1]} = {rest}")
-    return lines
-
-
-def _linearize(coords: list[str], sizes: list[str]) -> str:
-    expr = coords[0]
-    for d in range(1, len(coords)):
-        expr = f"({expr}) * {sizes[d]} + {coords[d]}"
-    return expr
-
-
-def _jit_options(fastmath: bool, device: str) -> str:
-    """Extra keyword arguments of the generated ``njit``/``cuda.jit`` decorators.
-
-    ``fastmath`` on the CPU allows reordering sums (so that they vectorise) and fusing
-    multiply-adds, but keeps NaN and infinity semantics; numba-cuda has one switch."""
-    if not fastmath:
-        return ""
-    return ", fastmath={'reassoc', 'contract'}" if device == "cpu" else ", fastmath=True"
-
-
-def _header_lines(
-    info: KernelInfo, device: str, fastmath: bool = False, narrow: bool = False
-) -> list[str]:
-    lines = [
-        f'"""Generated by kernelgrad.kernel from {info.name} ({device}) -- do not edit."""',
-        "import math",
-        "import numpy as np",
-    ]
-    if device == "cpu":
-        lines.append("from numba import njit, prange")
-    else:
-        lines.append("from numba import cuda")
-        lines.append("KIND = 'kernel'  # for the compile check (backends/cuda/recording.py)")
-    if info.uses_private and device == "cpu":
-        from .stack_array import SOURCE_DIGEST
-
-        lines.append(f"from kernelgrad.kernel.stack_array import private_array as {PREFIX}private")
-        lines.append(f"{PREFIX}stack_array_digest = {SOURCE_DIGEST!r}")
-    header = dict(info.header)
-    if narrow:  # float constants read from the module are float32 too
-        for name, type_code in info.global_types.items():
-            if type_code == "f64":
-                header[name] = f"{name} = np.float32({header[name].split(' = ', 1)[1]})"
-    lines += sorted(header.values())
-    lines += [f"{name} = None  # set by kernelgrad before the first call" for name in info.injected]
-    lines.append("")
-    for tree in info.helpers.values():
-        if narrow:
-            tree = narrow_floats(tree)
-        if device == "cpu":
-            lines.append(f"@njit({_NUMBA_OPTIONS}{_jit_options(fastmath, device)})")
-        else:
-            lines.append(f"@cuda.jit(device=True, cache=True{_jit_options(fastmath, device)})")
-            tree = _cuda_private(tree)
-        lines.append(ast.unparse(tree))
-        lines.append("")
-    return lines
-
-
-# NumPy's names for scalar types: a float literal that is the argument of one of these
-# casts (``np.float64(0.1)``) states its precision and is left alone.
-_NUMPY_SCALAR_CASTS = {"float16", "float32", "float64", "double", "single", "longdouble"}
-
-
-class _NarrowFloats(ast.NodeTransformer):
-    def visit_Call(self, node: ast.Call) -> Any:
-        func = node.func
-        if (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id == "np"
-            and func.attr in _NUMPY_SCALAR_CASTS
-        ) or (isinstance(func, ast.Name) and func.id == "float"):
-            return node  # an explicit precision
-        self.generic_visit(node)
-        return node
-
-    def visit_Constant(self, node: ast.Constant) -> ast.AST:
-        if type(node.value) is not float:
-            return node
-        call = ast.Call(
-            ast.Attribute(ast.Name("np", ast.Load()), "float32", ast.Load()), [node], []
-        )
-        return ast.copy_location(call, node)
-
-
-def narrow_floats(tree: Any) -> Any:
-    """A copy of ``tree`` with every float literal ``x`` as ``np.float32(x)``, except
-    inside explicit casts (``np.float64(0.1)``): the float32 rule of user kernels (a
-    kernel whose floating-point arrays are all float32 computes in float32, as the
-    backends' own kernels do; integer literals follow NumPy: ``2 * x`` is float64, write
-    ``2.0 * x``)."""
-    import copy
-
-    return ast.fix_missing_locations(_NarrowFloats().visit(copy.deepcopy(tree)))
-
-
-def _body_source(body: list[ast.stmt], indent: str) -> list[str]:
-    text = "\n".join(ast.unparse(stmt) for stmt in body) or "pass"
-    return [indent + line if line else line for line in text.splitlines()]
-
-
-class _CudaPrivate(ast.NodeTransformer):
-    def visit_Call(self, node: ast.Call) -> Any:
-        self.generic_visit(node)
-        if _is_call_to(node, "private"):
-            node.func = ast.parse("cuda.local.array", mode="eval").body
-        return node
-
-
-def _cuda_private(tree: Any) -> Any:
-    """A copy of ``tree`` with ``_kg_private(shape, dtype)`` as ``cuda.local.array``
-    (which numba-cuda only recognises under that name)."""
-    import copy
-
-    return ast.fix_missing_locations(_CudaPrivate().visit(copy.deepcopy(tree)))
-
-
-class _ReplaceMarkers(ast.NodeTransformer):
-    """Final replacement of the ``_kg_barrier()`` / ``_kg_shared()`` placeholders."""
-
-    def __init__(self, barrier: str | None, shared: dict[str, str]):
-        self.barrier = barrier
-        self.shared = shared
-
-    def visit_Expr(self, node: ast.Expr) -> Any:
-        if _is_call_to(node.value, "barrier"):
-            if self.barrier is None:
-                return None
-            return ast.Expr(ast.parse(self.barrier, mode="eval").body)
-        return self.generic_visit(node)
-
-    def visit_Assign(self, node: ast.Assign) -> Any:
-        if _is_call_to(node.value, "shared"):
-            name = node.targets[0].id
-            replacement = self.shared.get(name)
-            if replacement is None:
-                return None
-            node.value = ast.parse(replacement, mode="eval").body
-            return node
-        return self.generic_visit(node)
-
-
-def _copy_body(body: list[ast.stmt]) -> list[ast.stmt]:
-    import copy
-
-    return [copy.deepcopy(stmt) for stmt in body]
-
-
-def _replace(body: list[ast.stmt], barrier: str | None, shared: dict[str, str]) -> list[ast.stmt]:
-    transformer = _ReplaceMarkers(barrier, shared)
-    result = []
-    for stmt in _copy_body(body):
-        new = transformer.visit(stmt)
-        if new is not None:
-            result.append(new)
-    return [ast.fix_missing_locations(s) for s in result]
-
-
-# --- CUDA -------------------------------------------------------------------------------------
-_AXES = ("x", "y", "z")
-
-
-def cuda_source(
-    info: KernelInfo,
-    ndim: int,
-    workgroup: bool,
-    fastmath: bool = False,
-    narrow: bool = False,
-    folded: bool = False,
-) -> str:
-    """Source of a module whose ``kernel`` is the CUDA form for an ``ndim``-d range
-    (``narrow``: float literals as float32, see :func:`narrow_floats`).
-
-    A workgroup launch maps index dimension d to the block and grid axis z, y, x (the
-    last dimension on x); ``folded`` instead numbers the groups along grid x alone and
-    takes the group counts as arguments after the sizes, for launches with more than
-    65,535 groups along a leading dimension (CUDA's limit for grid y and z)."""
-    lines = _header_lines(info, "cuda", fastmath, narrow)
-    body_statements = [narrow_floats(stmt) for stmt in info.body] if narrow else info.body
-    options = _jit_options(fastmath, "cuda")
-    sizes = [f"{PREFIX}n{d}" for d in range(ndim)]
-    params = ", ".join(sizes + info.params)
-    g = [f"{PREFIX}g{d}" for d in range(ndim)]
-    if not workgroup:
-        body = [_cuda_private(stmt) for stmt in _replace(body_statements, None, {})]
-        item_params = ", ".join(g + [PREFIX + "lin"] + info.params)
-        lines.append(f"@cuda.jit(device=True, cache=True{options})")
-        lines.append(f"def {PREFIX}item({item_params}):")
-        lines += _body_source(body, "    ")
-        lines.append("")
-        lines.append("")
-        lines.append(f"@cuda.jit(cache=True{options})")
-        lines.append(f"def kernel({params}):")
-        lines.append(f"    {PREFIX}lin = cuda.grid(1)")
-        lines.append(f"    if {PREFIX}lin < {' * '.join(sizes)}:")
-        lines += _unravel(PREFIX + "lin", sizes, g, "        ")
-        lines.append(f"        {PREFIX}item({', '.join(g + [PREFIX + 'lin'] + info.params)})")
-        lines.append("")
-        return "\n".join(lines)
-
-    if ndim > 3:
-        raise KernelError(
-            f"kernel '{info.name}': a workgroup launch on CUDA supports at most 3 index "
-            f"dimensions, got {ndim}"
-        )
-    shared = {
-        d.name: f"cuda.shared.array({d.shape!r}, np.{d.dtype.type.__name__})" for d in info.shared
-    }
-    body = [_cuda_private(stmt) for stmt in _replace(body_statements, "cuda.syncthreads()", shared)]
-    t = [f"{PREFIX}t{d}" for d in range(ndim)]
-    b = [f"{PREFIX}b{d}" for d in range(ndim)]
-    w = [f"{PREFIX}w{d}" for d in range(ndim)]
-    ng = [f"{PREFIX}ng{d}" for d in range(ndim)]
-    lines.append(f"@cuda.jit(cache=True{options})")
-    if folded:
-        lines.append(f"def kernel({', '.join(sizes + ng + info.params)}):")
-        # the group coordinates from the linear group number, in 32 bits (no 64-bit
-        # division per thread)
-        lines.append(f"    {PREFIX}glin = cuda.blockIdx.x")
-        lines.append(f"    {PREFIX}rest = np.uint32({PREFIX}glin)")
-        for d in range(ndim - 1, 0, -1):
-            lines.append(f"    {b[d]} = np.uint32({PREFIX}rest % np.uint32({ng[d]}))")
-            lines.append(f"    {PREFIX}rest = np.uint32({PREFIX}rest // np.uint32({ng[d]}))")
-        lines.append(f"    {b[0]} = {PREFIX}rest")
-    else:
-        lines.append(f"def kernel({params}):")
-    for d in range(ndim):
-        axis = _AXES[ndim - 1 - d]
-        lines.append(f"    {t[d]} = cuda.threadIdx.{axis}")
-        if not folded:
-            lines.append(f"    {b[d]} = cuda.blockIdx.{axis}")
-            lines.append(f"    {ng[d]} = cuda.gridDim.{axis}")
-        lines.append(f"    {w[d]} = cuda.blockDim.{axis}")
-        lines.append(f"    {g[d]} = {b[d]} * {w[d]} + {t[d]}")
-    lines.append(f"    {PREFIX}lin = {_linearize(g, sizes)}")
-    lines.append(f"    {PREFIX}llin = {_linearize(t, w)}")
-    if not folded:
-        lines.append(f"    {PREFIX}glin = {_linearize(b, ng)}")
-    lines += _body_source(body, "    ")
-    lines.append("")
-    return "\n".join(lines)
-
-
-# --- CPU --------------------------------------------------------------------------------------
-def cpu_source(
-    info: KernelInfo,
-    ndim: int,
-    workgroup: bool,
-    arg_types: dict[str, str] | None = None,
-    fastmath: bool = False,
-    narrow: bool = False,
-) -> str:
-    """Source of a module whose ``kernel`` is the CPU form for an ``ndim``-d range.
-
-    ``arg_types`` (parameter -> type code, see :mod:`.typeinfer`) is needed for workgroup
-    kernels whose local variables live across a barrier."""
-    lines = _header_lines(info, "cpu", fastmath, narrow)
-    options = _jit_options(fastmath, "cpu")
-    body_statements = [narrow_floats(stmt) for stmt in info.body] if narrow else info.body
-    if narrow:  # float globals are float32 too (the phases' type inference must know)
-        floats = {n: "f32" for n, t in info.global_types.items() if t == "f64"}
-        arg_types = {**floats, **(arg_types or {})}
-    sizes = [f"{PREFIX}n{d}" for d in range(ndim)]
-    g = [f"{PREFIX}g{d}" for d in range(ndim)]
-    if not workgroup:
-        body = _replace(body_statements, None, {})
-        item_params = g + [PREFIX + "lin"] + info.params
-        lines.append(f"@njit({_NUMBA_OPTIONS}{options})")
-        lines.append(f"def {PREFIX}item({', '.join(item_params)}):")
-        lines += _body_source(body, "    ")
-        lines.append("")
-        lines.append("")
-        launcher = [f"def kernel({', '.join(sizes + info.params)}):"]
-        launcher.append(f"    for {PREFIX}lin in prange({' * '.join(sizes)}):")
-        launcher += _unravel(PREFIX + "lin", sizes, g, "        ")
-        launcher.append(f"        {PREFIX}item({', '.join(item_params)})")
-        return _cpu_module(lines + _twins(launcher, options))
-
-    from .phases import split_phases
-
-    t = [f"{PREFIX}t{d}" for d in range(ndim)]
-    b = [f"{PREFIX}b{d}" for d in range(ndim)]
-    w = [f"{PREFIX}w{d}" for d in range(ndim)]
-    ng = [f"{PREFIX}ng{d}" for d in range(ndim)]
-    shared = {d.name: None for d in info.shared}
-    body = _replace(body_statements, f"{PREFIX}barrier()", shared)  # shared decls removed
-    item_setup = _unravel(PREFIX + "llin", w, t, "")
-    item_setup += [f"{g[d]} = {b[d]} * {w[d]} + {t[d]}" for d in range(ndim)]
-    item_setup.append(f"{PREFIX}lin = {_linearize(g, sizes)}")
-    program, per_item = split_phases(info, body, item_setup, arg_types or {})
-
-    params = sizes + w + ng + info.params
-    launcher = [f"def kernel({', '.join(params)}):"]
-    launcher.append(f"    {PREFIX}G = {' * '.join(w)}")
-    launcher.append(f"    for {PREFIX}glin in prange({' * '.join(ng)}):")
-    launcher += _unravel(PREFIX + "glin", ng, b, "        ")
-    for decl in info.shared:
-        launcher.append(
-            f"        {decl.name} = np.empty({decl.shape!r}, np.{decl.dtype.type.__name__})"
-        )
-    for name, dtype in per_item.items():
-        launcher.append(f"        {PREFIX}v_{name} = np.empty({PREFIX}G, np.{dtype})")
-    launcher += ["        " + line for line in program]
-    return _cpu_module(lines + _twins(launcher, options))
-
-
-def _cpu_module(lines: list[str]) -> str:
-    """The CPU module's source, with ``math.exp``/``tanh``/``log``/... calls replaced by
-    the CPU backend's vectorisable versions (``backends/cpu/vmath.py``, within 2 ulp), as
-    in the backend's own generated kernels: Numba's ``math`` functions are scalar libm
-    calls, 2-20x slower, and they stop LLVM from vectorising the loop around them."""
-    from ..backends.cpu.vmath import vectorise_math_calls
-
-    source, math_header = vectorise_math_calls("\n".join(lines) + "\n")
-    return math_header + source
-
-
-def _twins(launcher: list[str], options: str = "") -> list[str]:
-    """The launcher twice: ``kernel`` spreads the range over the cores (prange);
-    ``kernel_serial`` runs it on the calling thread, for small ranges, where waking the
-    worker threads would cost more than the work."""
-    serial = [launcher[0].replace("def kernel(", "def kernel_serial(", 1)] + launcher[1:]
-    return (
-        [f"@njit(parallel=True, {_NUMBA_OPTIONS}{options})"]
-        + launcher
-        + ["", "", f"@njit({_NUMBA_OPTIONS}{options})"]
-        + serial
-        + [""]
-    )

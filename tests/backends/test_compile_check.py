@@ -220,6 +220,7 @@ def test_float32_reductions_compute_in_float32(compilecheck):
 
 
 def test_the_float32_rule_removes_float64_arithmetic_from_user_kernels(compilecheck):
+    from kernelgrad.backends.cuda.kernel_module import kernel_source
     from kernelgrad.kernel import transform
 
     types = _types()
@@ -237,7 +238,7 @@ def test_the_float32_rule_removes_float64_arithmetic_from_user_kernels(compilech
         False: (types.int64, types.float32[::1], types.float32[::1], types.float64),
     }
     for narrow, signature in signatures.items():
-        source = transform.cuda_source(info, 1, False, narrow=narrow)
+        source = kernel_source(info, 1, False, narrow=narrow)
         report = compilecheck.compile_kernel(_generated(source, signature, "kernel"), CC)
         assert report.error is None
         assert bool(report.float64_ops) != narrow, report.summary()

@@ -15,9 +15,9 @@ import pytest
 import kernelgrad as kg
 from kernelgrad.backends import get_backend
 from kernelgrad.backends.cuda import codegen
+from kernelgrad.backends.cuda import kernel_module as cuda_kernels
 from kernelgrad.backends.cuda.recording import Recording
 from kernelgrad.device import as_device
-from kernelgrad.kernel import launch as kernel_launch
 from tests.backends.test_cuda_backend import TINY
 
 
@@ -125,17 +125,17 @@ def _coordinates(device: str, monkeypatch=None) -> list:
 def test_workgroup_grids_beyond_the_y_limit_are_folded_onto_x(cuda, monkeypatch):
     expected = _coordinates("cpu")
     np.testing.assert_array_equal(_coordinates(cuda), expected)
-    monkeypatch.setattr(kernel_launch, "MAX_GRID_YZ", 2)  # 3 groups along y are too many
-    before = len(group_coordinates._launchers)
+    monkeypatch.setattr(cuda_kernels, "MAX_GRID_YZ", 2)  # 3 groups along y are too many
+    before = len(group_coordinates.launchers)
     for got, want in zip(_coordinates(cuda), expected):
         np.testing.assert_array_equal(got, want)
-    folded = [key for key in group_coordinates._launchers if key[0] == "cuda" and key[-1]]
-    assert folded and len(group_coordinates._launchers) == before + 1
+    folded = [key for key in group_coordinates.launchers if key[0] == "cuda" and key[-1]]
+    assert folded and len(group_coordinates.launchers) == before + 1
 
 
 def test_grids_beyond_cuda_limits_are_refused_with_the_sizes(cuda, monkeypatch):
-    monkeypatch.setattr(kernel_launch, "MAX_GRID_YZ", 2)
-    monkeypatch.setattr(kernel_launch, "MAX_GRID_X", 4)
+    monkeypatch.setattr(cuda_kernels, "MAX_GRID_YZ", 2)
+    monkeypatch.setattr(cuda_kernels, "MAX_GRID_X", 4)
     outs = [kg.zeros(5, 3, dtype=kg.int64, device=cuda) for _ in range(3)]
     with pytest.raises(kg.KernelError, match=r"makes 6 groups; CUDA allows at most 4"):
         group_coordinates(*outs, ndrange=(5, 3), workgroup=(2, 2))

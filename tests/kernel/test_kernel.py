@@ -137,6 +137,43 @@ def test_helpers_globals_and_kg_math(device):
     assert_close(x, [4.0, 7.0])
 
 
+def _clipped(v, low):
+    return kg.minimum(kg.maximum(v, low), 1.0)  # in a helper too
+
+
+@kg.kernel
+def maximum_and_minimum(highest, lowest, clipped, x, y):
+    i = kg.index()
+    highest[i] = kg.maximum(x[i], y[i])
+    lowest[i] = kg.minimum(x[i], y[i])
+    clipped[i] = _clipped(x[i], 0.0)
+
+
+@kg.elementwise
+def elementwise_maximum(x, y):
+    if x > 100.0:  # a branch: not traced, compiled from the source
+        return x
+    return kg.maximum(x, y)
+
+
+def test_maximum_and_minimum_propagate_nan_in_kernels_as_the_tensor_ops(device):
+    """kg.maximum/minimum inside kernels propagate NaN from either argument (as the
+    tensor ops do), and treat signed zeros as they do."""
+    nan = float("nan")
+    values = [(1.0, 2.0), (2.0, 1.0), (nan, 1.0), (1.0, nan), (-0.0, 0.0), (0.0, -0.0)]
+    x = kg.tensor([a for a, _ in values], device=device)
+    y = kg.tensor([b for _, b in values], device=device)
+    outs = [kg.zeros(len(values), device=device) for _ in range(3)]
+    maximum_and_minimum(*outs, x, y, ndrange=len(values))
+    expected = [kg.maximum(x, y), kg.minimum(x, y), kg.minimum(kg.maximum(x, 0.0), 1.0)]
+    outs.append(elementwise_maximum(x, y))
+    expected.append(expected[0])
+    for got, want in zip(outs, expected):
+        got, want = got.cpu().numpy(), want.cpu().numpy()
+        np.testing.assert_array_equal(got, want)
+        assert (np.signbit(got) == np.signbit(want)).all()
+
+
 # --- errors --------------------------------------------------------------------------------
 def test_markers_outside_a_kernel_raise():
     with pytest.raises(KernelError, match="only has a meaning inside"):
@@ -206,10 +243,10 @@ def transcendental(out, x):
 
 
 def test_math_functions_on_the_cpu_use_vectorisable_versions(device):
-    from kernelgrad.kernel import transform
+    from kernelgrad.backends.cpu.kernel_module import kernel_source
 
     if device == "cpu":
-        assert "_kg_vmath.tanh(" in transform.cpu_source(transcendental.info, 1, False)
+        assert "_kg_vmath.tanh(" in kernel_source(transcendental.info, 1, False)
     values = np.linspace(-6, 6, 50, dtype=np.float32)
     out = kg.zeros(50, device=device)
     transcendental(out, kg.tensor(values, device=device), ndrange=50)
@@ -266,7 +303,7 @@ CACHE_SCRIPT = textwrap.dedent(
     x = kg.tensor(np.array([-1.0, 0.5, 2.0], dtype=np.float32))
     clamp_(x, ndrange=3)
     assert x.tolist() == [0.0, 0.5, 1.0]
-    launchers = next(iter(clamp_._launchers.values()))
+    launchers = next(iter(clamp_.launchers.values()))
     print("hits", sum(sum(d.stats.cache_hits.values()) for d in launchers))
     """
 )
@@ -313,13 +350,13 @@ def test_fastmath_and_parallel_kernels_compute_the_same_sums(device):
 
 
 def test_parallel_option_picks_the_cpu_launcher(monkeypatch):
-    from kernelgrad.kernel import launch
+    from kernelgrad.backends.cpu import kernel_module
 
     chosen = []
-    original = launch.Kernel._launcher
+    original = kernel_module._launchers
 
-    def spy(self, *args):
-        parallel, serial = original(self, *args)
+    def spy(*args):
+        parallel, serial = original(*args)
 
         def run_parallel(*a):
             chosen.append("parallel")
@@ -331,7 +368,7 @@ def test_parallel_option_picks_the_cpu_launcher(monkeypatch):
 
         return run_parallel, run_serial
 
-    monkeypatch.setattr(launch.Kernel, "_launcher", spy)
+    monkeypatch.setattr(kernel_module, "_launchers", spy)
     x = kg.zeros(6)
     row_sums(kg.zeros(2), x, 3, ndrange=2)  # 2 items, parallel=True: spread anyway
     add_one_to_rows(x, 3, ndrange=2)  # parallel=False
@@ -345,14 +382,15 @@ def test_parallel_option_picks_the_cpu_launcher(monkeypatch):
 
 
 def test_fastmath_reaches_the_generated_source():
-    from kernelgrad.kernel import transform
+    from kernelgrad.backends.cpu import kernel_module as cpu_kernels
+    from kernelgrad.backends.cuda import kernel_module as cuda_kernels
 
     for source in (
-        transform.cpu_source(row_sums.info, 1, False, fastmath=True),
-        transform.cuda_source(row_sums.info, 1, False, fastmath=True),
+        cpu_kernels.kernel_source(row_sums.info, 1, False, fastmath=True),
+        cuda_kernels.kernel_source(row_sums.info, 1, False, fastmath=True),
     ):
         assert "fastmath" in source
-    assert "fastmath" not in transform.cpu_source(clamp_.info, 1, False)
+    assert "fastmath" not in cpu_kernels.kernel_source(clamp_.info, 1, False)
 
 
 def test_a_read_only_slice_is_not_a_write(device):
@@ -374,3 +412,30 @@ def test_writing_through_a_slice_writes_the_argument(device):
     assert as_numpy(x).tolist() == [1.0] * 6
     with pytest.raises(InplaceError, match="requires grad"):
         add_one_to_rows(kg.zeros(6, device=device, requires_grad=True), 3, ndrange=2)
+
+
+def test_the_kernel_layer_imports_no_backend_folder():
+    """kernel/ reaches device code generation only through the Backend protocol
+    (docs/architecture.md): a third backend is one new folder."""
+    import ast
+    import pathlib
+
+    import kernelgrad.kernel
+
+    folder = pathlib.Path(kernelgrad.kernel.__file__).parent
+    offenders = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [f"{node.module or ''}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                parts = name.lstrip(".").split(".")
+                if "backends" in parts and parts[parts.index("backends") + 1 :][:1] in (
+                    ["cpu"],
+                    ["cuda"],
+                ):
+                    offenders.append(f"{path.name}:{node.lineno} {name}")
+    assert not offenders, offenders

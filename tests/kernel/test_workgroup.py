@@ -117,6 +117,58 @@ def test_tree_reduction_with_barriers_in_a_while_loop(device):
     assert_close(out, padded.reshape(groups, GROUP).sum(axis=1), rtol=1e-5, atol=1e-5)
 
 
+@kg.kernel
+def scan_steps(out, x, first):
+    # `step` and `seen` are the same in every work item: on the CPU one number per group,
+    # set once per group; `seen` is read in a phase before that phase updates it
+    i = kg.index()
+    lane = kg.local_index()
+    values = kg.shared(GROUP, kg.float32)
+    values[lane] = x[i]
+    step = first
+    seen = 0
+    kg.barrier()
+    while step < GROUP:
+        if step <= lane:  # a lower bound: this phase still visits every work item
+            out[i] += values[lane - step] + seen
+        seen = seen + step
+        kg.barrier()
+        step *= 2
+    if 0 == lane:  # noqa: SIM300
+        out[i] += 1000.0 * seen
+
+
+def test_group_uniform_variables_and_narrowed_phases(device):
+    x = _random(2 * GROUP, 5)
+    out = kg.zeros(2 * GROUP, device=device)
+    scan_steps(out, kg.tensor(x, device=device), 1, ndrange=2 * GROUP, workgroup=GROUP)
+    expected = np.zeros(2 * GROUP, np.float32)
+    for group in range(2):
+        values = x[group * GROUP : (group + 1) * GROUP]
+        step, seen = 1, 0
+        while step < GROUP:
+            for lane in range(step, GROUP):
+                expected[group * GROUP + lane] += values[lane - step] + seen
+            seen += step
+            step *= 2
+        expected[group * GROUP] += 1000.0 * seen
+    assert_close(out, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_the_cpu_runs_uniform_statements_once_and_narrows_phase_loops():
+    """A tree reduction on the CPU: `stride` is one number per group, and the halving
+    phases loop over the work items that pass their test only."""
+    from kernelgrad.backends.cpu.kernel_module import kernel_source
+
+    vector = ("A", "float32", 1)
+    source = kernel_source(group_sums.info, 1, True, {"out": vector, "x": vector, "n": "i"})
+    source = source[: source.index("def kernel_serial(")]
+    assert "_kg_v_stride" not in source
+    assert "stride = GROUP // 2" in source and "stride //= 2" in source
+    assert "for _kg_llin in range(min(_kg_G, stride)):" in source
+    assert "for _kg_llin in range(max(0, 0), min(_kg_G, (0) + 1)):" in source
+
+
 def test_local_group_and_linear_indices(device):
     shape = (5, 6)
     local = kg.zeros(*shape, dtype=kg.int64, device=device)

@@ -196,7 +196,7 @@ def test_arrays_mode_takes_new_weights_without_a_new_kernel(device, simulated):
             parameter.mul_(-1.5)
     evaluate(out, net.pack_weights(model, device=device), inputs, ndrange=inputs.shape[0])
     assert_close(as_numpy(out), _reference(model, inputs), rtol=1e-5, atol=2e-6)
-    assert len(evaluate._launchers) == 1  # one compiled kernel for both weight sets
+    assert len(evaluate.launchers) == 1  # one compiled kernel for both weight sets
 
 
 def test_functions_of_one_architecture_keep_their_own_weights():
@@ -312,7 +312,7 @@ CACHE_SCRIPT = textwrap.dedent(
     out = kg.zeros(4, 1)
     evaluate(out, inputs, ndrange=4)
     assert np.allclose(out.numpy(), model(inputs).detach().numpy(), atol=1e-6)
-    launchers = next(iter(evaluate._launchers.values()))
+    launchers = next(iter(evaluate.launchers.values()))
     print("hits", sum(sum(d.stats.cache_hits.values()) for d in launchers))
     """
 )

@@ -589,6 +589,15 @@ class CPUBackend:
         if debug_level() >= 2:
             _log_launch(f"random_{distribution}", out.shape, start)
 
+    # --- user kernels (@kg.kernel; kernel_module.py) ------------------------------------
+    def kernel_array(self, view: View) -> np.ndarray:
+        return _numpy_view(view)
+
+    def launch_kernel(self, program: Any, launch: Any) -> None:
+        from . import kernel_module
+
+        kernel_module.launch(program, launch)
+
 
 def _load_module(source: str, prefix: str) -> Any:
     from ...codecache import load_module

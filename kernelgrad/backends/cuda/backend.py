@@ -853,6 +853,24 @@ class CUDABackend:
         described = _Operands(("out", out), ("distribution", distribution))
         self.launcher.launch(f"random_{distribution}", kernel, blocks, threads, described, args)
 
+    # --- user kernels (@kg.kernel; kernel_module.py) ---------------------------------------
+    def kernel_array(self, view: View) -> Any:
+        if any(s < 0 for s in view.strides):
+            return None  # a device array cannot step backwards
+        from . import kernel_module
+
+        return kernel_module.device_array(
+            view.buffer, view.shape, view.strides, view.offset, view.dtype.numpy
+        )
+
+    def launch_kernel(self, program: Any, launch: Any) -> None:
+        from . import kernel_module
+
+        # Launches on foreign arrays only (CuPy, numba) run where their library queued
+        # its work, the default stream.
+        stream = self.stream if launch.tensors else 0
+        kernel_module.launch(program, launch, stream, str(self.device))
+
     # --- introspection ----------------------------------------------------------------------
     def __repr__(self) -> str:
         kind = "simulated" if self.simulated else self.properties.name

@@ -9,8 +9,8 @@ for.
 
 Launch sites call :func:`record`: the backend's :class:`~.launch.Launcher` (every
 generated and hand-written kernel of the backend, and kg.compile's fused reductions)
-and ``kernel/launch.py`` (``@kg.kernel``). While no recording is active that costs one
-test of an empty list.
+and ``kernel_module.py`` (``@kg.kernel``, through ``backends.record_kernel_launch``).
+While no recording is active that costs one test of an empty list.
 
 A recorded kernel is kept as what the compiler needs, not as a simulator object:
 

@@ -7,7 +7,7 @@ one after the other, so every item has finished phase ``k`` before any item star
 phase ``k + 1`` -- exactly what the barrier promises.
 
 * A local variable used in more than one phase becomes a per-item array
-  (``acc`` -> ``_kg_v_acc[item]``); its element type comes from :mod:`.typeinfer`.
+  (``acc`` -> ``_kg_v_acc[item]``); its element type comes from :mod:`.kernel_typeinfer`.
 * A ``for``/``while`` loop or an ``if`` that contains a barrier runs once per group: its
   range or condition must be the same for every work item (as CUDA requires) and is
   evaluated with the values of the group's first work item.
@@ -20,17 +20,20 @@ phase ``k + 1`` -- exactly what the barrier promises.
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import typeinfer
-from .transform import PREFIX, KernelInfo, kernel_error
+from . import kernel_typeinfer as typeinfer
+from .kernel_source import PREFIX, KernelInfo, kernel_error, replace_markers
 
 
 @dataclass
 class Phase:
     statements: list[ast.stmt]
     in_loop: bool
+    uniform: set[int] = field(default_factory=set)  # ids of statements run once per group
+    uniform_names: set[str] = field(default_factory=set)  # variables equal in all items
 
 
 @dataclass
@@ -188,9 +191,7 @@ class _PerItem(ast.NodeTransformer):
 def check_structure(info: KernelInfo) -> None:
     """The checks of :func:`split_phases` that need no argument types (run when the
     kernel is decorated, so that errors point at the line early)."""
-    from .transform import _replace
-
-    body = _replace(info.body, f"{PREFIX}barrier()", {d.name: None for d in info.shared})
+    body = replace_markers(info.body, f"{PREFIX}barrier()", {d.name: None for d in info.shared})
     _structure(info, body)
 
 
@@ -314,7 +315,131 @@ def _structure(
                 )
 
     remat = _recomputable(info, phases, per_item, assigned)
+    _uniform_variables(info, body, phases, per_item)
     return program, per_item, remat
+
+
+def _uniform_variables(
+    info: KernelInfo, body: list[ast.stmt], phases: list[Phase], per_item: set[str]
+) -> None:
+    """Mark the per-item variables that hold the same value in every work item of a group
+    (``half = GROUP // 2`` ... ``half //= 2`` in a tree reduction): every assignment of
+    such a variable is a statement of its own in a phase (not under a branch or loop of
+    the work item) computing from constants, scalar arguments, shapes, the group's
+    position and other such variables. Those statements then run once per group, and the
+    variable is one number instead of an array over the group's work items
+    (:func:`_render`); removed from ``per_item``, recorded on each phase."""
+    top_level = {id(stmt) for phase in phases for stmt in phase.statements}
+    stores: dict[str, list[ast.stmt]] = {}
+    for stmt in ast.walk(ast.Module(body=body, type_ignores=[])):
+        for node in ast.walk(stmt) if isinstance(stmt, ast.stmt) else ():
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stores.setdefault(node.id, [])
+                if stmt not in stores[node.id] and _stores_directly(stmt, node):
+                    stores[node.id].append(stmt)
+    arrays = {n for n in info.params if _read_as_array(info.body, n)}
+    scalars = (set(info.params) - arrays) | set(info.global_types)
+    uniform = set(per_item)
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(uniform):
+            statements = stores.get(name, [])
+            if not statements or not all(
+                id(stmt) in top_level and _uniform_statement(stmt, uniform | scalars, arrays)
+                for stmt in statements
+            ):
+                uniform.discard(name)
+                changed = True
+    per_item.difference_update(uniform)
+    for phase in phases:
+        phase.uniform_names = uniform | scalars
+        phase.uniform = {
+            id(stmt)
+            for stmt in phase.statements
+            if _uniform_statement(stmt, uniform | scalars, arrays) and _target_name(stmt) in uniform
+        }
+
+
+def _stores_directly(stmt: ast.stmt, name: ast.Name) -> bool:
+    """Whether ``name`` (a store) is the target of ``stmt`` itself (not of a statement
+    nested in it)."""
+    if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        return any(name is t or name in ast.walk(t) for t in targets)
+    if isinstance(stmt, ast.For):
+        return name in ast.walk(stmt.target)
+    return False
+
+
+def _read_as_array(body: list[ast.stmt], name: str) -> bool:
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, (ast.Subscript, ast.Attribute)):
+            base = node.value
+            if isinstance(base, ast.Name) and base.id == name:
+                return True
+    return False
+
+
+def _target_name(stmt: ast.stmt) -> str | None:
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0]
+    elif isinstance(stmt, ast.AugAssign):
+        target = stmt.target
+    else:
+        return None
+    return target.id if isinstance(target, ast.Name) else None
+
+
+_GROUP_NAMES = ("b", "w", "ng", "n")
+
+
+def _uniform_statement(stmt: ast.stmt, uniform: set[str], arrays: set[str]) -> bool:
+    """``name = expr`` or ``name op= expr`` whose value (and target) read only names in
+    ``uniform``, the group's position and sizes, constants and array shapes."""
+    if _target_name(stmt) is None:
+        return False
+    value = stmt.value
+    reads = [value] + ([stmt.target] if isinstance(stmt, ast.AugAssign) else [])
+    for root in reads:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Name):
+                rest = node.id[len(PREFIX) :] if node.id.startswith(PREFIX) else None
+                group = rest is not None and (
+                    rest in ("glin", "G") or rest.rstrip("0123456789") in _GROUP_NAMES
+                )
+                # arrays: only their shapes can be read (the checks below)
+                allowed = group or node.id in uniform or node.id in arrays
+                if not (allowed or node.id in ("np", "math")):
+                    return False
+            elif isinstance(node, ast.Attribute):
+                array = isinstance(node.value, ast.Name) and node.value.id in arrays
+                if array and node.attr not in ("shape", "size", "ndim"):
+                    return False
+            elif not _pure_operation(node):
+                return False
+    return True
+
+
+_NUMPY_SCALARS = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
+                  "bool_"}  # fmt: skip
+
+
+def _pure_operation(node: ast.AST) -> bool:
+    """For a subscript or a call: whether it reads an array's shape, or calls a pure
+    builtin, a ``math`` function or a NumPy scalar cast (other nodes: True)."""
+    if isinstance(node, ast.Subscript):
+        base = node.value
+        return isinstance(base, ast.Attribute) and base.attr == "shape"
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name):
+            return func.id in _PURE_BUILTINS
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            module, name = func.value.id, func.attr
+            return module == "math" or (module == "np" and name in _NUMPY_SCALARS)
+        return False
+    return True
 
 
 _ITEM_NAMES = ("g", "t", "lin", "llin")
@@ -426,20 +551,7 @@ def _recomputable(
                     or name not in assigned
                 ):
                     return False
-            elif isinstance(node, ast.Subscript):
-                base = node.value
-                if not (isinstance(base, ast.Attribute) and base.attr == "shape"):
-                    return False
-            elif isinstance(node, ast.Call):
-                func = node.func
-                if isinstance(func, ast.Name) and func.id in _PURE_BUILTINS:
-                    continue
-                if (
-                    isinstance(func, ast.Attribute)
-                    and isinstance(func.value, ast.Name)
-                    and func.value.id == "math"
-                ):
-                    continue
+            elif not _pure_operation(node):
                 return False
         return True
 
@@ -463,24 +575,79 @@ def _recomputable(
     return chosen
 
 
+def _narrowed(
+    statements: list[ast.stmt], uniform: set[str], setup: list[str]
+) -> tuple[str, list[ast.stmt]]:
+    """The range of the group's work items a phase loop visits (``range``'s arguments),
+    and its statements: all (``_kg_G``), unless the phase is one ``if local < e:``
+    (``<=``, ``==``; ``local`` the work item's position in a one-dimensional group, ``e``
+    the same in every work item, as in the halving steps of a tree reduction), which
+    becomes a loop over just those items, without the test."""
+    everything = f"{PREFIX}G", statements
+    if not (
+        len(statements) == 1
+        and isinstance(statements[0], ast.If)
+        and not statements[0].orelse
+        and isinstance(statements[0].test, ast.Compare)
+        and len(statements[0].test.ops) == 1
+    ):
+        return everything
+    positions = {PREFIX + "llin"} | {
+        line.split(" = ")[0] for line in setup if line.endswith(f" = {PREFIX}llin")
+    }
+    if PREFIX + "t1" in "\n".join(setup):
+        return everything  # a group of more than one dimension
+    test = statements[0].test
+    left, op, right = test.left, type(test.ops[0]), test.comparators[0]
+    if isinstance(right, ast.Name) and right.id in positions:
+        left, right, op = right, left, {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq}.get(op)
+    if not (isinstance(left, ast.Name) and left.id in positions):
+        return everything
+    if op not in (ast.Lt, ast.LtE, ast.Eq):
+        return everything
+    for node in ast.walk(right):
+        if isinstance(node, ast.Name) and node.id not in uniform:
+            return everything
+        if isinstance(node, (ast.Subscript, ast.Call, ast.Attribute)):
+            return everything
+    bound = ast.unparse(right)
+    if op is ast.Eq:  # one work item (a short loop: its start costs nothing)
+        return f"max(0, {bound}), min({PREFIX}G, ({bound}) + 1)", statements[0].body
+    bound += " + 1" if op is ast.LtE else ""
+    return f"min({PREFIX}G, {bound})", statements[0].body
+
+
 def _render(items: list[Any], per_item: set[str], setup: list[str], indent: str) -> list[str]:
     lines: list[str] = []
     item_zero = [f"{indent}{PREFIX}llin = 0"] + [indent + s for s in setup]
     for item in items:
         if isinstance(item, Phase):
-            lines.append(f"{indent}for {PREFIX}llin in range({PREFIX}G):")
-            lines += [indent + "    " + s for s in setup]
-            rewriter = _PerItem(per_item, PREFIX + "llin")
+            # runs of statements: those of uniform variables once per group, the others
+            # in a loop over the group's work items (reordering across work items within
+            # a phase is what a barrier allows)
+            runs: list[tuple[bool, list[ast.stmt]]] = []
             for stmt in item.statements:
-                import copy
-
-                new = ast.fix_missing_locations(rewriter.visit(copy.deepcopy(stmt)))
-                lines += [indent + "    " + s for s in ast.unparse(new).splitlines()]
+                once = id(stmt) in item.uniform
+                if runs and runs[-1][0] == once:
+                    runs[-1][1].append(stmt)
+                else:
+                    runs.append((once, [stmt]))
+            for once, statements in runs:
+                if once:
+                    lines += [
+                        indent + s for stmt in statements for s in ast.unparse(stmt).splitlines()
+                    ]
+                    continue
+                count, statements = _narrowed(statements, item.uniform_names, setup)
+                lines.append(f"{indent}for {PREFIX}llin in range({count}):")
+                lines += [indent + "    " + s for s in setup]
+                rewriter = _PerItem(per_item, PREFIX + "llin")
+                for stmt in statements:
+                    new = ast.fix_missing_locations(rewriter.visit(copy.deepcopy(stmt)))
+                    lines += [indent + "    " + s for s in ast.unparse(new).splitlines()]
             continue
         rewriter = _PerItem(per_item, "0")
         node = item.node
-        import copy
-
         if item.kind == "for":
             lines += item_zero
             header = ast.unparse(rewriter.visit(copy.deepcopy(node.iter)))

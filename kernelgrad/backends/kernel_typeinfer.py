@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from .kernel_source import PREFIX
+
 _NUMERIC_ORDER = {"b": 0, "i": 1, "f32": 2, "f64": 3}
 _NUMPY_NAMES = {"b": "bool_", "i": "int64", "f32": "float32", "f64": "float64"}
 _CAST_CALLS = {
@@ -170,7 +172,7 @@ class TypeEnv:
                 return _CAST_CALLS[func.id]
             if func.id == "abs" and args:
                 return "i" if args[0] == "b" else args[0]
-            if func.id in ("min", "max"):
+            if func.id in ("min", "max", f"{PREFIX}maximum", f"{PREFIX}minimum"):
                 result = None
                 for a in args:
                     result = join(result, a)

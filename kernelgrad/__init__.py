@@ -393,6 +393,7 @@ def numel(x: Tensor) -> int:
 # ``kg.kernel`` and ``kg.compile`` are packages that can be called (the decorators).
 _LAZY_SUBMODULES = (
     "nn",
+    "linalg",
     "optim",
     "data",
     "utils",

@@ -86,8 +86,6 @@ MODULE_ADVICE = {
     "func": "kernelgrad has no torch.func: kg.autograd.grad gives gradients",
     "fft": "kernelgrad has no FFTs",
     "sparse": "kernelgrad has no sparse tensors",
-    "linalg": "kernelgrad has no linalg module: kg.matmul, x.norm() and kg.einsum cover "
-    "products and norms",
     "set_default_dtype": "kernelgrad's default float is float32: convert with .double() "
     "where float64 is needed",
     "set_printoptions": "kernelgrad prints tensors with NumPy's options: numpy.set_printoptions",

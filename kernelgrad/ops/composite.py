@@ -399,16 +399,10 @@ def aminmax(x: Tensor, *, dim: Any = None, keepdim: bool = False) -> tuple[Tenso
 
 def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False) -> Tensor:
     """The vector ``p``-norm over ``dim`` (all elements by default); ``"fro"`` and 2 are
-    the Euclidean norm, ``inf`` the largest magnitude."""
-    if p in ("fro", 2, 2.0):
-        return _reduce.sum(x * x, dim, keepdim).sqrt()
-    if p in (math.inf, "inf"):
-        return _reduce.amax(_ew.ABS(x), dim, keepdim)
-    if p == 1:
-        return _reduce.sum(_ew.ABS(x), dim, keepdim)
-    if isinstance(p, (int, float)) and p > 0:
-        return _reduce.sum(_ew.ABS(x) ** p, dim, keepdim) ** (1 / p)
-    raise UnsupportedError(f"norm: p={p!r} is not supported; use 'fro', a positive number or inf")
+    the Euclidean norm, ``inf`` the largest magnitude (``kg.linalg.vector_norm``)."""
+    from ..linalg import vector_norm
+
+    return vector_norm(x, 2 if p == "fro" else math.inf if p == "inf" else p, dim, keepdim)
 
 
 def _shifted(x: Tensor, d: int, shift: int, fill: Any) -> Tensor:

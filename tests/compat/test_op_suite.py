@@ -891,9 +891,7 @@ _functional_cases()
 _error_cases()
 
 # The cases kernelgrad does not pass yet, each for the reason given by the run.
-EXPECTED_FAILURES: set[str] = {
-    "norm_dim",
-}
+EXPECTED_FAILURES: set[str] = set()
 
 
 # --- running a case -------------------------------------------------------------------------

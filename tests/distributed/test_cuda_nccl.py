@@ -235,7 +235,9 @@ def test_cuda_tensors_through_mpi_on_two_ranks(simulated, mpiexec, tmp_path):
     script.write_text(STAGED)
     environment = mpi_environment()
     environment["NUMBA_ENABLE_CUDASIM"] = "1"
-    job = run([mpiexec, "-n", "2", sys.executable, str(script), str(tmp_path)], environment, cwd=ROOT)
+    job = run(
+        [mpiexec, "-n", "2", sys.executable, str(script), str(tmp_path)], environment, cwd=ROOT
+    )
     assert job.returncode == 0, job.stdout + job.stderr
     lines = [(tmp_path / f"rank{rank}.txt").read_text() for rank in range(2)]
     middle = [1.5, 6.0]  # column 1 of rank 0 ([1, 4]) and rank 1 ([2, 8]), averaged

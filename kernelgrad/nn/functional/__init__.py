@@ -65,7 +65,6 @@ from .layers import (
     normalize,
     one_hot,
     pad,
-    vector_norm,
 )
 from .linear import linear
 from .loss import (
@@ -141,7 +140,6 @@ __all__ = [
     "one_hot",
     "pad",
     "normalize",
-    "vector_norm",
     "smooth_l1_loss",
     "huber_loss",
     "cross_entropy",

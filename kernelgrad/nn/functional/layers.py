@@ -11,6 +11,7 @@ from ... import autograd
 from ...backends.base import ScalarFunction
 from ...dtypes import int64
 from ...errors import ArgumentError, DTypeError, IndexingError, ShapeError, format_shape
+from ...linalg import vector_norm
 from ...ops.creation import arange, empty, rand
 from ...ops.creation import tensor as tensor_from
 from ...ops.elementwise import where
@@ -355,23 +356,3 @@ def normalize(
         raise ArgumentError("normalize: out= is not supported; assign the result instead")
     norm = vector_norm(input, p, dim, keepdim=True)
     return input / norm.clamp(min=eps)
-
-
-def vector_norm(input: Tensor, p: float = 2.0, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """The p-norm of ``input`` over ``dim`` (all dims when None): p = 2, 1, inf, -inf, 0
-    or any other positive number."""
-    dims = tuple(range(input.ndim)) if dim is None else dim
-    magnitude = input.abs()
-    if p == float("inf"):
-        return magnitude.amax(dims, keepdim=keepdim)
-    if p == -float("inf"):
-        return magnitude.amin(dims, keepdim=keepdim)
-    if p == 0:
-        return (magnitude != 0).to(input.dtype).sum(dims, keepdim=keepdim)
-    if p == 2:
-        return (input * input).sum(dims, keepdim=keepdim).sqrt()
-    if p == 1:
-        return magnitude.sum(dims, keepdim=keepdim)
-    if p <= 0:
-        raise ArgumentError(f"vector_norm: p must be positive, 0 or +-inf, got {p}")
-    return (magnitude**p).sum(dims, keepdim=keepdim) ** (1.0 / p)

@@ -12,10 +12,10 @@ from typing import Any
 
 from ... import autograd
 from ...errors import ArgumentError, DeviceMismatchError
+from ...linalg import vector_norm
 from ...ops.creation import tensor
 from ...ops.movement import stack
 from ...tensor import Tensor
-from ..functional.layers import vector_norm
 
 
 def _gradients(parameters: Any) -> list[Tensor]:

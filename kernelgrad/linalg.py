@@ -1,0 +1,124 @@
+"""``kg.linalg``: PyTorch's ``torch.linalg`` norms, composed from reductions (so their
+gradients come from the composition).
+
+>>> import kernelgrad as kg
+>>> kg.linalg.norm(kg.tensor([[3.0, 4.0], [0.0, 0.0]]), dim=1).tolist()
+[5.0, 0.0]
+>>> kg.linalg.matrix_norm(kg.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1).item()
+6.0
+
+Products are ``kg.matmul`` / ``@`` and ``kg.einsum``. Decompositions and solvers (``svd``,
+``qr``, ``solve``, ``inv``, the nuclear and spectral norms that need them) do not exist.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .errors import ArgumentError, UnsupportedError
+from .shapes import normalize_dim
+from .tensor import Tensor
+
+__all__ = ["matrix_norm", "norm", "vector_norm"]
+
+
+def _dims(x: Tensor, dim: Any, name: str) -> tuple[int, ...]:
+    if dim is None:
+        return tuple(range(x.ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(normalize_dim(d, x.ndim, name) for d in dims)
+
+
+def vector_norm(
+    x: Tensor, ord: float = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> Tensor:
+    """The ``ord``-norm of ``x`` seen as a vector over ``dim`` (all dims when None):
+    ``ord`` is 2, 1, inf, -inf, 0 (the count of non-zeros) or any other positive number.
+
+    >>> import kernelgrad as kg
+    >>> kg.linalg.vector_norm(kg.tensor([3.0, -4.0]), ord=float("inf")).item()
+    4.0
+    """
+    if dtype is not None:
+        x = x.to(dtype)
+    if not x.dtype.is_floating_point:
+        raise UnsupportedError(
+            f"vector_norm: needs a floating point tensor, got {x.dtype}; convert with .float()"
+        )
+    dims = _dims(x, dim, "vector_norm")
+    magnitude = x.abs()
+    if ord == math.inf:
+        return magnitude.amax(dims, keepdim=keepdim)
+    if ord == -math.inf:
+        return magnitude.amin(dims, keepdim=keepdim)
+    if ord == 0:
+        return (magnitude != 0).to(x.dtype).sum(dims, keepdim=keepdim)
+    if ord == 2:
+        return (x * x).sum(dims, keepdim=keepdim).sqrt()
+    if ord == 1:
+        return magnitude.sum(dims, keepdim=keepdim)
+    if not isinstance(ord, (int, float)) or isinstance(ord, bool) or ord < 0:
+        raise ArgumentError(f"vector_norm: ord must be a positive number, 0 or +-inf, got {ord!r}")
+    return (magnitude**ord).sum(dims, keepdim=keepdim) ** (1.0 / ord)
+
+
+def matrix_norm(
+    x: Tensor, ord: Any = "fro", dim: tuple[int, int] = (-2, -1), keepdim: bool = False
+) -> Tensor:
+    """The matrix norm over the two dims ``dim``: ``"fro"`` (Frobenius), 1 / -1 (largest /
+    smallest column sum of magnitudes), inf / -inf (largest / smallest row sum).
+
+    >>> import kernelgrad as kg
+    >>> kg.linalg.matrix_norm(kg.ones(2, 3)).item() ** 2
+    6.0...
+    """
+    if x.ndim < 2:
+        raise ArgumentError(f"matrix_norm: needs at least 2 dims, got shape {tuple(x.shape)}")
+    rows, cols = _dims(x, dim, "matrix_norm") if dim is not None else (x.ndim - 2, x.ndim - 1)
+    if rows == cols:
+        raise ArgumentError(f"matrix_norm: dim must name two different dims, got {dim}")
+    if ord == "fro":
+        return vector_norm(x, 2, (rows, cols), keepdim)
+    if ord in ("nuc", 2, -2):
+        raise UnsupportedError(
+            f"matrix_norm: ord={ord!r} needs singular values, which kernelgrad does not "
+            "compute; 'fro', 1, -1, inf and -inf are available"
+        )
+    if ord in (1, -1):
+        summed, over = rows, cols  # sum down each column, then the largest/smallest column
+    elif ord in (math.inf, -math.inf):
+        summed, over = cols, rows
+    else:
+        raise ArgumentError(f"matrix_norm: ord must be 'fro', 1, -1, inf or -inf, got {ord!r}")
+    sums = x.abs().sum(summed, keepdim=True)
+    pick = sums.amax if ord > 0 else sums.amin
+    result = pick(over, keepdim=True)
+    return result if keepdim else result.squeeze((rows, cols))
+
+
+def norm(x: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """PyTorch's ``torch.linalg.norm``: a vector norm over one dim (or, with ``ord=None``,
+    over all of them), a matrix norm over two.
+
+    >>> import kernelgrad as kg
+    >>> round(kg.linalg.norm(kg.ones(2, 2)).item(), 4)
+    2.0
+    """
+    if dim is not None:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        if len(dims) == 1:
+            return vector_norm(x, 2 if ord is None else ord, dims, keepdim)
+        if len(dims) == 2:
+            return matrix_norm(x, "fro" if ord is None else ord, dims, keepdim)
+        raise ArgumentError(f"norm: dim must name 1 or 2 dims, got {dim}")
+    if ord is None:
+        return vector_norm(x, 2, None, keepdim)
+    if x.ndim == 1:
+        return vector_norm(x, ord, None, keepdim)
+    if x.ndim == 2:
+        return matrix_norm(x, ord, (0, 1), keepdim)
+    raise ArgumentError(
+        f"norm: with ord={ord!r} and no dim the input must be 1-D or 2-D, got {x.ndim} dims; "
+        "pass dim"
+    )

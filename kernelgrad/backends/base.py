@@ -169,11 +169,15 @@ def group_foreach_items(
     items: Sequence[tuple[Sequence[View], Sequence[Operand]]],
     alone: Callable[[int], bool],
     run_alone: Callable[[Sequence[View], Sequence[Operand]], None],
+    splat: bool = False,
 ) -> dict[tuple, list[tuple[Sequence[View], Sequence[Operand], int]]]:
     """The items of ``elementwise_foreach`` that can share kernels, grouped by operand
     kinds (:func:`operand_kind`) and array dtypes, as ``(outputs, inputs, numel)``.
     ``run_alone(outputs, inputs)`` runs the others at once: items with a strided view,
-    those ``alone(numel)`` picks, and groups of one. Empty items are dropped."""
+    those ``alone(numel)`` picks, and groups of one. Empty items are dropped. With
+    ``splat``, an input view of one element broadcast to the item's shape (all strides
+    zero: a 0-d tensor such as a traced optimizer's step size) is of kind ``"splat"``
+    (the kernel reads its one element) instead of making the item strided."""
     groups: dict[tuple, list[tuple[Sequence[View], Sequence[Operand], int]]] = {}
     for outputs, inputs in items:
         shape = outputs[0].shape
@@ -181,6 +185,11 @@ def group_foreach_items(
         if numel == 0:
             continue
         kinds = tuple(operand_kind(x, outputs) for x in inputs)
+        if splat:
+            kinds = tuple(
+                "splat" if kind == "array" and not any(x.strides) else kind
+                for kind, x in zip(kinds, inputs)
+            )
         arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
         contiguous = contiguous_strides(shape)
         if alone(numel) or any(v.strides != contiguous for v in arrays):

@@ -29,7 +29,7 @@ from ..dtypes import DType
 from ..shapes import coalesce
 from . import codegen
 from .graph import Analysis, Group, lift
-from .inline import convert, inline
+from .inline import convert, inlinable, inline
 from .trace import LAUNCH_HOOKS, Op, Slot, ViewRef
 
 
@@ -151,7 +151,7 @@ def _materialize(operands: list[Any], table: list[Any], bases: list[int]) -> lis
 
 
 def _template(x: Any) -> Any:
-    return _Template(x) if isinstance(x, ViewRef) else x
+    return _Template(x) if isinstance(x, (ViewRef, _Template)) else x
 
 
 class Step:
@@ -179,6 +179,151 @@ class ElementwiseStep(Step):
             _materialize(self.inputs, table, bases),
             self.compute,
         )
+
+
+class ForeachStep(Step):
+    """Several independent launches of one scalar function replayed as one
+    ``elementwise_foreach`` launch (an optimizer's update of every parameter, Adam's
+    per-parameter step counts): see :func:`batch_foreach`."""
+
+    def __init__(self, members: list[ElementwiseStep]) -> None:
+        first = members[0]
+        self.backend = first.backend
+        self.fn = first.fn
+        self.compute = first.compute
+        self.items = [(step.outputs, step.inputs) for step in members]
+        self.outputs = [o for step in members for o in step.outputs]
+        self.inputs = [x for step in members for x in step.inputs]
+        self.label = f"{first.fn.name}[{len(members)} tensors]"
+        self.shape = first.shape
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        self.backend.elementwise_foreach(
+            self.fn,
+            [
+                ([o.view(table, bases) for o in outputs], _materialize(inputs, table, bases))
+                for outputs, inputs in self.items
+            ],
+            self.compute,
+        )
+
+
+def batch_foreach(steps: list[Step]) -> list[Step]:
+    """Runs of adjacent elementwise steps that apply one scalar function to independent
+    buffers, joined into one :class:`ForeachStep` where the backend has
+    ``elementwise_foreach``. A trace records a multi-tensor launch item by item (so that
+    dead items are dropped and producers fuse into each item); this joins them again,
+    and also joins launches that eager code makes one at a time (Adam's step counts
+    under a trace). Steps join only when no step of the run reads or writes a buffer
+    that another one writes, so their order does not matter."""
+    batched: list[Step] = []
+    run: list[ElementwiseStep] = []
+    written: set[int] = set()
+    touched: set[int] = set()
+
+    def flush() -> None:
+        if len(run) > 1:
+            batched.append(ForeachStep(list(run)))
+        else:
+            batched.extend(run)
+        run.clear()
+        written.clear()
+        touched.clear()
+
+    for step in steps:
+        if type(step) is not ElementwiseStep or not hasattr(step.backend, "elementwise_foreach"):
+            flush()
+            batched.append(step)
+            continue
+        outputs, reads = _slots_of(step)
+        joins = (
+            run
+            and step.backend is run[0].backend
+            and step.fn.key == run[0].fn.key
+            and step.compute == run[0].compute
+            and not (outputs | reads) & written
+            and not outputs & touched
+        )
+        if not joins:
+            flush()
+        run.append(step)
+        written.update(outputs)
+        touched.update(outputs | reads)
+    flush()
+    return batched
+
+
+# Adjacent independent elementwise steps of one shape joined into one kernel: at most
+# this many (a kernel's argument list grows with each).
+JOIN_LIMIT = 8
+
+
+def join_elementwise(steps: list[Step]) -> list[Step]:
+    """Runs of adjacent elementwise steps over one output shape that do not depend on
+    each other (a loss's division and the backward pass's seed of ones), joined into
+    one kernel with the outputs of all: horizontal fusion, one launch instead of
+    several. The same independence rule as :func:`batch_foreach` applies."""
+    joined: list[Step] = []
+    run: list[ElementwiseStep] = []
+    written: set[int] = set()
+    touched: set[int] = set()
+
+    def flush() -> None:
+        joined.append(run[0] if len(run) == 1 else _joined_step(run))
+        run.clear()
+        written.clear()
+        touched.clear()
+
+    for step in steps:
+        if type(step) is not ElementwiseStep or not inlinable(step.fn):
+            if run:
+                flush()
+            joined.append(step)
+            continue
+        outputs, reads = _slots_of(step)
+        if run and not (
+            len(run) < JOIN_LIMIT
+            and step.backend is run[0].backend
+            and step.shape == run[0].shape
+            and not (outputs | reads) & written
+            and not outputs & touched
+        ):
+            flush()
+        run.append(step)
+        written.update(outputs)
+        touched.update(outputs | reads)
+    if run:
+        flush()
+    return joined
+
+
+def _slots_of(step: ElementwiseStep) -> tuple[set[int], set[int]]:
+    """The slots ``step`` writes and those it reads."""
+    return {o.slot for o in step.outputs}, {x.slot for x in step.inputs if isinstance(x, _Template)}
+
+
+def _joined_step(run: list[ElementwiseStep]) -> ElementwiseStep:
+    names: list[str] = []
+    operands: list[Any] = []
+    compute: list[DType] = []
+    lines: list[str] = []
+    results: list[str] = []
+    for position, step in enumerate(run):
+        arguments = []
+        for operand, dtype in zip(step.inputs, step.compute):
+            arguments.append(f"a{len(names)}")
+            names.append(arguments[-1])
+            operands.append(operand)
+            compute.append(dtype)
+        body, values = inline(step.fn, arguments, f"h{position}_")
+        lines += body
+        results += values
+    text = _function_source("FN", names, lines, results)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    name = "joined_" + "_".join(dict.fromkeys(s.fn.name for s in run))[:40] + "_" + digest
+    fn = ScalarFunction(name, text.replace("def FN(", f"def {name}(", 1), len(names), len(results))
+    outputs = [o for step in run for o in step.outputs]
+    return ElementwiseStep(run[0].backend, fn, outputs, operands, compute)
 
 
 class PrimitiveStep(Step):
@@ -574,7 +719,7 @@ def build_steps(analysis: Analysis) -> list[Step]:
                 steps.append(PrimitiveStep(root_op))
         else:
             steps.append(_fused_elementwise(analysis, group))
-    return steps
+    return join_elementwise(batch_foreach(steps))
 
 
 def _fused_elementwise(analysis: Analysis, group: Group) -> Step:

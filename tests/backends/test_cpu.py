@@ -116,6 +116,35 @@ def test_elementwise_foreach_runs_small_contiguous_items_in_one_kernel():
     assert alone == [(PARALLEL_THRESHOLD + 5,), (4,)]  # the other four: one kernel
 
 
+def test_elementwise_foreach_reads_a_broadcast_element_per_item_in_the_same_kernel():
+    """An input of one element broadcast to an item's shape (a traced optimizer's step
+    size, a 0-d tensor per parameter) does not make the item strided: every item still
+    runs in the one kernel, each reading its own element."""
+    backend = kg.ones(1)._backend
+    fn = ScalarFunction("scaled", "def scaled(x0, x1):\n    return x0 * x1\n", 2)
+    targets = [np.arange(n, dtype=np.float32) for n in (3, 5, 1)]
+    factors = [np.array([k + 2.0], dtype=np.float32) for k in range(3)]
+    items = []
+    for t, f in zip(targets, factors):
+        out = View(t, (t.size,), (1,), 0, float32)
+        items.append(([out], [out, View(f, (t.size,), (0,), 0, float32)]))
+    expected = [t * f[0] for t, f in zip(targets, factors)]
+    alone = []
+
+    def elementwise(fn, outputs, inputs, compute):
+        alone.append(outputs[0].shape)
+        type(backend).elementwise(backend, fn, outputs, inputs, compute)
+
+    backend.elementwise = elementwise
+    try:
+        backend.elementwise_foreach(fn, items, [float32] * 2)
+    finally:
+        del backend.elementwise
+    for got, want in zip(targets, expected):
+        assert_close(got, want)
+    assert alone == []
+
+
 def test_kernels_load_from_the_disk_cache_in_a_new_process(tmp_path):
     """A second process finds the compiled machine code and does not recompile."""
     script = textwrap.dedent(

@@ -257,7 +257,7 @@ class CPUBackend:
         def alone(numel: int) -> bool:
             return numel >= PARALLEL_THRESHOLD or fn.library is not None
 
-        groups = group_foreach_items(items, alone, run_alone)
+        groups = group_foreach_items(items, alone, run_alone, splat=True)
         for (kinds, _), members in groups.items():
             self._foreach(fn, kinds, members, compute_dtypes)
 
@@ -273,6 +273,11 @@ class CPUBackend:
                 args.append(
                     tuple(inputs[i].buffer[inputs[i].offset : inputs[i].offset + numel]
                           for _, inputs, numel in members)
+                )  # fmt: skip
+            elif kind == "splat":
+                args.append(
+                    tuple(inputs[i].buffer[inputs[i].offset : inputs[i].offset + 1]
+                          for _, inputs, _ in members)
                 )  # fmt: skip
             elif kind == "scalar":
                 values = [inputs[i] for _, inputs, _ in members]

@@ -136,7 +136,9 @@ def foreach_source(
 
     Array operands (outputs, and inputs of kind ``"array"``) are tuples with one 1-D array
     per item; an input of kind ``"scalars"`` is a 1-D array with one value per item, one
-    of kind ``"scalar"`` a single value for all; ``"out<k>"`` reads output ``k``."""
+    of kind ``"scalar"`` a single value for all; ``"out<k>"`` reads output ``k``; one of
+    kind ``"splat"`` is a tuple of one-element arrays (a value per item, read on the
+    device: a traced optimizer's step size)."""
     params = [f"out{k}" for k in range(nout)]
     body = ["for k in range(len(out0)):"]
     body += [f"    o{k} = out{k}[k]" for k in range(nout)]
@@ -148,6 +150,10 @@ def foreach_source(
             exprs.append(cast(f"a{i}[j]", compute_dtypes[i]))
         elif kind.startswith("out"):
             exprs.append(cast(f"o{int(kind[3:])}[j]", compute_dtypes[i]))
+        elif kind == "splat":
+            params.append(f"in{i}")
+            body.append(f"    s{i} = {cast(f'in{i}[k][0]', compute_dtypes[i])}")
+            exprs.append(f"s{i}")
         elif kind == "scalars":
             params.append(f"scalar{i}")
             body.append(f"    s{i} = scalar{i}[k]")

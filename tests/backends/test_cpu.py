@@ -14,7 +14,7 @@ import kernelgrad as kg
 from kernelgrad.backends.base import ScalarFunction, View
 from kernelgrad.backends.cpu import codegen
 from kernelgrad.dtypes import float32, int64
-from tests.helpers import assert_close
+from tests.helpers import as_numpy, assert_close
 
 
 def test_generated_kernel_source_is_readable_python():
@@ -143,6 +143,20 @@ def test_elementwise_foreach_reads_a_broadcast_element_per_item_in_the_same_kern
     for got, want in zip(targets, expected):
         assert_close(got, want)
     assert alone == []
+
+
+def test_a_zero_dim_input_broadcast_over_contiguous_views_runs_the_flat_kernel():
+    """``x * t`` with a 0-d ``t`` reads t's one element for every index ("splat") in the
+    flat kernel instead of taking the strided kernel for its zero strides; a transposed
+    operand keeps the strided kernel. Results equal NumPy's for both."""
+    backend = kg.ones(1)._backend
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for scale_dtype in (kg.float32, kg.float64):
+        scale = kg.tensor(1.5, dtype=scale_dtype)
+        assert_close(as_numpy(kg.tensor(x) * scale), x * 1.5)
+        assert_close(as_numpy(kg.tensor(x).T * scale), x.T * 1.5)
+    kinds = [key[2] for key in backend._elementwise_modules if key[0] == "elementwise_source"]
+    assert any("splat" in k for k in kinds), kinds
 
 
 def test_kernels_load_from_the_disk_cache_in_a_new_process(tmp_path):

@@ -199,7 +199,7 @@ class CPUBackend:
             return
         if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
             return
-        kinds = tuple(operand_kind(x, outputs) for x in inputs)
+        kinds = _with_splats(tuple(operand_kind(x, outputs) for x in inputs), inputs, outputs)
         module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
 
         arrays = [x for x, kind in zip(inputs, kinds) if kind == "array"]
@@ -214,6 +214,8 @@ class CPUBackend:
                     args.append(x.buffer[x.offset : x.offset + numel])
                 elif kind == "scalar":
                     args.append(dtype.numpy.type(x))
+                elif kind == "splat":
+                    args.append(x.buffer[x.offset : x.offset + 1])
             kernel = module.flat_serial if small else module.flat
             if debug_level():
                 _launch(fn.name, kernel, shape, numel, *args)
@@ -511,6 +513,21 @@ def _load_module(source: str, prefix: str) -> Any:
     from ...codecache import load_module
 
     return load_module(source, prefix)
+
+
+def _with_splats(kinds: tuple[str, ...], inputs: Any, outputs: Any) -> tuple[str, ...]:
+    """``kinds`` with each input of one element broadcast over the whole shape (all
+    strides zero: a 0-d tensor such as a traced optimizer's step size) marked
+    ``"splat"`` when every other view is contiguous, so that the flat kernel runs (it
+    reads the element once per item) instead of the strided one."""
+    splats = [kind == "array" and not any(x.strides) for kind, x in zip(kinds, inputs)]
+    if not any(splats):
+        return kinds
+    contiguous = contiguous_strides(outputs[0].shape)
+    others = [*outputs, *(x for x, k, s in zip(inputs, kinds, splats) if k == "array" and not s)]
+    if any(v.strides != contiguous for v in others):
+        return kinds
+    return tuple("splat" if splat else kind for kind, splat in zip(kinds, splats))
 
 
 def _launch(name: str, kernel: Any, shape: tuple[int, ...], *args: Any) -> None:

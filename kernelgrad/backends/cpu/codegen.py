@@ -63,7 +63,8 @@ def elementwise_source(
 ) -> str:
     """Source of a module with the four elementwise kernels described above.
 
-    ``input_kinds`` holds ``"array"``, ``"scalar"`` or ``"out<k>"`` per input. Operands
+    ``input_kinds`` holds ``"array"``, ``"scalar"``, ``"splat"`` (a one-element array
+    read for every index; flat kernels only) or ``"out<k>"`` per input. Operands
     are passed outputs first, then inputs; array operands take one row of
     ``offsets``/``strides`` each (outputs first), scalars none. An ``"out<k>"`` input is
     the very view of output ``k`` (an in-place update such as an optimizer's): it is not
@@ -80,6 +81,10 @@ def elementwise_source(
             flat_inputs.append(cast(f"in{i}[j]", compute_dtypes[i]))
             fast_inputs.append(cast(f"v{a}[j]", compute_dtypes[i]))
             general_inputs.append(cast(f"in{i}[p{a} + j * t{a}]", compute_dtypes[i]))
+        elif kind == "splat":  # one element broadcast over the shape (flat kernels only)
+            params.append(f"in{i}")
+            for exprs in (flat_inputs, fast_inputs, general_inputs):
+                exprs.append(cast(f"in{i}[0]", compute_dtypes[i]))
         elif kind.startswith("out"):  # the same memory as output k: read it there
             k = int(kind[3:])
             flat_inputs.append(cast(f"out{k}[j]", compute_dtypes[i]))

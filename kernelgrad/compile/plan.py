@@ -15,8 +15,10 @@ Replaying runs no Python per op: only one call per kernel.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -161,6 +163,13 @@ class Step:
     def run(self, table: list[Any], bases: list[int]) -> None:  # pragma: no cover
         raise NotImplementedError
 
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        """This step over these buffers as a function of no arguments with everything
+        resolved once (views, kernel, argument list), for a step whose buffers are the
+        same on every call; None where the step or its backend cannot (it then runs
+        through :meth:`run`)."""
+        return None
+
 
 class ElementwiseStep(Step):
     def __init__(self, backend: Any, fn: ScalarFunction, outputs, inputs, compute) -> None:
@@ -174,6 +183,17 @@ class ElementwiseStep(Step):
 
     def run(self, table: list[Any], bases: list[int]) -> None:
         self.backend.elementwise(
+            self.fn,
+            [o.view(table, bases) for o in self.outputs],
+            _materialize(self.inputs, table, bases),
+            self.compute,
+        )
+
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        prepare = getattr(self.backend, "prepare_elementwise", None)
+        if prepare is None:
+            return None
+        return prepare(
             self.fn,
             [o.view(table, bases) for o in self.outputs],
             _materialize(self.inputs, table, bases),
@@ -197,15 +217,20 @@ class ForeachStep(Step):
         self.label = f"{first.fn.name}[{len(members)} tensors]"
         self.shape = first.shape
 
+    def _items(self, table: list[Any], bases: list[int]) -> list[tuple[list[View], list[Any]]]:
+        return [
+            ([o.view(table, bases) for o in outputs], _materialize(inputs, table, bases))
+            for outputs, inputs in self.items
+        ]
+
     def run(self, table: list[Any], bases: list[int]) -> None:
-        self.backend.elementwise_foreach(
-            self.fn,
-            [
-                ([o.view(table, bases) for o in outputs], _materialize(inputs, table, bases))
-                for outputs, inputs in self.items
-            ],
-            self.compute,
-        )
+        self.backend.elementwise_foreach(self.fn, self._items(table, bases), self.compute)
+
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        prepare = getattr(self.backend, "prepare_elementwise_foreach", None)
+        if prepare is None:
+            return None
+        return prepare(self.fn, self._items(table, bases), self.compute)
 
 
 def batch_foreach(steps: list[Step]) -> list[Step]:
@@ -659,10 +684,17 @@ class FusedReduceStep(Step):
         for counter in LAUNCH_HOOKS:
             counter.count += 1
             counter.names.append(self.label)
+        self._arguments(table, bases)()
+
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        return self._arguments(table, bases)
+
+    def _arguments(self, table: list[Any], bases: list[int]) -> Callable[[], None]:
         pro_offsets = np.array([t.offset + bases[t.slot] for t in self.pro], dtype=np.int64)
         epi_offsets = np.array([t.offset + bases[t.slot] for t in self.epi], dtype=np.int64)
         out_offsets = np.array([t.offset + bases[t.slot] for t in self.outs], dtype=np.int64)
-        self.kernel(
+        return functools.partial(
+            self.kernel,
             self.kshape,
             self.rshape,
             self.nsplit,
@@ -913,6 +945,24 @@ class Plan:
         for index, buffer in escaping.items():
             self.table[index] = buffer
         self._allocate_scratch(set(escaping))
+        self._prepared: list[Callable[[], None] | None] | None = None
+
+    def _prepare(self) -> list[Callable[[], None] | None]:
+        """Each step whose buffers are the same on every call (scratch, parameters,
+        optimizer state: not the arguments, not the fresh outputs) prepared once, so that
+        replaying it is one call of its kernel with a bound argument list (see
+        ``Step.prepare``); None for the others. Done at the first replay, after the
+        trace has compiled every kernel."""
+        varying = set(self.arg_slots) | set(self.output_slots)
+        bases = [0] * len(self.table)
+        prepared: list[Callable[[], None] | None] = []
+        for step in self.steps:
+            prepare = getattr(step, "prepare", None)  # host ops (external.py) have none
+            if prepare is None or varying.intersection(_step_slots(step)):
+                prepared.append(None)
+            else:
+                prepared.append(prepare(self.table, bases))
+        return prepared
 
     @property
     def kernel_count(self) -> int:
@@ -960,14 +1010,26 @@ class Plan:
             if info.kind == "new":
                 table[slot] = info.backend.empty(info.numel, info.dtype)
         level = debug_level()
-        for step in self.steps:
-            if level >= 2:
-                start = time.perf_counter()
-                step.run(table, bases)
-                elapsed = (time.perf_counter() - start) * 1e6
-                log(f"compiled {step.label[:36]:<36} shape={step.shape!s:<18} {elapsed:9.1f} us")
-            else:
-                step.run(table, bases)
+        if level == 0 and not LAUNCH_HOOKS:
+            prepared = self._prepared
+            if prepared is None:
+                prepared = self._prepared = self._prepare()
+            for step, launch in zip(self.steps, prepared):
+                if launch is None:
+                    step.run(table, bases)
+                else:
+                    launch()
+        else:  # launches counted or logged: every step through its backend's primitive
+            for step in self.steps:
+                if level >= 2:
+                    start = time.perf_counter()
+                    step.run(table, bases)
+                    elapsed = (time.perf_counter() - start) * 1e6
+                    log(
+                        f"compiled {step.label[:36]:<36} shape={step.shape!s:<18} {elapsed:9.1f} us"
+                    )
+                else:
+                    step.run(table, bases)
         for position in self.written_args:
             tensors[position]._storage.version += 1
         return table

@@ -121,3 +121,51 @@ def test_a_launch_reading_a_joined_output_is_not_joined(device):
         out = chain(x, y)
     np.testing.assert_array_equal(as_numpy(out), np.full(4, 4.0, np.float32))
     np.testing.assert_array_equal(as_numpy(y), np.full(4, 2.0, np.float32))
+
+
+def test_replays_see_in_place_changes_to_captured_tensors_between_calls(device):
+    """Kernels whose buffers are the same on every call are prepared once (their
+    arguments bound); they still read the values written between calls."""
+    w = kg.ones(4, device=device)
+    state = kg.zeros(4, device=device)
+
+    @kg.compile
+    def accumulate(x):
+        with kg.no_grad():
+            state.add_(w * 2)
+        return x + state
+
+    x = kg.zeros(4, device=device)
+    for call in range(4):
+        w.copy_(kg.full((4,), float(call), device=device))
+        out = accumulate(x)
+    expected = 2.0 * sum(range(4))
+    np.testing.assert_array_equal(as_numpy(state), np.full(4, expected, np.float32))
+    np.testing.assert_array_equal(as_numpy(out), np.full(4, expected, np.float32))
+
+
+def test_a_host_op_between_prepared_kernels_runs_in_order(device):
+    from kernelgrad.compile.external import run_host_op
+
+    calls = []
+    w = kg.ones(3, device=device)
+
+    def double(tensors):
+        calls.append(1)
+        tensors[0].mul_(2)
+
+    @kg.compile
+    def step(x):
+        with kg.no_grad():
+            w.add_(1.0)  # a prepared kernel on a captured buffer
+            run_host_op("double", double, [w], written=[0])
+            w.sub_(1.0)
+        return x * w
+
+    x = kg.ones(3, device=device)
+    for _ in range(3):
+        out = step(x)
+    # w: 1 -> 3 -> 7 -> 15
+    np.testing.assert_array_equal(as_numpy(w), np.full(3, 15.0, np.float32))
+    np.testing.assert_array_equal(as_numpy(out), np.full(3, 15.0, np.float32))
+    assert len(calls) == 3

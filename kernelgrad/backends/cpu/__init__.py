@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -193,12 +195,29 @@ class CPUBackend:
 
     # --- elementwise ----------------------------------------------------------------
     def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
-        shape = outputs[0].shape
-        numel = prod(shape)
-        if numel == 0:
+        if prod(outputs[0].shape) == 0:
             return
         if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
             return
+        _launch(*self._elementwise_launch(fn, outputs, inputs, compute_dtypes))
+
+    def prepare_elementwise(
+        self, fn: ScalarFunction, outputs, inputs, compute_dtypes
+    ) -> Callable[[], None] | None:
+        """:meth:`elementwise` of these views as a function of no arguments that launches
+        the kernel with its arguments bound once (kg.compile's replay of buffers that stay
+        the same from call to call); None for a function NumPy runs (``fn.library``)."""
+        if prod(outputs[0].shape) == 0:
+            return _nothing
+        if fn.library is not None:
+            return None
+        _, kernel, _, *args = self._elementwise_launch(fn, outputs, inputs, compute_dtypes)
+        return functools.partial(kernel, *args)
+
+    def _elementwise_launch(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> tuple:
+        """``(name, kernel, shape, *arguments)`` of the generated kernel for these views."""
+        shape = outputs[0].shape
+        numel = prod(shape)
         kinds = _with_splats(tuple(operand_kind(x, outputs) for x in inputs), inputs, outputs)
         module = self._generated(codegen.elementwise_source, fn, kinds, compute_dtypes, outputs)
 
@@ -217,11 +236,7 @@ class CPUBackend:
                 elif kind == "splat":
                     args.append(x.buffer[x.offset : x.offset + 1])
             kernel = module.flat_serial if small else module.flat
-            if debug_level():
-                _launch(fn.name, kernel, shape, numel, *args)
-            else:
-                kernel(numel, *args)
-            return
+            return (fn.name, kernel, shape, numel, *args)
         scalars = [
             dtype.numpy.type(x) for x, dtype in zip(inputs, compute_dtypes) if type(x) is not View
         ]
@@ -232,7 +247,7 @@ class CPUBackend:
         buffers = [v.buffer for v in views]
         col_chunk, rows_per_item = _blocking(run_shape, run_strides)
         kernel = module.strided_serial if small else module.strided
-        _launch(
+        return (
             fn.name,
             kernel,
             shape,
@@ -261,9 +276,32 @@ class CPUBackend:
 
         groups = group_foreach_items(items, alone, run_alone, splat=True)
         for (kinds, _), members in groups.items():
-            self._foreach(fn, kinds, members, compute_dtypes)
+            _launch(*self._foreach_launch(fn, kinds, members, compute_dtypes))
 
-    def _foreach(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes) -> None:
+    def prepare_elementwise_foreach(
+        self, fn: ScalarFunction, items, compute_dtypes
+    ) -> Callable[[], None] | None:
+        """:meth:`elementwise_foreach` of these items as a function of no arguments (see
+        :meth:`prepare_elementwise`)."""
+        if fn.library is not None:
+            return None
+        launches: list[Callable[[], None]] = []
+
+        def run_alone(outputs: Any, inputs: Any) -> None:
+            launch = self.prepare_elementwise(fn, outputs, inputs, compute_dtypes)
+            assert launch is not None  # not a library function
+            launches.append(launch)
+
+        def alone(numel: int) -> bool:
+            return numel >= PARALLEL_THRESHOLD
+
+        groups = group_foreach_items(items, alone, run_alone, splat=True)
+        for (kinds, _), members in groups.items():
+            _, kernel, _, *args = self._foreach_launch(fn, kinds, members, compute_dtypes)
+            launches.append(functools.partial(kernel, *args))
+        return launches[0] if len(launches) == 1 else functools.partial(_each, tuple(launches))
+
+    def _foreach_launch(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes):
         args: list[Any] = [
             tuple(outputs[k].buffer[outputs[k].offset : outputs[k].offset + numel]
                   for outputs, _, numel in members)
@@ -291,7 +329,7 @@ class CPUBackend:
         module = self._generated(
             codegen.foreach_source, fn, tuple(final_kinds), compute_dtypes, members[0][0]
         )
-        _launch(f"{fn.name}[{len(members)} tensors]", module.foreach, (len(members),), *args)
+        return (f"{fn.name}[{len(members)} tensors]", module.foreach, (len(members),), *args)
 
     def _generated(self, make_source: Any, fn: ScalarFunction, kinds, compute_dtypes, outputs):
         """The module ``make_source`` (``codegen.elementwise_source`` or ``foreach_source``)
@@ -513,6 +551,15 @@ def _load_module(source: str, prefix: str) -> Any:
     from ...codecache import load_module
 
     return load_module(source, prefix)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _each(launches: tuple[Callable[[], None], ...]) -> None:
+    for launch in launches:
+        launch()
 
 
 def _with_splats(kinds: tuple[str, ...], inputs: Any, outputs: Any) -> tuple[str, ...]:

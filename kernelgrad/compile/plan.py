@@ -363,6 +363,13 @@ class PrimitiveStep(Step):
         self.label = op.kind if op.kind != "reduce" else f"reduce_{op.attrs['kind']}"
         self.shape = op.outputs[0].shape
 
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        prepare = getattr(self.backend, "prepare_matmul", None)
+        if self.kind != "matmul" or prepare is None:
+            return None
+        inputs = _materialize(self.inputs, table, bases)
+        return prepare(self.outputs[0].view(table, bases), inputs[0], inputs[1])
+
     def run(self, table: list[Any], bases: list[int]) -> None:
         attrs = self.op.attrs
         out = self.outputs[0].view(table, bases)

@@ -472,6 +472,15 @@ class CPUBackend:
         if debug_level() >= 2:
             _log_launch("matmul(BLAS)", out.shape, start)
 
+    def prepare_matmul(self, out: View, a: View, b: View) -> Callable[[], None] | None:
+        """:meth:`matmul` of these views as a function of no arguments (see
+        :meth:`prepare_elementwise`); None where an operand needs a copy first."""
+        left, right = _numpy_view(a), _numpy_view(b)
+        if self._blas_ready(left) is not left or self._blas_ready(right) is not right:
+            return None
+        multiply_adds = prod(out.shape) * (a.shape[-1] if len(a.shape) else 1)
+        return functools.partial(blas.matmul, left, right, _numpy_view(out), multiply_adds)
+
     def _blas_ready(self, array: np.ndarray) -> np.ndarray:
         """The array itself if BLAS can read its matrices (unit stride along rows or
         columns), else a contiguous copy."""

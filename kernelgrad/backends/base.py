@@ -24,7 +24,15 @@ One primitive is optional: ``elementwise_foreach(fn, items, compute_dtypes)`` ru
 ``elementwise`` for a list of ``(outputs, inputs)`` items of different shapes, in fewer
 kernels if the backend can (the CPU backend's one kernel for many small tensors: an
 optimizer's update of every parameter). Callers fall back to one ``elementwise`` per item
-where a backend lacks it (``nn._fused.launch_each``), and while ``kg.compile`` traces.
+where a backend lacks it (``nn._fused.launch_each``), and while ``kg.compile`` traces
+(its replay joins the items again, ``compile/plan.py``).
+
+Three more are optional, for ``kg.compile``'s replay: ``prepare_elementwise(fn, outputs,
+inputs, compute_dtypes)``, ``prepare_elementwise_foreach(fn, items, compute_dtypes)`` and
+``prepare_matmul(out, a, b)`` return a function of no arguments that launches the same
+kernel with everything resolved once (views, kernel, argument list), or None where they
+cannot; a replay calls it on every call for views whose buffers never change (the CPU
+backend has them; without them every replay step goes through the primitive).
 """
 
 from __future__ import annotations

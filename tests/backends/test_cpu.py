@@ -80,6 +80,23 @@ def test_an_input_that_is_the_outputs_own_view_is_read_from_the_output():
         assert_close(buffer, after)
 
 
+def _foreach_launched_alone(backend, fn, items, compute):
+    """Run ``elementwise_foreach`` and return the shapes of the items it launched on
+    their own (through ``elementwise``) rather than in a shared kernel."""
+    alone = []
+
+    def elementwise(fn, outputs, inputs, compute):
+        alone.append(outputs[0].shape)
+        type(backend).elementwise(backend, fn, outputs, inputs, compute)
+
+    backend.elementwise = elementwise
+    try:
+        backend.elementwise_foreach(fn, items, compute)
+    finally:
+        del backend.elementwise
+    return alone
+
+
 def test_elementwise_foreach_runs_small_contiguous_items_in_one_kernel():
     """Items of different sizes, in place, with a scalar that differs per item (passed as
     an array) and one that does not; a strided item and an item above the parallel
@@ -99,17 +116,7 @@ def test_elementwise_foreach_runs_small_contiguous_items_in_one_kernel():
         items.append(([out], [out, View(src, (src.size,), (1,), 0, float32), k + 1.0, 0.5]))
     strided = np.zeros(8, dtype=np.float32)  # every other element of it
     items.append(([View(strided, (4,), (2,), 0, float32)], [2.0, 3.0, 4.0, 0.0]))
-    alone = []  # the items launched on their own
-
-    def elementwise(fn, outputs, inputs, compute):
-        alone.append(outputs[0].shape)
-        type(backend).elementwise(backend, fn, outputs, inputs, compute)
-
-    backend.elementwise = elementwise
-    try:
-        backend.elementwise_foreach(fn, items, [float32] * 4)
-    finally:
-        del backend.elementwise
+    alone = _foreach_launched_alone(backend, fn, items, [float32] * 4)
     for got, want in zip(targets, expected):
         assert_close(got, want)
     assert_close(strided, [12, 0] * 4)
@@ -129,17 +136,7 @@ def test_elementwise_foreach_reads_a_broadcast_element_per_item_in_the_same_kern
         out = View(t, (t.size,), (1,), 0, float32)
         items.append(([out], [out, View(f, (t.size,), (0,), 0, float32)]))
     expected = [t * f[0] for t, f in zip(targets, factors)]
-    alone = []
-
-    def elementwise(fn, outputs, inputs, compute):
-        alone.append(outputs[0].shape)
-        type(backend).elementwise(backend, fn, outputs, inputs, compute)
-
-    backend.elementwise = elementwise
-    try:
-        backend.elementwise_foreach(fn, items, [float32] * 2)
-    finally:
-        del backend.elementwise
+    alone = _foreach_launched_alone(backend, fn, items, [float32] * 2)
     for got, want in zip(targets, expected):
         assert_close(got, want)
     assert alone == []

@@ -1,4 +1,5 @@
-"""Training throughput of LeNet-5 on Fashion-MNIST-shaped data: kernelgrad vs PyTorch.
+"""Training throughput of LeNet-5 (or an MLP 784-256-10) on Fashion-MNIST-shaped data:
+kernelgrad vs PyTorch.
 
 Batch 128, Adam (lr 1e-3), random inputs of shape (128, 1, 28, 28) and random labels
 (the data loader is not part of what is measured). PyTorch runs in a fresh process with
@@ -19,12 +20,19 @@ virtual machine; see ``_timing.py``). Both sides get the same:
 
     python benchmarks/bench_lenet.py [--steps 40] [--repeats 3] [--threads 2] [--cpu-time]
                                      [--compile] [--optimizer fused|unfused]
+                                     [--model lenet|mlp] [--cold]
 
 Prints samples per second for each and the ratio kernelgrad / PyTorch; with
 ``--compile`` also the same step under ``kg.compile`` (forward, backward and Adam's
 update traced, fused and replayed). Environment settings such as
 ``OMP_WAIT_POLICY=PASSIVE`` apply to both; see docs/nn.md ("Speed") for the settings
 that matter on a small machine.
+
+``--model mlp`` runs the same comparison for an MLP 784-256-10 (Linear, ReLU, Linear) on
+the flattened images. ``--cold`` measures the first training step instead: in a fresh
+process with an empty kernel cache (``KERNELGRAD_CACHE_DIR`` set to a new folder: every
+kernel is generated and compiled), then in another fresh process with that cache filled
+(kernels loaded from the disk), and prints both.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from _timing import ORIGINAL_ENVIRONMENT, thread_counts, use_threads
 import kernelgrad as kg
 import kernelgrad.nn.functional as F  # noqa: N812
 from kernelgrad.models import LeNet5
+
+MLP_SIZES = (784, 256, 10)
 
 BATCH = 128
 WARMUP_STEPS = 10  # PyTorch's first steps after start-up are slow; kernelgrad's compile
@@ -88,8 +98,16 @@ def main() -> None:
         default="fused",
         help="Adam's implementation on both sides (see the module docstring)",
     )
+    parser.add_argument("--model", choices=("lenet", "mlp"), default="lenet")
+    parser.add_argument(
+        "--cold", action="store_true", help="time the first step with an empty and a warm cache"
+    )
     parser.add_argument("--torch-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--first-step-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cold:
+        cold_start(args)
+        return
     use_threads(args.threads)
     if args.cpu_time:
         global CLOCK
@@ -97,19 +115,25 @@ def main() -> None:
 
     rng = np.random.default_rng(0)
     images = rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32)
+    if args.model == "mlp":
+        images = images.reshape(BATCH, -1)
     labels = rng.integers(0, 10, BATCH)
     if args.torch_only:
         torch_only(args, images, labels)
         return
 
-    print(thread_counts())
+    if not args.first_step_only:
+        print(thread_counts())
     kg.manual_seed(0)
-    model = LeNet5()
+    model = kernelgrad_model(args.model)
     optimizer = kg.optim.Adam(model.parameters(), lr=1e-3, fused=args.optimizer == "fused")
     x, y = kg.tensor(images), kg.tensor(labels)
     start = time.perf_counter()
     first_loss = kernelgrad_step(model, optimizer, x, y).item()
     warmup = time.perf_counter() - start
+    if args.first_step_only:
+        print(f"first step {warmup:.3f}")
+        return
     for _ in range(WARMUP_STEPS - 1):
         kernelgrad_step(model, optimizer, x, y)
     if args.profile:
@@ -153,7 +177,7 @@ def main() -> None:
     command = [
         sys.executable, __file__, "--torch-only", "--steps", str(args.steps),
         "--repeats", str(args.repeats), "--threads", str(args.threads),
-        "--optimizer", args.optimizer,
+        "--optimizer", args.optimizer, "--model", args.model,
     ] + (["--cpu-time"] if args.cpu_time else [])  # fmt: skip
     result = subprocess.run(
         command, env=ORIGINAL_ENVIRONMENT, capture_output=True, text=True, check=False
@@ -176,6 +200,44 @@ def main() -> None:
         )
 
 
+def kernelgrad_model(name: str) -> kg.nn.Module:
+    if name == "lenet":
+        return LeNet5()
+    inputs, hidden, classes = MLP_SIZES
+    return kg.nn.Sequential(
+        kg.nn.Linear(inputs, hidden), kg.nn.ReLU(), kg.nn.Linear(hidden, classes)
+    )
+
+
+def cold_start(args: argparse.Namespace) -> None:
+    """The first training step in a fresh process, with an empty kernel cache and then
+    with the cache that run filled."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kernelgrad-cold-") as folder:
+        environment = dict(ORIGINAL_ENVIRONMENT, KERNELGRAD_CACHE_DIR=folder)
+        command = [
+            sys.executable, __file__, "--first-step-only", "--model", args.model,
+            "--threads", str(args.threads), "--optimizer", args.optimizer,
+        ]  # fmt: skip
+        for label in ("empty kernel cache", "warm kernel cache"):
+            started = time.perf_counter()
+            result = subprocess.run(
+                command, env=environment, capture_output=True, text=True, check=False
+            )
+            process = time.perf_counter() - started
+            if result.returncode != 0:
+                print(f"{label}: the run failed:\n{result.stderr}")
+                return
+            step = float(result.stdout.split()[-1])
+            kernels = len(os.listdir(os.path.join(folder, "kernels")))
+            print(
+                f"{args.model}, first training step, {label}: {step:6.2f} s "
+                f"(whole process {process:6.2f} s; {kernels} files in the cache)"
+            )
+
+
 def torch_only(args: argparse.Namespace, images: np.ndarray, labels: np.ndarray) -> None:
     """Time PyTorch's LeNet-5 step: one tab-separated line."""
     try:
@@ -193,9 +255,15 @@ def torch_only(args: argparse.Namespace, images: np.ndarray, labels: np.ndarray)
         tnn.Conv2d(6, 16, 5), tnn.MaxPool2d(2), tnn.ReLU(), tnn.Flatten(),
         tnn.Linear(400, 120), tnn.ReLU(), tnn.Linear(120, 84), tnn.ReLU(), tnn.Linear(84, 10),
     )  # fmt: skip
+    if args.model == "mlp":
+        inputs, hidden, classes = MLP_SIZES
+        torch_model = tnn.Sequential(
+            tnn.Linear(inputs, hidden), tnn.ReLU(), tnn.Linear(hidden, classes)
+        )
     implementation = {"fused": True} if args.optimizer == "fused" else {"foreach": False}
     torch_optimizer = torch.optim.Adam(torch_model.parameters(), lr=1e-3, **implementation)
-    order = f"conv-pool-relu, Adam {', '.join(f'{k}={v}' for k, v in implementation.items())}"
+    layers = "conv-pool-relu" if args.model == "lenet" else "MLP 784-256-10"
+    order = f"{layers}, Adam {', '.join(f'{k}={v}' for k, v in implementation.items())}"
 
     def torch_step():
         torch_optimizer.zero_grad()

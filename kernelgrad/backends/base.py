@@ -24,7 +24,8 @@ One primitive is optional: ``elementwise_foreach(fn, items, compute_dtypes)`` ru
 ``elementwise`` for a list of ``(outputs, inputs)`` items of different shapes, in fewer
 kernels if the backend can (the CPU backend's one kernel for many small tensors: an
 optimizer's update of every parameter). Callers fall back to one ``elementwise`` per item
-where a backend lacks it (``nn._fused.launch_each``), and while ``kg.compile`` traces.
+where a backend lacks it (``nn._fused.launch_each``), and while ``kg.compile`` traces
+(its replay joins the items again, ``compile/plan.py``).
 
 Layers above the front end (nn, optim) never branch on a device's type: they ask the
 backend a question with :func:`backend_capability`. A backend answers by a class
@@ -42,6 +43,13 @@ the answer that is correct everywhere (only slower):
                    ``ndrange`` is one loop iteration (the CPU) and a
                    one-thread-per-row form is used instead
 =================  ======================================================  =======
+
+Three more are optional, for ``kg.compile``'s replay: ``prepare_elementwise(fn, outputs,
+inputs, compute_dtypes)``, ``prepare_elementwise_foreach(fn, items, compute_dtypes)`` and
+``prepare_matmul(out, a, b)`` return a function of no arguments that launches the same
+kernel with everything resolved once (views, kernel, argument list), or None where they
+cannot; a replay calls it on every call for views whose buffers never change (the CPU
+backend has them; without them every replay step goes through the primitive).
 """
 
 from __future__ import annotations
@@ -267,11 +275,15 @@ def group_foreach_items(
     items: Sequence[tuple[Sequence[View], Sequence[Operand]]],
     alone: Callable[[int], bool],
     run_alone: Callable[[Sequence[View], Sequence[Operand]], None],
+    splat: bool = False,
 ) -> dict[tuple, list[tuple[Sequence[View], Sequence[Operand], int]]]:
     """The items of ``elementwise_foreach`` that can share kernels, grouped by operand
     kinds (:func:`operand_kind`) and array dtypes, as ``(outputs, inputs, numel)``.
     ``run_alone(outputs, inputs)`` runs the others at once: items with a strided view,
-    those ``alone(numel)`` picks, and groups of one. Empty items are dropped."""
+    those ``alone(numel)`` picks, and groups of one. Empty items are dropped. With
+    ``splat``, an input view of one element broadcast to the item's shape (all strides
+    zero: a 0-d tensor such as a traced optimizer's step size) is of kind ``"splat"``
+    (the kernel reads its one element) instead of making the item strided."""
     groups: dict[tuple, list[tuple[Sequence[View], Sequence[Operand], int]]] = {}
     for outputs, inputs in items:
         shape = outputs[0].shape
@@ -281,6 +293,11 @@ def group_foreach_items(
         kinds = tuple(
             ["scalar" if type(x) is not View else operand_kind(x, outputs) for x in inputs]
         )
+        if splat:
+            kinds = tuple(
+                "splat" if kind == "array" and not any(x.strides) else kind
+                for kind, x in zip(kinds, inputs)
+            )
         arrays = [*outputs, *(x for x, kind in zip(inputs, kinds) if kind == "array")]
         contiguous = contiguous_strides(shape)
         if alone(numel) or any(v.strides != contiguous for v in arrays):

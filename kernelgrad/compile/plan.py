@@ -15,8 +15,10 @@ Replaying runs no Python per op: only one call per kernel.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -29,7 +31,7 @@ from ..dtypes import DType
 from ..shapes import coalesce
 from . import codegen
 from .graph import Analysis, Group, lift
-from .inline import convert, inline
+from .inline import convert, inlinable, inline
 from .trace import LAUNCH_HOOKS, Op, Slot, ViewRef
 
 
@@ -151,7 +153,7 @@ def _materialize(operands: list[Any], table: list[Any], bases: list[int]) -> lis
 
 
 def _template(x: Any) -> Any:
-    return _Template(x) if isinstance(x, ViewRef) else x
+    return _Template(x) if isinstance(x, (ViewRef, _Template)) else x
 
 
 class Step:
@@ -160,6 +162,13 @@ class Step:
 
     def run(self, table: list[Any], bases: list[int]) -> None:  # pragma: no cover
         raise NotImplementedError
+
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        """This step over these buffers as a function of no arguments with everything
+        resolved once (views, kernel, argument list), for a step whose buffers are the
+        same on every call; None where the step or its backend cannot (it then runs
+        through :meth:`run`)."""
+        return None
 
 
 class ElementwiseStep(Step):
@@ -180,6 +189,167 @@ class ElementwiseStep(Step):
             self.compute,
         )
 
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        prepare = getattr(self.backend, "prepare_elementwise", None)
+        if prepare is None:
+            return None
+        return prepare(
+            self.fn,
+            [o.view(table, bases) for o in self.outputs],
+            _materialize(self.inputs, table, bases),
+            self.compute,
+        )
+
+
+class ForeachStep(Step):
+    """Several independent launches of one scalar function replayed as one
+    ``elementwise_foreach`` launch (an optimizer's update of every parameter, Adam's
+    per-parameter step counts): see :func:`batch_foreach`."""
+
+    def __init__(self, members: list[ElementwiseStep]) -> None:
+        first = members[0]
+        self.backend = first.backend
+        self.fn = first.fn
+        self.compute = first.compute
+        self.items = [(step.outputs, step.inputs) for step in members]
+        self.outputs = [o for step in members for o in step.outputs]
+        self.inputs = [x for step in members for x in step.inputs]
+        self.label = f"{first.fn.name}[{len(members)} tensors]"
+        self.shape = first.shape
+
+    def _items(self, table: list[Any], bases: list[int]) -> list[tuple[list[View], list[Any]]]:
+        return [
+            ([o.view(table, bases) for o in outputs], _materialize(inputs, table, bases))
+            for outputs, inputs in self.items
+        ]
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        self.backend.elementwise_foreach(self.fn, self._items(table, bases), self.compute)
+
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        prepare = getattr(self.backend, "prepare_elementwise_foreach", None)
+        if prepare is None:
+            return None
+        return prepare(self.fn, self._items(table, bases), self.compute)
+
+
+def batch_foreach(steps: list[Step]) -> list[Step]:
+    """Runs of adjacent elementwise steps that apply one scalar function to independent
+    buffers, joined into one :class:`ForeachStep` where the backend has
+    ``elementwise_foreach``. A trace records a multi-tensor launch item by item (so that
+    dead items are dropped and producers fuse into each item); this joins them again,
+    and also joins launches that eager code makes one at a time (Adam's step counts
+    under a trace). Steps join only when no step of the run reads or writes a buffer
+    that another one writes, so their order does not matter."""
+    batched: list[Step] = []
+    run: list[ElementwiseStep] = []
+    written: set[int] = set()
+    touched: set[int] = set()
+
+    def flush() -> None:
+        if len(run) > 1:
+            batched.append(ForeachStep(list(run)))
+        else:
+            batched.extend(run)
+        run.clear()
+        written.clear()
+        touched.clear()
+
+    for step in steps:
+        if type(step) is not ElementwiseStep or not hasattr(step.backend, "elementwise_foreach"):
+            flush()
+            batched.append(step)
+            continue
+        outputs, reads = _slots_of(step)
+        joins = (
+            run
+            and step.backend is run[0].backend
+            and step.fn.key == run[0].fn.key
+            and step.compute == run[0].compute
+            and not (outputs | reads) & written
+            and not outputs & touched
+        )
+        if not joins:
+            flush()
+        run.append(step)
+        written.update(outputs)
+        touched.update(outputs | reads)
+    flush()
+    return batched
+
+
+# Adjacent independent elementwise steps of one shape joined into one kernel: at most
+# this many (a kernel's argument list grows with each).
+JOIN_LIMIT = 8
+
+
+def join_elementwise(steps: list[Step]) -> list[Step]:
+    """Runs of adjacent elementwise steps over one output shape that do not depend on
+    each other (a loss's division and the backward pass's seed of ones), joined into
+    one kernel with the outputs of all: horizontal fusion, one launch instead of
+    several. The same independence rule as :func:`batch_foreach` applies."""
+    joined: list[Step] = []
+    run: list[ElementwiseStep] = []
+    written: set[int] = set()
+    touched: set[int] = set()
+
+    def flush() -> None:
+        joined.append(run[0] if len(run) == 1 else _joined_step(run))
+        run.clear()
+        written.clear()
+        touched.clear()
+
+    for step in steps:
+        if type(step) is not ElementwiseStep or not inlinable(step.fn):
+            if run:
+                flush()
+            joined.append(step)
+            continue
+        outputs, reads = _slots_of(step)
+        if run and not (
+            len(run) < JOIN_LIMIT
+            and step.backend is run[0].backend
+            and step.shape == run[0].shape
+            and not (outputs | reads) & written
+            and not outputs & touched
+        ):
+            flush()
+        run.append(step)
+        written.update(outputs)
+        touched.update(outputs | reads)
+    if run:
+        flush()
+    return joined
+
+
+def _slots_of(step: ElementwiseStep) -> tuple[set[int], set[int]]:
+    """The slots ``step`` writes and those it reads."""
+    return {o.slot for o in step.outputs}, {x.slot for x in step.inputs if isinstance(x, _Template)}
+
+
+def _joined_step(run: list[ElementwiseStep]) -> ElementwiseStep:
+    names: list[str] = []
+    operands: list[Any] = []
+    compute: list[DType] = []
+    lines: list[str] = []
+    results: list[str] = []
+    for position, step in enumerate(run):
+        arguments = []
+        for operand, dtype in zip(step.inputs, step.compute):
+            arguments.append(f"a{len(names)}")
+            names.append(arguments[-1])
+            operands.append(operand)
+            compute.append(dtype)
+        body, values = inline(step.fn, arguments, f"h{position}_")
+        lines += body
+        results += values
+    text = _function_source("FN", names, lines, results)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    name = "joined_" + "_".join(dict.fromkeys(s.fn.name for s in run))[:40] + "_" + digest
+    fn = ScalarFunction(name, text.replace("def FN(", f"def {name}(", 1), len(names), len(results))
+    outputs = [o for step in run for o in step.outputs]
+    return ElementwiseStep(run[0].backend, fn, outputs, operands, compute)
+
 
 class PrimitiveStep(Step):
     """A recorded primitive replayed as it was called."""
@@ -192,6 +362,13 @@ class PrimitiveStep(Step):
         self.inputs = [_template(x) for x in op.inputs]
         self.label = op.kind if op.kind != "reduce" else f"reduce_{op.attrs['kind']}"
         self.shape = op.outputs[0].shape
+
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        prepare = getattr(self.backend, "prepare_matmul", None)
+        if self.kind != "matmul" or prepare is None:
+            return None
+        inputs = _materialize(self.inputs, table, bases)
+        return prepare(self.outputs[0].view(table, bases), inputs[0], inputs[1])
 
     def run(self, table: list[Any], bases: list[int]) -> None:
         attrs = self.op.attrs
@@ -514,10 +691,17 @@ class FusedReduceStep(Step):
         for counter in LAUNCH_HOOKS:
             counter.count += 1
             counter.names.append(self.label)
+        self._arguments(table, bases)()
+
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        return self._arguments(table, bases)
+
+    def _arguments(self, table: list[Any], bases: list[int]) -> Callable[[], None]:
         pro_offsets = np.array([t.offset + bases[t.slot] for t in self.pro], dtype=np.int64)
         epi_offsets = np.array([t.offset + bases[t.slot] for t in self.epi], dtype=np.int64)
         out_offsets = np.array([t.offset + bases[t.slot] for t in self.outs], dtype=np.int64)
-        self.kernel(
+        return functools.partial(
+            self.kernel,
             self.kshape,
             self.rshape,
             self.nsplit,
@@ -574,7 +758,7 @@ def build_steps(analysis: Analysis) -> list[Step]:
                 steps.append(PrimitiveStep(root_op))
         else:
             steps.append(_fused_elementwise(analysis, group))
-    return steps
+    return join_elementwise(batch_foreach(steps))
 
 
 def _fused_elementwise(analysis: Analysis, group: Group) -> Step:
@@ -768,6 +952,24 @@ class Plan:
         for index, buffer in escaping.items():
             self.table[index] = buffer
         self._allocate_scratch(set(escaping))
+        self._prepared: list[Callable[[], None] | None] | None = None
+
+    def _prepare(self) -> list[Callable[[], None] | None]:
+        """Each step whose buffers are the same on every call (scratch, parameters,
+        optimizer state: not the arguments, not the fresh outputs) prepared once, so that
+        replaying it is one call of its kernel with a bound argument list (see
+        ``Step.prepare``); None for the others. Done at the first replay, after the
+        trace has compiled every kernel."""
+        varying = set(self.arg_slots) | set(self.output_slots)
+        bases = [0] * len(self.table)
+        prepared: list[Callable[[], None] | None] = []
+        for step in self.steps:
+            prepare = getattr(step, "prepare", None)  # host ops (external.py) have none
+            if prepare is None or varying.intersection(_step_slots(step)):
+                prepared.append(None)
+            else:
+                prepared.append(prepare(self.table, bases))
+        return prepared
 
     @property
     def kernel_count(self) -> int:
@@ -815,14 +1017,26 @@ class Plan:
             if info.kind == "new":
                 table[slot] = info.backend.empty(info.numel, info.dtype)
         level = debug_level()
-        for step in self.steps:
-            if level >= 2:
-                start = time.perf_counter()
-                step.run(table, bases)
-                elapsed = (time.perf_counter() - start) * 1e6
-                log(f"compiled {step.label[:36]:<36} shape={step.shape!s:<18} {elapsed:9.1f} us")
-            else:
-                step.run(table, bases)
+        if level == 0 and not LAUNCH_HOOKS:
+            prepared = self._prepared
+            if prepared is None:
+                prepared = self._prepared = self._prepare()
+            for step, launch in zip(self.steps, prepared):
+                if launch is None:
+                    step.run(table, bases)
+                else:
+                    launch()
+        else:  # launches counted or logged: every step through its backend's primitive
+            for step in self.steps:
+                if level >= 2:
+                    start = time.perf_counter()
+                    step.run(table, bases)
+                    elapsed = (time.perf_counter() - start) * 1e6
+                    log(
+                        f"compiled {step.label[:36]:<36} shape={step.shape!s:<18} {elapsed:9.1f} us"
+                    )
+                else:
+                    step.run(table, bases)
         for position in self.written_args:
             tensors[position]._storage.version += 1
         return table

@@ -14,7 +14,7 @@ import kernelgrad as kg
 from kernelgrad.backends.base import ScalarFunction, View
 from kernelgrad.backends.cpu import codegen
 from kernelgrad.dtypes import float32, int64
-from tests.helpers import assert_close
+from tests.helpers import as_numpy, assert_close
 
 
 def test_generated_kernel_source_is_readable_python():
@@ -80,6 +80,23 @@ def test_an_input_that_is_the_outputs_own_view_is_read_from_the_output():
         assert_close(buffer, after)
 
 
+def _foreach_launched_alone(backend, fn, items, compute):
+    """Run ``elementwise_foreach`` and return the shapes of the items it launched on
+    their own (through ``elementwise``) rather than in a shared kernel."""
+    alone = []
+
+    def elementwise(fn, outputs, inputs, compute):
+        alone.append(outputs[0].shape)
+        type(backend).elementwise(backend, fn, outputs, inputs, compute)
+
+    backend.elementwise = elementwise
+    try:
+        backend.elementwise_foreach(fn, items, compute)
+    finally:
+        del backend.elementwise
+    return alone
+
+
 def test_elementwise_foreach_runs_small_contiguous_items_in_one_kernel():
     """Items of different sizes, in place, with a scalar that differs per item (passed as
     an array) and one that does not; a strided item and an item above the parallel
@@ -99,21 +116,44 @@ def test_elementwise_foreach_runs_small_contiguous_items_in_one_kernel():
         items.append(([out], [out, View(src, (src.size,), (1,), 0, float32), k + 1.0, 0.5]))
     strided = np.zeros(8, dtype=np.float32)  # every other element of it
     items.append(([View(strided, (4,), (2,), 0, float32)], [2.0, 3.0, 4.0, 0.0]))
-    alone = []  # the items launched on their own
-
-    def elementwise(fn, outputs, inputs, compute):
-        alone.append(outputs[0].shape)
-        type(backend).elementwise(backend, fn, outputs, inputs, compute)
-
-    backend.elementwise = elementwise
-    try:
-        backend.elementwise_foreach(fn, items, [float32] * 4)
-    finally:
-        del backend.elementwise
+    alone = _foreach_launched_alone(backend, fn, items, [float32] * 4)
     for got, want in zip(targets, expected):
         assert_close(got, want)
     assert_close(strided, [12, 0] * 4)
     assert alone == [(PARALLEL_THRESHOLD + 5,), (4,)]  # the other four: one kernel
+
+
+def test_elementwise_foreach_reads_a_broadcast_element_per_item_in_the_same_kernel():
+    """An input of one element broadcast to an item's shape (a traced optimizer's step
+    size, a 0-d tensor per parameter) does not make the item strided: every item still
+    runs in the one kernel, each reading its own element."""
+    backend = kg.ones(1)._backend
+    fn = ScalarFunction("scaled", "def scaled(x0, x1):\n    return x0 * x1\n", 2)
+    targets = [np.arange(n, dtype=np.float32) for n in (3, 5, 1)]
+    factors = [np.array([k + 2.0], dtype=np.float32) for k in range(3)]
+    items = []
+    for t, f in zip(targets, factors):
+        out = View(t, (t.size,), (1,), 0, float32)
+        items.append(([out], [out, View(f, (t.size,), (0,), 0, float32)]))
+    expected = [t * f[0] for t, f in zip(targets, factors)]
+    alone = _foreach_launched_alone(backend, fn, items, [float32] * 2)
+    for got, want in zip(targets, expected):
+        assert_close(got, want)
+    assert alone == []
+
+
+def test_a_zero_dim_input_broadcast_over_contiguous_views_runs_the_flat_kernel():
+    """``x * t`` with a 0-d ``t`` reads t's one element for every index ("splat") in the
+    flat kernel instead of taking the strided kernel for its zero strides; a transposed
+    operand keeps the strided kernel. Results equal NumPy's for both."""
+    backend = kg.ones(1)._backend
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for scale_dtype in (kg.float32, kg.float64):
+        scale = kg.tensor(1.5, dtype=scale_dtype)
+        assert_close(as_numpy(kg.tensor(x) * scale), x * 1.5)
+        assert_close(as_numpy(kg.tensor(x).T * scale), x.T * 1.5)
+    kinds = [key[2] for key in backend._elementwise_modules if key[0] == "elementwise_source"]
+    assert any("splat" in k for k in kinds), kinds
 
 
 def test_kernels_load_from_the_disk_cache_in_a_new_process(tmp_path):

@@ -81,6 +81,26 @@ def test_foreach_equals_one_elementwise_per_item(backend, launches, monkeypatch,
     assert len(launches) == len(grouped) + 1  # and the strided item alone
 
 
+def test_a_broadcast_element_per_item_shares_the_launch(backend, launches):
+    """A 0-d tensor broadcast to an item (a traced optimizer's step size) is read in
+    the shared launch ("splat"), not run as a strided item of its own."""
+    sizes = [(3,), (2, 5)]
+    params = [kg.ones(*s, device="cuda") for s in sizes]
+    grads = [kg.full(s, 2.0, device="cuda") for s in sizes]
+    scales = [kg.tensor(0.25 * (k + 1), device="cuda") for k in range(2)]
+    doubled = [kg.empty(*s, device="cuda") for s in sizes]
+    items = [
+        ([view(p), view(d)], [view(p), view(g), scale._broadcast_view(p.shape), 1.0])
+        for p, d, g, scale in zip(params, doubled, grads, scales)
+    ]
+    launches.clear()  # the fills that made the tensors
+    backend.elementwise_foreach(STEP_AND_DOUBLE, items, [float32] * 4)
+    for k, s in enumerate(sizes):
+        assert_close(params[k], np.full(s, 1.0 - 0.25 * (k + 1) * 2.0))
+        assert_close(doubled[k], np.full(s, 5.0))
+    assert len(launches) == 1 and "tensors]" in launches[0], launches
+
+
 def small_model():
     return kg.nn.Sequential(kg.nn.Linear(3, 4), kg.nn.Tanh(), kg.nn.Linear(4, 2))
 

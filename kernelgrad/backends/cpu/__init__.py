@@ -10,8 +10,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -203,17 +205,37 @@ class CPUBackend:
 
     # --- elementwise ----------------------------------------------------------------
     def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
-        shape = outputs[0].shape
-        numel = prod(shape)
-        if numel == 0:
+        if prod(outputs[0].shape) == 0:
             return
         if fn.library is not None and self._library_call(fn, outputs, inputs, compute_dtypes):
             return
         if len(outputs) == 1 and self._flat_one_output(fn, outputs[0], inputs, compute_dtypes):
             return
+        _launch(*self._elementwise_launch(fn, outputs, inputs, compute_dtypes))
+
+    def prepare_elementwise(
+        self, fn: ScalarFunction, outputs, inputs, compute_dtypes
+    ) -> Callable[[], None] | None:
+        """:meth:`elementwise` of these views as a function of no arguments that launches
+        the kernel with its arguments bound once (kg.compile's replay of buffers that stay
+        the same from call to call); None for a function NumPy runs (``fn.library``)."""
+        if prod(outputs[0].shape) == 0:
+            return _nothing
+        if fn.library is not None:
+            return None
+        _, kernel, _, *args = self._elementwise_launch(fn, outputs, inputs, compute_dtypes)
+        return functools.partial(kernel, *args)
+
+    def _elementwise_launch(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> tuple:
+        """``(name, kernel, shape, *arguments)`` of the generated kernel for these views
+        (the kernel and its layout arguments cached per function, operand kinds, dtypes,
+        shape, strides and offsets)."""
+        shape = outputs[0].shape
+        numel = prod(shape)
         kinds = tuple(
             ["scalar" if type(x) is not View else operand_kind(x, outputs) for x in inputs]
         )
+        kinds = _with_splats(kinds, inputs, outputs)
         views = [*outputs, *[x for x, kind in zip(inputs, kinds) if kind == "array"]]
         small = numel < PARALLEL_THRESHOLD
         key = (fn.key, kinds, small, *compute_dtypes, shape, *[o.dtype for o in outputs])
@@ -233,16 +255,14 @@ class CPUBackend:
                     args.append(x.buffer[x.offset : x.offset + numel])
                 elif kind == "scalar":
                     args.append(dtype.numpy.type(x))
-            if debug_level():
-                _launch(fn.name, kernel, shape, numel, *args)
-            else:
-                kernel(numel, *args)
-            return
+                elif kind == "splat":
+                    args.append(x.buffer[x.offset : x.offset + 1])
+            return (fn.name, kernel, shape, numel, *args)
         scalars = [
             dtype.numpy.type(x) for x, dtype in zip(inputs, compute_dtypes) if type(x) is not View
         ]
         buffers = [v.buffer for v in views]
-        _launch(
+        return (
             fn.name,
             kernel,
             shape,
@@ -334,11 +354,34 @@ class CPUBackend:
         def alone(numel: int) -> bool:
             return numel >= PARALLEL_THRESHOLD or fn.library is not None
 
-        groups = group_foreach_items(items, alone, run_alone)
+        groups = group_foreach_items(items, alone, run_alone, splat=True)
         for (kinds, _), members in groups.items():
-            self._foreach(fn, kinds, members, compute_dtypes)
+            _launch(*self._foreach_launch(fn, kinds, members, compute_dtypes))
 
-    def _foreach(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes) -> None:
+    def prepare_elementwise_foreach(
+        self, fn: ScalarFunction, items, compute_dtypes
+    ) -> Callable[[], None] | None:
+        """:meth:`elementwise_foreach` of these items as a function of no arguments (see
+        :meth:`prepare_elementwise`)."""
+        if fn.library is not None:
+            return None
+        launches: list[Callable[[], None]] = []
+
+        def run_alone(outputs: Any, inputs: Any) -> None:
+            launch = self.prepare_elementwise(fn, outputs, inputs, compute_dtypes)
+            assert launch is not None  # not a library function
+            launches.append(launch)
+
+        def alone(numel: int) -> bool:
+            return numel >= PARALLEL_THRESHOLD
+
+        groups = group_foreach_items(items, alone, run_alone, splat=True)
+        for (kinds, _), members in groups.items():
+            _, kernel, _, *args = self._foreach_launch(fn, kinds, members, compute_dtypes)
+            launches.append(functools.partial(kernel, *args))
+        return launches[0] if len(launches) == 1 else functools.partial(_each, tuple(launches))
+
+    def _foreach_launch(self, fn: ScalarFunction, kinds: tuple, members: list, compute_dtypes):
         args: list[Any] = [
             tuple(outputs[k].buffer[outputs[k].offset : outputs[k].offset + numel]
                   for outputs, _, numel in members)
@@ -351,6 +394,11 @@ class CPUBackend:
                     tuple(inputs[i].buffer[inputs[i].offset : inputs[i].offset + numel]
                           for _, inputs, numel in members)
                 )  # fmt: skip
+            elif kind == "splat":
+                args.append(
+                    tuple(inputs[i].buffer[inputs[i].offset : inputs[i].offset + 1]
+                          for _, inputs, _ in members)
+                )  # fmt: skip
             elif kind == "scalar":
                 values = [inputs[i] for _, inputs, _ in members]
                 if all(v == values[0] for v in values):
@@ -361,7 +409,7 @@ class CPUBackend:
         module = self._generated(
             codegen.foreach_source, fn, tuple(final_kinds), compute_dtypes, members[0][0]
         )
-        _launch(f"{fn.name}[{len(members)} tensors]", module.foreach, (len(members),), *args)
+        return (f"{fn.name}[{len(members)} tensors]", module.foreach, (len(members),), *args)
 
     def _generated(self, make_source: Any, fn: ScalarFunction, kinds, compute_dtypes, outputs):
         """The module ``make_source`` (``codegen.elementwise_source`` or ``foreach_source``)
@@ -515,6 +563,15 @@ class CPUBackend:
         if debug_level() >= 2:
             _log_launch("matmul(BLAS)", out.shape, start)
 
+    def prepare_matmul(self, out: View, a: View, b: View) -> Callable[[], None] | None:
+        """:meth:`matmul` of these views as a function of no arguments (see
+        :meth:`prepare_elementwise`); None where an operand needs a copy first."""
+        left, right = _numpy_view(a), _numpy_view(b)
+        if self._blas_ready(left) is not left or self._blas_ready(right) is not right:
+            return None
+        multiply_adds = prod(out.shape) * (a.shape[-1] if len(a.shape) else 1)
+        return functools.partial(blas.matmul, left, right, _numpy_view(out), multiply_adds)
+
     def _blas_ready(self, array: np.ndarray) -> np.ndarray:
         """The array itself if BLAS can read its matrices (unit stride along rows or
         columns), else a contiguous copy."""
@@ -603,6 +660,30 @@ def _load_module(source: str, prefix: str) -> Any:
     from ...codecache import load_module
 
     return load_module(source, prefix)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _each(launches: tuple[Callable[[], None], ...]) -> None:
+    for launch in launches:
+        launch()
+
+
+def _with_splats(kinds: tuple[str, ...], inputs: Any, outputs: Any) -> tuple[str, ...]:
+    """``kinds`` with each input of one element broadcast over the whole shape (all
+    strides zero: a 0-d tensor such as a traced optimizer's step size) marked
+    ``"splat"`` when every other view is contiguous, so that the flat kernel runs (it
+    reads the element once per item) instead of the strided one."""
+    splats = [kind == "array" and not any(x.strides) for kind, x in zip(kinds, inputs)]
+    if not any(splats):
+        return kinds
+    contiguous = contiguous_strides(outputs[0].shape)
+    others = [*outputs, *(x for x, k, s in zip(inputs, kinds, splats) if k == "array" and not s)]
+    if any(v.strides != contiguous for v in others):
+        return kinds
+    return tuple("splat" if splat else kind for kind, splat in zip(kinds, splats))
 
 
 def _launch(name: str, kernel: Any, shape: tuple[int, ...], *args: Any) -> None:

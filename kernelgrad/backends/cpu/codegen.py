@@ -63,7 +63,8 @@ def elementwise_source(
 ) -> str:
     """Source of a module with the four elementwise kernels described above.
 
-    ``input_kinds`` holds ``"array"``, ``"scalar"`` or ``"out<k>"`` per input. Operands
+    ``input_kinds`` holds ``"array"``, ``"scalar"``, ``"splat"`` (a one-element array
+    read for every index; flat kernels only) or ``"out<k>"`` per input. Operands
     are passed outputs first, then inputs; array operands take one row of
     ``offsets``/``strides`` each (outputs first), scalars none. An ``"out<k>"`` input is
     the very view of output ``k`` (an in-place update such as an optimizer's): it is not
@@ -80,6 +81,10 @@ def elementwise_source(
             flat_inputs.append(cast(f"in{i}[j]", compute_dtypes[i]))
             fast_inputs.append(cast(f"v{a}[j]", compute_dtypes[i]))
             general_inputs.append(cast(f"in{i}[p{a} + j * t{a}]", compute_dtypes[i]))
+        elif kind == "splat":  # one element broadcast over the shape (flat kernels only)
+            params.append(f"in{i}")
+            for exprs in (flat_inputs, fast_inputs, general_inputs):
+                exprs.append(cast(f"in{i}[0]", compute_dtypes[i]))
         elif kind.startswith("out"):  # the same memory as output k: read it there
             k = int(kind[3:])
             flat_inputs.append(cast(f"out{k}[j]", compute_dtypes[i]))
@@ -136,7 +141,9 @@ def foreach_source(
 
     Array operands (outputs, and inputs of kind ``"array"``) are tuples with one 1-D array
     per item; an input of kind ``"scalars"`` is a 1-D array with one value per item, one
-    of kind ``"scalar"`` a single value for all; ``"out<k>"`` reads output ``k``."""
+    of kind ``"scalar"`` a single value for all; ``"out<k>"`` reads output ``k``; one of
+    kind ``"splat"`` is a tuple of one-element arrays (a value per item, read on the
+    device: a traced optimizer's step size)."""
     params = [f"out{k}" for k in range(nout)]
     body = ["for k in range(len(out0)):"]
     body += [f"    o{k} = out{k}[k]" for k in range(nout)]
@@ -148,6 +155,10 @@ def foreach_source(
             exprs.append(cast(f"a{i}[j]", compute_dtypes[i]))
         elif kind.startswith("out"):
             exprs.append(cast(f"o{int(kind[3:])}[j]", compute_dtypes[i]))
+        elif kind == "splat":
+            params.append(f"in{i}")
+            body.append(f"    s{i} = {cast(f'in{i}[k][0]', compute_dtypes[i])}")
+            exprs.append(f"s{i}")
         elif kind == "scalars":
             params.append(f"scalar{i}")
             body.append(f"    s{i} = scalar{i}[k]")

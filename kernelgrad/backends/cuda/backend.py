@@ -354,7 +354,7 @@ class CUDABackend:
         def run_alone(outputs: Any, inputs: Any) -> None:
             self.elementwise(fn, outputs, inputs, compute_dtypes)
 
-        groups = group_foreach_items(items, lambda numel: False, run_alone)
+        groups = group_foreach_items(items, lambda numel: False, run_alone, splat=True)
         for (kinds, _), members in groups.items():
             self._foreach(fn, kinds, members, compute_dtypes)
 
@@ -363,7 +363,7 @@ class CUDABackend:
         for i, kind in enumerate(kinds):
             if kind == "scalar" and len({inputs[i] for _, inputs, _ in members}) > 1:
                 final_kinds[i] = "scalars"  # a different value per item
-        n_arrays = fn.nout + kinds.count("array")
+        n_arrays = fn.nout + kinds.count("array") + kinds.count("splat")
         per_launch = foreach.items_per_launch(
             n_arrays, final_kinds.count("scalars"), final_kinds.count("scalar")
         )
@@ -390,12 +390,14 @@ class CUDABackend:
             offsets: list[int] = []
             for outputs, inputs, _ in chunk:
                 offsets += [o.offset for o in outputs]
-                offsets += [x.offset for x, kind in zip(inputs, kinds) if kind == "array"]
+                offsets += [
+                    x.offset for x, kind in zip(inputs, kinds) if kind in ("array", "splat")
+                ]
             args: list[Any] = [numels, tuple(offsets)]
             args += [tuple(outputs[k].buffer for outputs, _, _ in chunk) for k in range(fn.nout)]
             for i, (kind, dtype) in enumerate(zip(final_kinds, compute_dtypes)):
                 convert = dtype.numpy.type
-                if kind == "array":
+                if kind in ("array", "splat"):
                     args.append(tuple(inputs[i].buffer for _, inputs, _ in chunk))
                 elif kind == "scalars":
                     args.append(tuple(convert(inputs[i]) for _, inputs, _ in chunk))

@@ -48,13 +48,14 @@ def foreach_source(
 
     ``numels`` holds each item's size; ``offsets`` each item's array offsets (outputs,
     then array inputs), item after item. Operands: ``out<k>``, a tuple of one array per
-    item; then per input of kind ``"array"`` a tuple of arrays, ``"scalars"`` a tuple of
+    item; then per input of kind ``"array"`` a tuple of arrays (``"splat"``: the same,
+    of which the element at the offset is read for every index), ``"scalars"`` a tuple of
     one value per item, ``"scalar"`` one value for all; ``"out<k>"`` reads output ``k``
     (an in-place update) and takes no operand. ``bits`` is the width of the index
     arithmetic (``codegen.index_bits``: 32 unless an item or buffer reaches 2**31)."""
     from .codegen import _HEADER, counter_type, grid_stride, grid_stride_next, position_type
 
-    n_item_arrays = nout + sum(1 for kind in input_kinds if kind == "array")
+    n_item_arrays = nout + sum(1 for kind in input_kinds if kind in ("array", "splat"))
     params = [f"out{k}" for k in range(nout)]
     counter, position = counter_type(bits), position_type(bits)
     body = [
@@ -72,6 +73,12 @@ def foreach_source(
             body += [f"a{i} = in{i}[item]", f"q{i} = {position}(offsets[base + {array}])"]
             array += 1
             arguments.append(cast(f"a{i}[q{i} + j]", compute_dtypes[i]))
+        elif kind == "splat":  # one element read for every index (a traced step size)
+            params.append(f"in{i}")
+            body += [f"a{i} = in{i}[item]", f"q{i} = {position}(offsets[base + {array}])"]
+            array += 1
+            body.append(f"s{i} = {cast(f'a{i}[q{i}]', compute_dtypes[i])}")
+            arguments.append(f"s{i}")
         elif kind.startswith("out"):
             k = int(kind[3:])
             arguments.append(cast(f"o{k}[p{k} + j]", compute_dtypes[i]))

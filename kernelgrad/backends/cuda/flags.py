@@ -70,12 +70,14 @@ class DeferredErrors:
         return host
 
     def raise_reported(self, host: Any, late: bool = True) -> None:
-        """Forget the pending slots; raise the error of the first one set in ``host``
-        (zeroing the table on the device first, so that the error is raised once)."""
+        """Forget the pending slots; raise the error of the earliest launch whose slot is
+        set in ``host`` (zeroing the table on the device first, so that the error is
+        raised once). Slots are taken round the table, so the earliest launch is the
+        first registered (``_pending`` keeps that order), not the lowest slot."""
         if host is None:
             return
         pending, self._pending = self._pending, {}
-        found = [k for k in sorted(pending) if host[2 * k + 1]]
+        found = [k for k in pending if host[2 * k + 1]]
         if not found:
             return
         with self._memory.context():

@@ -1,6 +1,8 @@
-"""The nn/optim seam: nn and optim neither import the compile layer (above them) nor
+"""The layer seams: nn and optim neither import the compile layer (above them) nor
 branch on a device's type; they ask ``kernelgrad.tracing`` whether a trace records and
-the backend what it can do (``backends.base.backend_capability``)."""
+the backend what it can do (``backends.base.backend_capability``). The compile layer
+imports no device's backend and branches on no device: it reaches them through the
+Backend protocol (``backend.fused_reduce`` for fused reductions)."""
 
 from __future__ import annotations
 
@@ -62,6 +64,101 @@ def test_the_seam_checks_themselves_find_what_they_look_for() -> None:
     nodes = list(ast.walk(ast.parse(source)))
     assert any(_imports_compile(node) for node in nodes)
     assert any(_is_device_type(node) for node in nodes)
+
+
+def _imports_a_device_backend(node: ast.AST) -> bool:
+    """An import of ``backends.cpu`` or ``backends.cuda`` (or anything inside them)."""
+    if isinstance(node, ast.ImportFrom):
+        parts = (node.module or "").split(".")
+        if "backends" in parts:
+            inside = parts[parts.index("backends") + 1 :]
+            names = inside[:1] or [alias.name for alias in node.names]
+            return any(name in DEVICE_BACKENDS for name in names)
+        return False
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            parts = alias.name.split(".")
+            if "backends" in parts and parts[parts.index("backends") + 1 :][:1] in (
+                [name] for name in DEVICE_BACKENDS
+            ):
+                return True
+    return False
+
+
+def _names_a_device(node: ast.AST) -> bool:
+    """A comparison with a device's name: ``backend.name == "cuda"``, ``... in ("cpu",
+    "cuda")``, ``device.type != "cpu"``."""
+    if not isinstance(node, ast.Compare):
+        return False
+    for operand in [node.left, *node.comparators]:
+        values = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+        if any(isinstance(v, ast.Constant) and v.value in DEVICE_BACKENDS for v in values):
+            return True
+    return False
+
+
+DEVICE_BACKENDS = ("cpu", "cuda")
+
+
+def test_compile_reaches_devices_only_through_the_backend_protocol() -> None:
+    """kg.compile neither imports a device's backend nor branches on a device: fused
+    reductions come from ``backend.fused_reduce`` (backends/base.py)."""
+    found = []
+    for path in sorted((PACKAGE / "compile").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            where = f"{path.relative_to(PACKAGE)}:{getattr(node, 'lineno', '?')}"
+            if _imports_a_device_backend(node):
+                found.append(f"{where} imports a device's backend")
+            if _is_device_type(node) or _names_a_device(node):
+                found.append(f"{where} branches on a device")
+    assert not found, "\n".join(found)
+
+
+def test_the_compile_seam_check_finds_what_it_looks_for() -> None:
+    caught = [
+        "from ..backends.cuda.codegen import index_bits",
+        "from ..backends import cpu",
+        "import kernelgrad.backends.cuda.backend",
+        "if getattr(backend, 'name', '') == 'cuda': pass",
+        "ok = backend.name in ('cpu', 'cuda')",
+    ]
+    for source in caught:
+        nodes = list(ast.walk(ast.parse(source)))
+        assert any(_imports_a_device_backend(n) or _names_a_device(n) for n in nodes), source
+    allowed = "from ..backends.base import View\nfrom ..backends import loaded_backends\n"
+    allowed += "if kind == 'sum': pass\n"
+    nodes = list(ast.walk(ast.parse(allowed)))
+    assert not any(_imports_a_device_backend(n) or _names_a_device(n) for n in nodes)
+
+
+def test_a_backend_without_fused_reduce_runs_compile_unfused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``fused_reduce`` is optional: without it kg.compile launches the prologue, the
+    reduction and the epilogue one by one, with the same results."""
+
+    def program(x: kg.Tensor, y: kg.Tensor) -> kg.Tensor:
+        return ((x * y + 1.0).sum(dim=1) * 0.5).exp()
+
+    x = kg.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+    y = kg.tensor(np.linspace(0, 2, 12, dtype=np.float32).reshape(3, 4))
+    expected = program(x, y).numpy()
+
+    def run_compiled() -> tuple[np.ndarray, list[str]]:
+        compiled = kg.compile(program)
+        for _ in range(2):  # the first call runs eagerly; the second traces
+            compiled(x, y)
+        with kg.compile.count_launches() as counter:  # a replay
+            result = compiled(x, y).numpy()
+        return result, counter.names
+
+    fused, fused_launches = run_compiled()
+    monkeypatch.delattr(CPUBackend, "fused_reduce")
+    unfused, unfused_launches = run_compiled()
+    np.testing.assert_allclose(fused, expected, rtol=1e-6)
+    np.testing.assert_allclose(unfused, expected, rtol=1e-6)
+    assert len(fused_launches) == 1 and "reduce_sum" in fused_launches[0], fused_launches
+    assert len(unfused_launches) == 3 and unfused_launches[1] == "reduce", unfused_launches
 
 
 def test_the_tracing_hook_answers_while_compile_records() -> None:

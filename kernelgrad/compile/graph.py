@@ -127,7 +127,8 @@ class Analysis:
             and op.kind == "reduce"
             and op.attrs["kind"] in FUSABLE_REDUCTIONS
             and bool(op.attrs["axes"])
-            and getattr(op.attrs["backend"], "name", "") in ("cpu", "cuda")  # generated code
+            # an optional primitive: without it the reduction runs unfused
+            and callable(getattr(op.attrs["backend"], "fused_reduce", None))
         )
 
     def _producer(self, slot: int, group: Group) -> int | None:

@@ -15,21 +15,17 @@ Replaying runs no Python per op: only one call per kernel.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from math import prod
 from typing import Any
 
 import numpy as np
 
 from ..backends.base import ScalarFunction, View
+from ..backends.fused_reduce import FusedReduction
 from ..debug import debug_level, log
 from ..dtypes import DType
-from ..shapes import coalesce
-from . import codegen
 from .graph import Analysis, Group, lift
 from .inline import convert, inlinable, inline
 from .trace import LAUNCH_HOOKS, Op, Slot, ViewRef
@@ -467,107 +463,30 @@ class KernelStep(Step):
             self.kernel.launch(args, self.ndrange, self.workgroup, self.device)
 
 
-class CudaFusedReduceStep(Step):
-    """A generated CUDA reduction with its prologue and epilogue
-    (``codegen.cuda_reduce_source``), launched through the backend's launcher (errors
-    name the step, ``KG_CUDA_LAUNCH_BLOCKING`` applies). A block of threads reduces one
-    output at a time; when a few outputs each reduce many elements (a fused ``.sum()``
-    to a scalar), their rows are cut into pieces spread over the device's blocks, and
-    a second launch combines each output's pieces and applies the epilogue, as the
-    backend's own reductions do."""
+class FusedReduceStep(Step):
+    """A fused reduction: the kernel its backend made from a
+    :class:`~kernelgrad.backends.fused_reduce.FusedReduction`
+    (``backend.fused_reduce``), called with the buffers and offsets of its views."""
 
-    def __init__(self, backend: Any, parts: ReduceParts) -> None:
-        self.backend = backend
-        self.parts = parts
-        self.label = parts.label
-        self.shape = tuple(parts.x_view.shape)
-        self.layout, out_views = parts.cuda_layout()
-        n_out, n_red = self.layout["n_out"], self.layout["n_red"]
-        policy = backend.policy
-        self.block = policy.reduce_threads if n_red > 256 else min(32, policy.reduce_threads)
-        nsplit = 1
-        if 0 < n_out < policy.reduce_blocks:
-            per_block = self.block * policy.reduce_min_per_thread
-            nsplit = max(1, min(-(-policy.reduce_blocks // n_out), n_red // per_block))
-        self.per_split = -(-n_red // nsplit) if n_red else 0
-        self.nsplit = -(-n_red // self.per_split) if self.per_split else 1  # no empty pieces
-        accumulator = codegen.cuda_accumulator(parts.kind, parts.x_dtype)
-        self.partial = backend.empty(max(n_out * self.nsplit, 1), accumulator)
-        pro_views, self.pro_scalars = _split_operands(
-            parts.prologue, None if parts.prologue else parts.x_view
-        )
-        epi_views, self.epi_scalars = _split_operands(parts.epilogue, None)
-        self.pro = [_Template(v) for v in pro_views]
-        self.epi = [_Template(v) for v in epi_views]
-        self.outs = [_Template(v) for v in out_views]
-        self.described = (
-            f"input shape {self.shape}, {n_out} outputs of {n_red} elements, "
-            f"{self.nsplit} pieces per output, block {self.block}"
-        )
-        self._kernels: dict[int, Any] = {}
+    def __init__(self, kernel: Any, views: list[ViewRef], label: str) -> None:
+        self.kernel = kernel
+        self.label = label
+        self.views = [_Template(v) for v in views]
 
-    def kernel(self, bits: int) -> Any:
-        """The compiled kernel with ``bits``-wide index arithmetic (loaded on first use)."""
-        kernel = self._kernels.get(bits)
-        if kernel is None:
-            from ..backends.cuda.codegen import for_simulator
-            from ..codecache import load_module
-
-            source = self.parts.cuda_source(self.block, bits)
-            if getattr(self.backend, "simulated", False):
-                source = for_simulator(source)
-            module = load_module(source, f"fused_reduce_cuda_{self.parts.kind}")
-            kernel = self._kernels[bits] = module.kernel
-        return kernel
+    def _operands(self, table: list[Any], bases: list[int]) -> tuple[list[Any], list[int]]:
+        arrays = [table[t.slot] for t in self.views]
+        offsets = [t.offset + bases[t.slot] for t in self.views]
+        return arrays, offsets
 
     def run(self, table: list[Any], bases: list[int]) -> None:
-        from ..backends.cuda.codegen import index_bits
-
-        layout = self.layout
-        n_out, nsplit = layout["n_out"], self.nsplit
-        phases = [codegen.WHOLE] if nsplit == 1 else [codegen.PIECES, codegen.COMBINE]
+        launches = self.kernel.launches
         for counter in LAUNCH_HOOKS:
-            counter.count += len(phases)
-            counter.names += [self.label] * len(phases)
-        if n_out == 0:
-            return
-        arrays = [table[t.slot] for t in self.pro + self.epi + self.outs]
-        bits = index_bits(max(n_out * nsplit, layout["n_red"]), [*arrays, self.partial])
-        kernel = self.kernel(bits)
-        n_pro, n_epi = len(self.pro), len(self.epi)
-        common = (
-            n_out,
-            layout["n_red"],
-            nsplit,
-            self.per_split,
-            layout["kshape"],
-            layout["rshape"],
-            tuple(t.offset + bases[t.slot] for t in self.pro) or (0,),
-            layout["pro_kstrides"],
-            layout["pro_rstrides"],
-            layout["eshape"],
-            tuple(t.offset + bases[t.slot] for t in self.epi) or (0,),
-            layout["epi_strides"],
-            tuple(t.offset + bases[t.slot] for t in self.outs),
-            layout["out_strides"],
-            self.partial,
-            *arrays[:n_pro],
-            *self.pro_scalars,
-            *arrays[n_pro : n_pro + n_epi],
-            *self.epi_scalars,
-            *arrays[n_pro + n_epi :],
-        )
-        max_blocks = self.backend.policy.max_blocks
-        for phase in phases:
-            work = n_out * nsplit if phase == codegen.PIECES else n_out
-            self.backend.launcher.launch(
-                self.label,
-                kernel,
-                min(work, max_blocks),
-                self.block,
-                self.described,
-                (phase, *common),
-            )
+            counter.count += launches
+            counter.names += [self.label] * launches
+        self.kernel.run(*self._operands(table, bases))
+
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        return self.kernel.prepare(*self._operands(table, bases))
 
 
 def _split_operands(params: _Params | None, single: ViewRef | None) -> tuple[list, list]:
@@ -580,152 +499,6 @@ def _split_operands(params: _Params | None, single: ViewRef | None) -> tuple[lis
         if not isinstance(x, ViewRef)
     ]
     return views, scalars
-
-
-def _cuda_layout(
-    x_shape: tuple[int, ...],
-    axes: tuple[int, ...],
-    pro_views: list[ViewRef],
-    eshape: tuple[int, ...],
-    epi_views: list[ViewRef],
-    outputs: list[ViewRef],
-) -> dict[str, Any]:
-    kept = [d for d in range(len(x_shape)) if d not in axes]
-    kept_shape = tuple(x_shape[d] for d in kept)
-    red_shape = tuple(x_shape[d] for d in axes)
-    kshape, kstrides = coalesce(kept_shape, [tuple(v.strides[d] for d in kept) for v in pro_views])
-    rshape, rstrides = coalesce(red_shape, [tuple(v.strides[d] for d in axes) for v in pro_views])
-    eshape_c, estrides = coalesce(eshape, [v.strides for v in epi_views + outputs])
-    flat = lambda rows: tuple(int(s) for row in rows for s in row) or (0,)
-    return {
-        "n_out": prod(kept_shape),
-        "n_red": prod(red_shape),
-        "kshape": tuple(kshape),
-        "rshape": tuple(rshape),
-        "eshape": tuple(eshape_c),
-        "pro_kstrides": flat(kstrides),
-        "pro_rstrides": flat(rstrides),
-        "epi_strides": flat(estrides[: len(epi_views)]),
-        "out_strides": flat(estrides[len(epi_views) :]),
-        "dims": (len(kshape), len(rshape), len(eshape_c)),
-    }
-
-
-class FusedReduceStep(Step):
-    """A generated CPU reduction with its prologue and epilogue."""
-
-    def __init__(
-        self,
-        kernel: Any,
-        kind: str,
-        x_shape: tuple[int, ...],
-        axes: tuple[int, ...],
-        prologue: _Params | None,
-        prologue_view: ViewRef | None,
-        epilogue: _Params | None,
-        eshape: tuple[int, ...],
-        outputs: list[ViewRef],
-        accumulator: DType,
-        label: str,
-    ) -> None:
-        self.kernel = kernel
-        self.label = label
-        self.shape = tuple(x_shape)
-        kept = [d for d in range(len(x_shape)) if d not in axes]
-        kept_shape = tuple(x_shape[d] for d in kept)
-        red_shape = tuple(x_shape[d] for d in axes)
-        if prologue is not None:
-            pro_views = [x for x in prologue.operands if isinstance(x, ViewRef)]
-            self.pro_scalars = [
-                d.numpy.type(x)
-                for x, d in zip(prologue.operands, prologue.dtypes)
-                if not isinstance(x, ViewRef)
-            ]
-        else:
-            assert prologue_view is not None
-            pro_views = [prologue_view]
-            self.pro_scalars = []
-        kshape, kstrides = coalesce(
-            kept_shape, [tuple(v.strides[d] for d in kept) for v in pro_views]
-        )
-        rshape, rstrides = coalesce(
-            red_shape, [tuple(v.strides[d] for d in axes) for v in pro_views]
-        )
-        self.kshape = np.array(kshape, dtype=np.int64)
-        self.rshape = np.array(rshape, dtype=np.int64)
-        self.pro_kstrides = np.array(kstrides, dtype=np.int64).reshape(len(pro_views), len(kshape))
-        self.pro_rstrides = np.array(rstrides, dtype=np.int64).reshape(len(pro_views), len(rshape))
-        self.pro = [_Template(v) for v in pro_views]
-        epi_views = [x for x in epilogue.operands if isinstance(x, ViewRef)] if epilogue else []
-        self.epi_scalars = (
-            [
-                d.numpy.type(x)
-                for x, d in zip(epilogue.operands, epilogue.dtypes)
-                if not isinstance(x, ViewRef)
-            ]
-            if epilogue
-            else []
-        )
-        eshape_c, estrides = coalesce(
-            eshape, [v.strides for v in epi_views] + [v.strides for v in outputs]
-        )
-        self.eshape = np.array(eshape_c, dtype=np.int64)
-        strides = np.array(estrides, dtype=np.int64).reshape(
-            len(epi_views) + len(outputs), len(eshape_c)
-        )
-        self.epi_strides = strides[: len(epi_views)].copy()
-        self.out_strides = strides[len(epi_views) :].copy()
-        self.epi = [_Template(v) for v in epi_views]
-        self.outs = [_Template(v) for v in outputs]
-        n_out, n_red = prod(kept_shape), prod(red_shape)
-        threads = _threads()
-        nsplit = 1
-        if n_out < 4 * threads and n_red >= 2 * codegen.CHUNK:
-            nsplit = min(-(-4 * threads // max(n_out, 1)), -(-n_red // codegen.CHUNK))
-        self.nsplit = nsplit
-        self.partial = np.empty(
-            max(n_out * nsplit, 1) if nsplit > 1 else 1, dtype=accumulator.numpy
-        )
-
-    def run(self, table: list[Any], bases: list[int]) -> None:
-        for counter in LAUNCH_HOOKS:
-            counter.count += 1
-            counter.names.append(self.label)
-        self._arguments(table, bases)()
-
-    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
-        return self._arguments(table, bases)
-
-    def _arguments(self, table: list[Any], bases: list[int]) -> Callable[[], None]:
-        pro_offsets = np.array([t.offset + bases[t.slot] for t in self.pro], dtype=np.int64)
-        epi_offsets = np.array([t.offset + bases[t.slot] for t in self.epi], dtype=np.int64)
-        out_offsets = np.array([t.offset + bases[t.slot] for t in self.outs], dtype=np.int64)
-        return functools.partial(
-            self.kernel,
-            self.kshape,
-            self.rshape,
-            self.nsplit,
-            self.partial,
-            pro_offsets,
-            self.pro_kstrides,
-            self.pro_rstrides,
-            self.eshape,
-            epi_offsets,
-            self.epi_strides,
-            out_offsets,
-            self.out_strides,
-            *[table[t.slot] for t in self.pro],
-            *self.pro_scalars,
-            *[table[t.slot] for t in self.epi],
-            *self.epi_scalars,
-            *[table[t.slot] for t in self.outs],
-        )
-
-
-def _threads() -> int:
-    import numba
-
-    return numba.get_num_threads()
 
 
 # --- building ---------------------------------------------------------------------------------
@@ -774,67 +547,10 @@ def _fused_elementwise(analysis: Analysis, group: Group) -> Step:
     )
 
 
-@dataclass
-class ReduceParts:
-    """What a fused reduction kernel is made of, independent of the device."""
-
-    kind: str
-    axes: tuple[int, ...]
-    x_view: ViewRef
-    out_dtype: DType
-    prologue: _Params | None
-    prologue_source: tuple[str, str] | None
-    epilogue: _Params | None
-    epilogue_source: tuple[str, str] | None
-    outputs: list[ViewRef]
-    eshape: tuple[int, ...]
-    label: str
-
-    @property
-    def x_dtype(self) -> DType:
-        return self.x_view.dtype
-
-    def array_dtypes(self, params: _Params | None) -> list[DType]:
-        if params is None:
-            return []
-        return [d for x, d in zip(params.operands, params.dtypes) if isinstance(x, ViewRef)]
-
-    def scalar_count(self, params: _Params | None) -> int:
-        if params is None:
-            return 0
-        return sum(1 for x in params.operands if not isinstance(x, ViewRef))
-
-    def source_arguments(self) -> tuple[Any, ...]:
-        """The arguments of :func:`codegen.reduce_source` after ``kind``."""
-        return (
-            self.x_dtype,
-            self.out_dtype,
-            self.prologue_source,
-            self.array_dtypes(self.prologue) if self.prologue else [self.x_dtype],
-            self.scalar_count(self.prologue),
-            self.epilogue_source,
-            self.array_dtypes(self.epilogue),
-            self.scalar_count(self.epilogue),
-            [v.dtype for v in self.outputs],
-        )
-
-    def cuda_layout(self) -> tuple[dict[str, Any], list[ViewRef]]:
-        pro_views, _ = _split_operands(self.prologue, None if self.prologue else self.x_view)
-        epi_views, _ = _split_operands(self.epilogue, None)
-        out_views = self.outputs if self.eshape else [_scalar_view(v) for v in self.outputs]
-        layout = _cuda_layout(
-            self.x_view.shape, self.axes, pro_views, self.eshape or (1,), epi_views, out_views
-        )
-        return layout, out_views
-
-    def cuda_source(self, block: int, bits: int) -> str:
-        layout, _ = self.cuda_layout()
-        return codegen.cuda_reduce_source(
-            self.kind, *self.source_arguments(), layout["dims"], block, bits
-        )
-
-
-def reduce_parts(analysis: Analysis, group: Group) -> ReduceParts:
+def reduce_parts(analysis: Analysis, group: Group) -> tuple[FusedReduction, list[ViewRef]]:
+    """The device-neutral description of the group's fused reduction, and its views in
+    the order the backend's kernel takes them (prologue arrays, epilogue arrays,
+    outputs)."""
     reduce_index = group.reduce_op
     assert reduce_index is not None
     reduce_op = analysis.ops[reduce_index]
@@ -875,48 +591,46 @@ def reduce_parts(analysis: Analysis, group: Group) -> ReduceParts:
         else f"reduce_{kind}"
         for m in group.members
     )
-    return ReduceParts(
+    label = ("fused_" + "_".join(dict.fromkeys(names)))[:60]
+    x_dtype = x_view.dtype
+    pro_views, pro_scalars = _split_operands(prologue_params, None if prologue_params else x_view)
+    epi_views, epi_scalars = _split_operands(epilogue_params, None)
+    eshape = tuple(outputs[0].shape)
+    out_views = list(outputs) if eshape else [_scalar_view(v) for v in outputs]
+    reduction = FusedReduction(
         kind=kind,
-        axes=reduce_op.attrs["axes"],
-        x_view=x_view,
+        x_shape=tuple(x_view.shape),
+        axes=tuple(reduce_op.attrs["axes"]),
+        x_dtype=x_dtype,
         out_dtype=out_dtype,
-        prologue=prologue_params,
-        prologue_source=prologue_source,
-        epilogue=epilogue_params,
-        epilogue_source=epilogue_source,
-        outputs=list(outputs),
-        eshape=tuple(outputs[0].shape),
-        label=("fused_" + "_".join(dict.fromkeys(names)))[:60],
+        prologue=prologue_source,
+        prologue_arrays=_array_dtypes(prologue_params) if prologue_params else [x_dtype],
+        prologue_strides=[tuple(v.strides) for v in pro_views],
+        prologue_scalars=pro_scalars,
+        epilogue=epilogue_source,
+        epilogue_arrays=_array_dtypes(epilogue_params),
+        epilogue_strides=[tuple(v.strides) for v in epi_views],
+        epilogue_scalars=epi_scalars,
+        eshape=eshape or (1,),
+        out_dtypes=[v.dtype for v in outputs],
+        out_strides=[tuple(v.strides) for v in out_views],
+        label=label,
     )
+    return reduction, [*pro_views, *epi_views, *out_views]
+
+
+def _array_dtypes(params: _Params | None) -> list[DType]:
+    if params is None:
+        return []
+    return [d for x, d in zip(params.operands, params.dtypes) if isinstance(x, ViewRef)]
 
 
 def _fused_reduce(analysis: Analysis, group: Group) -> Step:
-    from ..codecache import load_module
-
-    parts = reduce_parts(analysis, group)
-    reduce_op = analysis.ops[group.reduce_op]
-    if getattr(reduce_op.attrs["backend"], "name", "") == "cuda":
-        return CudaFusedReduceStep(reduce_op.attrs["backend"], parts)
-
-    source = codegen.reduce_source(parts.kind, *parts.source_arguments())
-    module = load_module(source, f"fused_reduce_{parts.kind}")
-    work = prod(parts.x_view.shape)
-    from ..backends import cpu
-
-    kernel = module.kernel if work >= cpu.PARALLEL_THRESHOLD else module.kernel_serial
-    return FusedReduceStep(
-        kernel,
-        parts.kind,
-        parts.x_view.shape,
-        parts.axes,
-        parts.prologue,
-        None if parts.prologue else parts.x_view,
-        parts.epilogue,
-        parts.eshape or (1,),
-        parts.outputs if parts.eshape else [_scalar_view(v) for v in parts.outputs],
-        codegen.accumulator(parts.kind, parts.x_dtype),
-        parts.label,
-    )
+    """The backend's kernel for the group's fused reduction (``backend.fused_reduce``:
+    only groups whose backend has it fuse a reduction, ``graph.Analysis``)."""
+    reduction, views = reduce_parts(analysis, group)
+    backend = analysis.ops[group.reduce_op].attrs["backend"]
+    return FusedReduceStep(backend.fused_reduce(reduction), views, reduction.label)
 
 
 def _scalar_view(view: ViewRef) -> ViewRef:
@@ -1050,7 +764,7 @@ class Plan:
 
 def _step_slots(step: Step) -> list[int]:
     slots = []
-    for name in ("outputs", "inputs", "pro", "epi", "outs"):
+    for name in ("outputs", "inputs", "views"):
         for item in getattr(step, name, []) or []:
             if isinstance(item, _Template):
                 slots.append(item.slot)

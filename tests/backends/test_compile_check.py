@@ -192,7 +192,7 @@ def test_strided_elementwise_kernels_divide_in_32_bits(compilecheck, bits):
 
 def test_float32_reductions_compute_in_float32(compilecheck):
     from kernelgrad.backends.cuda import codegen
-    from kernelgrad.compile import codegen as fused
+    from kernelgrad.backends.cuda import fused_reduce as fused
     from kernelgrad.dtypes import float32
 
     types = _types()

@@ -655,6 +655,14 @@ class CPUBackend:
 
         kernel_module.launch(program, launch)
 
+    # --- kg.compile's fused reductions (fused_reduce.py) --------------------------------
+    def fused_reduce(self, reduction: Any) -> Any:
+        """A kernel for ``reduction`` (a ``backends.fused_reduce.FusedReduction``): a
+        generated Numba module, its ``prange`` form or its serial twin by size."""
+        from . import fused_reduce
+
+        return fused_reduce.FusedReduceKernel(reduction, PARALLEL_THRESHOLD)
+
 
 def _load_module(source: str, prefix: str) -> Any:
     from ...codecache import load_module

@@ -878,6 +878,15 @@ class CUDABackend:
         kind = "simulated" if self.simulated else self.properties.name
         return f"<CUDABackend {self.device} ({kind}), matmul={self.matmul_impl}>"
 
+    # --- kg.compile's fused reductions (fused_reduce.py) -------------------------------------
+    def fused_reduce(self, reduction: Any) -> Any:
+        """A kernel for ``reduction`` (a ``backends.fused_reduce.FusedReduction``): a
+        generated numba-cuda module per index width, launched through ``self.launcher``
+        on blocks sized by ``self.policy``."""
+        from . import fused_reduce
+
+        return fused_reduce.FusedReduceKernel(self, reduction)
+
 
 def _next_power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()

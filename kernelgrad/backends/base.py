@@ -27,6 +27,15 @@ optimizer's update of every parameter). Callers fall back to one ``elementwise``
 where a backend lacks it (``nn._fused.launch_each``), and while ``kg.compile`` traces
 (its replay joins the items again, ``compile/plan.py``).
 
+One more is optional, for ``kg.compile``: ``fused_reduce(reduction)`` takes a
+:class:`~kernelgrad.backends.fused_reduce.FusedReduction` (a ``sum``/``max``/``min``
+with an elementwise prologue and epilogue, described device-neutrally by
+``compile/plan.py``) and returns a :class:`FusedReduceKernel`: the backend generates and
+compiles its own form (``backends/<device>/fused_reduce.py``) and owns the launch policy.
+``compile/graph.py`` fuses a reduction only where the backend has ``fused_reduce``;
+without it the prologue, the reduction and the epilogue replay as separate launches
+(``elementwise``, ``reduce``, ``elementwise``), with the same results.
+
 Layers above the front end (nn, optim) never branch on a device's type: they ask the
 backend a question with :func:`backend_capability`. A backend answers by a class
 attribute of that name; one that does not declare it gets the default, which is always
@@ -237,6 +246,23 @@ class KernelLaunch:
     types: tuple[Any, ...]  # per parameter: "i", "b", "f32", "f64" or ("A", dtype, ndim)
     narrow: bool  # the float32 rule applies: float literals and constants are float32
     tensors: bool = True  # some argument is a kernelgrad tensor (not only foreign arrays)
+
+
+class FusedReduceKernel(Protocol):
+    """What ``Backend.fused_reduce`` returns: one fused reduction compiled for one
+    layout. ``arrays`` and ``offsets`` (in elements) are the buffers of the reduction's
+    views in the order prologue arrays, epilogue arrays, outputs."""
+
+    launches: int  # kernels one run launches (kg.compile.count_launches counts them)
+
+    def run(self, arrays: Sequence[Any], offsets: Sequence[int]) -> None:
+        """Launch the reduction on these buffers."""
+        ...
+
+    def prepare(self, arrays: Sequence[Any], offsets: Sequence[int]) -> Callable[[], None] | None:
+        """The launch with every argument bound, for buffers that never change (a
+        replay calls it instead of :meth:`run`), or None where the backend has none."""
+        ...
 
 
 CAPABILITIES: dict[str, bool] = {"host_memory": False, "work_groups": False}

@@ -16,6 +16,7 @@ outputs, each as a buffer and an element offset (a replay resolves them per call
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
 from typing import Any
@@ -76,6 +77,25 @@ class FusedReduction:
             self.out_dtypes,
         )
 
+    def operands(self, arrays: Sequence[Any]) -> list[Any]:
+        """The generated kernels' operands after their layout arguments: the prologue's
+        arrays and scalars, the epilogue's arrays and scalars, the outputs."""
+        n_pro, n_epi = len(self.prologue_strides), len(self.epilogue_strides)
+        return [
+            *arrays[:n_pro],
+            *self.prologue_scalars,
+            *arrays[n_pro : n_pro + n_epi],
+            *self.epilogue_scalars,
+            *arrays[n_pro + n_epi :],
+        ]
+
+    def offset_groups(self, offsets: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+        """``offsets`` split into the prologue arrays', the epilogue arrays' and the
+        outputs'."""
+        n_pro, n_epi = len(self.prologue_strides), len(self.epilogue_strides)
+        offsets = list(offsets)
+        return offsets[:n_pro], offsets[n_pro : n_pro + n_epi], offsets[n_pro + n_epi :]
+
     def layout(self) -> dict[str, Any]:
         """The kept, reduced and output spaces coalesced (size-1 dimensions dropped,
         neighbours contiguous for every operand merged), with each operand's strides as
@@ -114,3 +134,22 @@ def narrowed(source: str, dtypes: list[DType]) -> str:
     floating-point dtypes are float32, as the backends narrow their own elementwise
     kernels (``backends/scalar_source.py``), so that fused and eager results agree."""
     return narrow_literals(source, dtypes).rstrip("\n")
+
+
+def operand_names(
+    prologue_arrays: int,
+    prologue_scalars: int,
+    epilogue_arrays: int,
+    epilogue_scalars: int,
+    outputs: int,
+) -> tuple[list[str], list[str], list[str], list[str], list[str]]:
+    """The generated kernels' names of their operands: prologue arrays ``P0...``, prologue
+    scalars ``S0...``, epilogue arrays ``E0...``, epilogue scalars ``T0...``, outputs
+    ``O0...``."""
+    return (
+        [f"P{k}" for k in range(prologue_arrays)],
+        [f"S{k}" for k in range(prologue_scalars)],
+        [f"E{k}" for k in range(epilogue_arrays)],
+        [f"T{k}" for k in range(epilogue_scalars)],
+        [f"O{k}" for k in range(outputs)],
+    )

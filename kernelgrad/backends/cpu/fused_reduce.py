@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import DType
-from ..fused_reduce import FusedReduction
+from ..fused_reduce import FusedReduction, operand_names
 from ..fused_reduce import narrowed as _narrowed
 from ..fused_reduce import numpy_type as _np
 from .codegen import init_value
@@ -70,11 +70,9 @@ def reduce_source(
     ``*_arrays`` give the compute dtype each array's loads are converted to."""
     acc = accumulator(kind, x_dtype)
     n_pro, n_epi, n_out = len(prologue_arrays), len(epilogue_arrays), len(out_dtypes)
-    pro_arrays = [f"P{k}" for k in range(n_pro)]
-    pro_scalars = [f"S{k}" for k in range(prologue_scalars)]
-    epi_arrays = [f"E{k}" for k in range(n_epi)]
-    epi_scalars = [f"T{k}" for k in range(epilogue_scalars)]
-    outs = [f"O{k}" for k in range(n_out)]
+    pro_arrays, pro_scalars, epi_arrays, epi_scalars, outs = operand_names(
+        n_pro, prologue_scalars, n_epi, epilogue_scalars, n_out
+    )
 
     lines = [_HEADER]
     if prologue is not None:
@@ -217,8 +215,7 @@ class FusedReduceKernel:
         module = load_module(source, f"fused_reduce_{reduction.kind}")
         work = prod(reduction.x_shape)
         self.kernel = module.kernel if work >= parallel_threshold else module.kernel_serial
-        self.pro_scalars = list(reduction.prologue_scalars)
-        self.epi_scalars = list(reduction.epilogue_scalars)
+        self.reduction = reduction
         self.n_pro = len(reduction.prologue_strides)
         self.n_epi = len(reduction.epilogue_strides)
         layout = reduction.layout()
@@ -253,26 +250,22 @@ class FusedReduceKernel:
 
     def prepare(self, arrays: Sequence[Any], offsets: Sequence[int]) -> Callable[[], None]:
         """The launch with every argument resolved, for buffers that do not change."""
-        n_pro, n_epi = self.n_pro, self.n_epi
+        pro_offsets, epi_offsets, out_offsets = self.reduction.offset_groups(offsets)
         return functools.partial(
             self.kernel,
             self.kshape,
             self.rshape,
             self.nsplit,
             self.partial,
-            np.array(offsets[:n_pro], dtype=np.int64),
+            np.array(pro_offsets, dtype=np.int64),
             self.pro_kstrides,
             self.pro_rstrides,
             self.eshape,
-            np.array(offsets[n_pro : n_pro + n_epi], dtype=np.int64),
+            np.array(epi_offsets, dtype=np.int64),
             self.epi_strides,
-            np.array(offsets[n_pro + n_epi :], dtype=np.int64),
+            np.array(out_offsets, dtype=np.int64),
             self.out_strides,
-            *arrays[:n_pro],
-            *self.pro_scalars,
-            *arrays[n_pro : n_pro + n_epi],
-            *self.epi_scalars,
-            *arrays[n_pro + n_epi :],
+            *self.reduction.operands(arrays),
         )
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...dtypes import DType
-from ..fused_reduce import FusedReduction
+from ..fused_reduce import FusedReduction, operand_names
 from ..fused_reduce import narrowed as _narrowed
 from ..fused_reduce import numpy_type as _np
 from ..scalar_source import cast
@@ -91,11 +91,9 @@ def cuda_reduce_source(
     acc = cuda_accumulator(kind, x_dtype)
     nk, nr, ne = dims
     n_pro, n_epi, n_out = len(prologue_arrays), len(epilogue_arrays), len(out_dtypes)
-    pro_arrays = [f"P{k}" for k in range(n_pro)]
-    pro_scalars = [f"S{k}" for k in range(prologue_scalars)]
-    epi_arrays = [f"E{k}" for k in range(n_epi)]
-    epi_scalars = [f"T{k}" for k in range(epilogue_scalars)]
-    outs = [f"O{k}" for k in range(n_out)]
+    pro_arrays, pro_scalars, epi_arrays, epi_scalars, outs = operand_names(
+        n_pro, prologue_scalars, n_epi, epilogue_scalars, n_out
+    )
     floating = x_dtype.is_floating_point
     compensated = kind == "sum" and acc.is_floating_point
     counter, position = counter_type(bits), position_type(bits)
@@ -259,10 +257,6 @@ class FusedReduceKernel:
         self.nsplit = -(-n_red // self.per_split) if self.per_split else 1  # no empty pieces
         accumulator = cuda_accumulator(reduction.kind, reduction.x_dtype)
         self.partial = backend.empty(max(n_out * self.nsplit, 1), accumulator)
-        self.pro_scalars = list(reduction.prologue_scalars)
-        self.epi_scalars = list(reduction.epilogue_scalars)
-        self.n_pro = len(reduction.prologue_strides)
-        self.n_epi = len(reduction.epilogue_strides)
         self.phases = [WHOLE] if self.nsplit == 1 else [PIECES, COMBINE]
         self.launches = len(self.phases)
         self.described = (
@@ -302,7 +296,7 @@ class FusedReduceKernel:
             return
         bits = index_bits(max(n_out * nsplit, layout["n_red"]), [*arrays, self.partial])
         kernel = self.kernel(bits)
-        n_pro, n_epi = self.n_pro, self.n_epi
+        pro_offsets, epi_offsets, out_offsets = self.reduction.offset_groups(offsets)
         common = (
             n_out,
             layout["n_red"],
@@ -310,20 +304,16 @@ class FusedReduceKernel:
             self.per_split,
             layout["kshape"],
             layout["rshape"],
-            tuple(offsets[:n_pro]) or (0,),
+            tuple(pro_offsets) or (0,),
             layout["pro_kstrides"],
             layout["pro_rstrides"],
             layout["eshape"],
-            tuple(offsets[n_pro : n_pro + n_epi]) or (0,),
+            tuple(epi_offsets) or (0,),
             layout["epi_strides"],
-            tuple(offsets[n_pro + n_epi :]),
+            tuple(out_offsets),
             layout["out_strides"],
             self.partial,
-            *arrays[:n_pro],
-            *self.pro_scalars,
-            *arrays[n_pro : n_pro + n_epi],
-            *self.epi_scalars,
-            *arrays[n_pro + n_epi :],
+            *self.reduction.operands(arrays),
         )
         max_blocks = self.backend.policy.max_blocks
         for phase in self.phases:

@@ -2,8 +2,9 @@
 
 A plan is a list of steps, one per kernel launch: a fused elementwise kernel (a composed
 :class:`~kernelgrad.backends.base.ScalarFunction` run by the backend's own
-``elementwise`` primitive, so it works on every device), a fused reduction (generated
-CPU code, see :mod:`.codegen`), or a primitive replayed as recorded (matmul, gather,
+``elementwise`` primitive, so it works on every device), a fused reduction (a
+:class:`~kernelgrad.backends.fused_reduce.FusedReduction` the backend's optional
+``fused_reduce`` turns into a kernel), or a primitive replayed as recorded (matmul, gather,
 scatter, random, unfused reductions).
 
 Buffers are looked up in a table indexed by slot: arguments come from the call, outputs

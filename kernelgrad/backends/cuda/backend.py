@@ -85,13 +85,12 @@ class _PatternOperands:
 
     __slots__ = ("nout", "offsets", "pattern", "scalars")
 
-    def __init__(self, pattern: tuple, offsets: list[int], operands: list[Any], nout: int) -> None:
-        self.pattern, self.offsets, self.nout = pattern, offsets, nout
-        self.scalars = [x for x in operands if isinstance(x, np.generic)]
+    def __init__(self, pattern: tuple, offsets: tuple, scalars: list[Any], nout: int) -> None:
+        self.pattern, self.offsets, self.scalars, self.nout = pattern, offsets, scalars, nout
 
     def __str__(self) -> str:
         shape = self.pattern[1]
-        pairs = list(zip(self.pattern[2::2], self.pattern[3::2]))
+        pairs = list(zip(self.pattern[2:-1:2], self.pattern[3:-1:2]))
         offsets, scalars = iter(self.offsets), iter(self.scalars)
         parts = []
         for k, (strides, dtype) in enumerate(pairs):
@@ -108,16 +107,15 @@ class _PatternOperands:
 
 class _ElementwisePlan:
     """What an elementwise launch of one pattern (function, dtypes, shape, strides)
-    needs besides the buffers and offsets, worked out once and reused: the kernel, the
-    coalesced shape and strides, and the grid."""
+    needs besides the buffers, scalars and offsets, worked out once and reused: the
+    kernel, the arguments before the offsets (the element count, and the coalesced
+    shape for a strided kernel), those after them (the coalesced strides) and the grid."""
 
-    __slots__ = ("blocks", "flat_strides", "kernel", "n", "ndim", "run_shape")
+    __slots__ = ("blocks", "head", "kernel", "tail", "threads")
 
-    def __init__(self, kernel: Any, n: int, ndim: int, run_shape: tuple, flat_strides: tuple,
-                 blocks: int, threads: int) -> None:  # fmt: skip
-        self.kernel, self.n, self.ndim = kernel, n, ndim
-        self.run_shape, self.flat_strides = run_shape, flat_strides
-        self.blocks = (blocks, threads)
+    def __init__(self, kernel: Any, head: tuple, tail: tuple, blocks: int, threads: int) -> None:
+        self.kernel, self.head, self.tail = kernel, head, tail
+        self.blocks, self.threads = blocks, threads
 
 
 def _check_device(device: Device) -> None:
@@ -274,27 +272,35 @@ class CUDABackend:
 
     # --- elementwise ------------------------------------------------------------------------
     def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
-        # One pass over the operands: the plan's key (the pattern), the buffers (or
-        # scalars, converted to their compute dtype) and the offsets of this call.
+        # One pass over the operands: the plan's key (the pattern), the kernel's operands
+        # (buffers, and scalars converted to their compute dtype) and the offsets.
         key: list[Any] = [fn.key, outputs[0].shape]
         operands: list[Any] = []
         offsets: list[int] = []
-        largest = 0  # the plan's index width depends on the buffers' sizes too
+        scalars: list[Any] = []
+        wide = False  # the plan's index width depends on the buffers' sizes too
         for o in outputs:
-            key += (o.strides, o.dtype)
-            operands.append(o.buffer)
+            buffer = o.buffer
+            key.append(o.strides)
+            key.append(o.dtype)
+            operands.append(buffer)
             offsets.append(o.offset)
-            largest = max(largest, o.buffer.size)
+            if buffer.size >= codegen.INDEX_LIMIT:
+                wide = True
         for x, dtype in zip(inputs, compute_dtypes):
+            key.append(x.strides if type(x) is View else None)
+            key.append(dtype)
             if type(x) is View:
-                key += (x.strides, dtype)
-                operands.append(x.buffer)
+                buffer = x.buffer
+                operands.append(buffer)
                 offsets.append(x.offset)
-                largest = max(largest, x.buffer.size)
+                if buffer.size >= codegen.INDEX_LIMIT:
+                    wide = True
             else:
-                key += (None, dtype)
-                operands.append(dtype.numpy.type(x))
-        key.append(largest >= codegen.INDEX_LIMIT)
+                value = dtype.numpy.type(x)
+                operands.append(value)
+                scalars.append(value)
+        key.append(wide)
         pattern = tuple(key)
         plan = self._elementwise_plans.get(pattern)
         if plan is None:
@@ -304,13 +310,16 @@ class CUDABackend:
             if len(self._elementwise_plans) >= 4096:
                 self._elementwise_plans.clear()
             self._elementwise_plans[pattern] = plan
-        if plan.ndim == 0:
-            args = (plan.n, tuple(offsets), *operands)
-        else:
-            args = (plan.n, plan.run_shape, tuple(offsets), plan.flat_strides, *operands)
-        blocks, threads = plan.blocks
-        described = _PatternOperands(pattern, offsets, operands, len(outputs))
-        self.launcher.launch(fn.name, plan.kernel, blocks, threads, described, args)
+        fixed_offsets = tuple(offsets)
+        described = _PatternOperands(pattern, fixed_offsets, scalars, len(outputs))
+        self.launcher.launch(
+            fn.name,
+            plan.kernel,
+            plan.blocks,
+            plan.threads,
+            described,
+            (*plan.head, fixed_offsets, *plan.tail, *operands),
+        )
 
     def _plan_elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes):
         shape = outputs[0].shape
@@ -341,9 +350,12 @@ class CUDABackend:
                 bits,
             )
             kernel = self._elementwise_kernels[key] = _load_kernel(source, f"cuda_{fn.name}")
-        flat_strides = tuple(s for strides in run_strides for s in strides)
         blocks, threads = self.policy.grid_for(n)
-        return _ElementwisePlan(kernel, n, ndim, tuple(run_shape), flat_strides, blocks, threads)
+        if ndim == 0:  # the flat kernel: (n, offsets, *operands)
+            return _ElementwisePlan(kernel, (n,), (), blocks, threads)
+        # the strided kernel: (n, shape, offsets, strides, *operands)
+        flat_strides = tuple(s for strides in run_strides for s in strides)
+        return _ElementwisePlan(kernel, (n, tuple(run_shape)), (flat_strides,), blocks, threads)
 
     def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
         """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each with its

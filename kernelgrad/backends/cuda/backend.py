@@ -118,6 +118,24 @@ class _ElementwisePlan:
         self.blocks, self.threads = blocks, threads
 
 
+class _ReducePass:
+    """One planned pass of a reduction over one input layout: the kernel, grid, the
+    arguments that describe the layout, and (for rows split into pieces) the sizes of
+    the partial results and the pass that combines them."""
+
+    __slots__ = ("combine", "described", "dummy_acc", "dummy_index", "grid", "head",
+                 "kernel", "name", "partial", "threads")  # fmt: skip
+
+    def __init__(self, name: str, kernel: Any, grid: int, threads: int, head: tuple,
+                 described: list) -> None:  # fmt: skip
+        self.name, self.kernel, self.grid, self.threads = name, kernel, grid, threads
+        self.head, self.described = head, described
+        self.partial: tuple[int, DType, bool] | None = None
+        self.combine: _ReducePass | None = None
+        self.dummy_acc: Any = None
+        self.dummy_index: Any = None
+
+
 def _check_device(device: Device) -> None:
     cuda = runtime.import_cuda()
     if not runtime.cuda_available():
@@ -160,6 +178,7 @@ class CUDABackend:
         self._elementwise_kernels: dict[tuple, Any] = {}
         self._elementwise_plans: dict[tuple, _ElementwisePlan] = {}
         self._reduce_kernels: dict[tuple, Any] = {}
+        self._reduce_plans: dict[tuple, _ReducePass] = {}
         self._matmul_kernels: dict[tuple, Any] = {}
         self._dummies: dict[str, Any] = {}
         self.errors = DeferredErrors(self.memory)
@@ -422,9 +441,21 @@ class CUDABackend:
 
     # --- reductions -------------------------------------------------------------------------
     def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
-        n_out = prod(out.shape)
-        if n_out == 0:
-            return
+        x_buffer, out_buffer = x.buffer, out.buffer
+        limit = codegen.INDEX_LIMIT  # the kernels' index width depends on the buffers' sizes
+        key = (kind, x.shape, x.strides, x.dtype, axes, out.shape, out.dtype)
+        key += (x_buffer.size >= limit, out_buffer.size >= limit)
+        plan = self._reduce_plans.get(key)
+        if plan is None:
+            if prod(out.shape) == 0:
+                return
+            plan = self._plan_reduce(kind, out, x, axes)
+            if len(self._reduce_plans) >= 4096:
+                self._reduce_plans.clear()
+            self._reduce_plans[key] = plan
+        self._run_reduce(plan, x_buffer, x.offset, out, plan.dummy_index)
+
+    def _plan_reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> _ReducePass:
         kept = [d for d in range(len(x.shape)) if d not in axes]
         kept_shape = tuple(x.shape[d] for d in kept)
         kshape, (kstrides, _) = coalesce(
@@ -439,27 +470,25 @@ class CUDABackend:
             acc = x.dtype if x.dtype.is_floating_point else int64
         else:
             acc = int32 if x.dtype.is_bool else x.dtype
-        self._reduce_pass(
+        return self._plan_reduce_pass(
             kind,
-            x.buffer,
-            x.offset,
+            [x.buffer.size, out.buffer.size],
             x.dtype,
             acc,
             kshape,
             kstrides,
             rshape,
             rstrides,
-            n_out,
+            prod(out.shape),
             n_red,
             out,
             index_input=None,
         )
 
-    def _reduce_pass(
+    def _plan_reduce_pass(
         self,
         kind: str,
-        x_buffer: Any,
-        x_offset: int,
+        buffer_sizes: list[int],
         x_dtype: DType,
         acc: DType,
         kshape: tuple[int, ...],
@@ -470,8 +499,9 @@ class CUDABackend:
         n_red: int,
         out: View,
         index_input: Any,
-    ) -> None:
-        """One pass; splits long rows (first pass only) and runs the combining pass.
+    ) -> _ReducePass:
+        """The plan of one pass; splits long rows (first pass only), and then plans the
+        combining pass too.
 
         Contiguous rows are reduced by a group of threads each: a whole block for long
         rows, a group of 2-32 threads (several per block) for short ones, so that
@@ -505,8 +535,9 @@ class CUDABackend:
         else:
             grid, threads = policy.grid_for(total)
             lanes = 1
-        buffers = [x_buffer, out.buffer] + ([index_input] if index_input is not None else [])
-        bits = codegen.index_bits(max(total, n_red), buffers)
+        # 64-bit indices when the work items or a buffer (input, output, partial
+        # results) reach codegen.INDEX_LIMIT
+        bits = codegen.index_bits(max(total, n_red, *buffer_sizes), [])
 
         key = (kind, x_dtype.name, acc.name, out.dtype.name, mode, len(kshape), len(rshape))
         key += (index_input is not None, block, lanes, bits)
@@ -526,46 +557,38 @@ class CUDABackend:
                 bits,
             )
             kernel = self._reduce_kernels[key] = _load_kernel(source, f"cuda_reduce_{kind}")
-
-        if nsplit > 1:
-            partial = self.empty(total, acc)
-            partial_index = self.empty(total, int64) if is_arg else self._dummy(np.int64)
-        else:
-            partial = self._dummy(acc.numpy)
-            partial_index = self._dummy(np.int64)
-        xi = index_input if index_input is not None else self._dummy(np.int64)
-        args = (
-            n_out,
-            n_red,
-            nsplit,
-            per_split,
-            tuple(kshape),
-            tuple(kstrides),
-            tuple(rshape),
-            tuple(rstrides),
-            x_buffer,
-            x_offset,
-            xi,
-            out.buffer,
-            out.offset,
-            partial,
-            partial_index,
-            nsplit > 1,
+        step = _ReducePass(
+            f"reduce_{kind}",
+            kernel,
+            grid,
+            threads,
+            (
+                n_out,
+                n_red,
+                nsplit,
+                per_split,
+                tuple(kshape),
+                tuple(kstrides),
+                tuple(rshape),
+                tuple(rstrides),
+            ),
+            [
+                ("kept", kshape),
+                ("reduced", rshape),
+                ("reduced_strides", rstrides),
+                ("mode", mode if mode == "thread" else f"{lanes} threads per row"),
+                ("nsplit", nsplit),
+            ],
         )
-        described = _Operands(
-            ("out", out),
-            ("kept", kshape),
-            ("reduced", rshape),
-            ("reduced_strides", rstrides),
-            ("mode", mode if mode == "thread" else f"{lanes} threads per row"),
-            ("nsplit", nsplit),
-        )
-        self.launcher.launch(f"reduce_{kind}", kernel, grid, threads, described, args)
+        step.dummy_acc = self._dummy(acc.numpy)
+        step.dummy_index = self._dummy(np.int64)
         if nsplit > 1:
-            self._reduce_pass(
+            step.partial = (total, acc, is_arg)
+            # the combining pass reads the pieces (and their indices for argmax/argmin)
+            sizes = [total, out.buffer.size, total if is_arg else 1]
+            step.combine = self._plan_reduce_pass(
                 kind,
-                partial,
-                0,
+                sizes,
                 acc,
                 acc,
                 (n_out,),
@@ -575,8 +598,37 @@ class CUDABackend:
                 n_out,
                 nsplit,
                 out,
-                index_input=partial_index if is_arg else self._dummy(np.int64),
+                index_input=step.dummy_index,
             )
+        return step
+
+    def _run_reduce(
+        self, step: _ReducePass, x_buffer: Any, x_offset: int, out: View, index_input: Any
+    ) -> None:
+        """Launch a planned pass (and its combining pass) on these buffers."""
+        if step.partial is None:
+            partial, partial_index = step.dummy_acc, step.dummy_index
+        else:
+            total, acc, is_arg = step.partial
+            partial = self.empty(total, acc)
+            partial_index = self.empty(total, int64) if is_arg else step.dummy_index
+        args = (
+            *step.head,
+            x_buffer,
+            x_offset,
+            index_input,
+            out.buffer,
+            out.offset,
+            partial,
+            partial_index,
+            step.partial is not None,
+        )
+        described = _Operands.__new__(_Operands)
+        described.items = [("out", out[1:]), *step.described]
+        described.raw = None
+        self.launcher.launch(step.name, step.kernel, step.grid, step.threads, described, args)
+        if step.combine is not None:
+            self._run_reduce(step.combine, partial, 0, out, partial_index)
 
     # --- matmul -----------------------------------------------------------------------------
     def _choose_matmul(self) -> str:

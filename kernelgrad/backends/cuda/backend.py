@@ -34,6 +34,7 @@ from .vendor import (
     warn_once,
 )
 
+_new_tuple = tuple.__new__
 _IDENTITY = ScalarFunction("identity", "def identity(x):\n    return x\n", 1)
 
 
@@ -79,22 +80,22 @@ class _Operands:
         return ", ".join(parts)
 
 
-class _PatternOperands:
-    """The operands of an elementwise launch, described from its plan's key, offsets and
-    scalars when formatted (nothing is copied per launch; buffers are not kept)."""
+class _PatternOperands(tuple):
+    """The operands of an elementwise launch, ``(pattern, offsets, scalars, nout)``:
+    described from its plan's key, offsets and scalars when formatted (nothing is copied
+    per launch; buffers are not kept). Made with ``tuple.__new__`` (no ``__init__`` to
+    run on every launch)."""
 
-    __slots__ = ("nout", "offsets", "pattern", "scalars")
-
-    def __init__(self, pattern: tuple, offsets: tuple, scalars: list[Any], nout: int) -> None:
-        self.pattern, self.offsets, self.scalars, self.nout = pattern, offsets, scalars, nout
+    __slots__ = ()
 
     def __str__(self) -> str:
-        shape = self.pattern[1]
-        pairs = list(zip(self.pattern[2:-1:2], self.pattern[3:-1:2]))
-        offsets, scalars = iter(self.offsets), iter(self.scalars)
+        pattern, offsets, scalars, nout = self
+        shape = pattern[1]
+        pairs = list(zip(pattern[2:-1:2], pattern[3:-1:2]))
+        offsets, scalars = iter(offsets), iter(scalars)
         parts = []
         for k, (strides, dtype) in enumerate(pairs):
-            name = f"out{k}" if k < self.nout else f"in{k - self.nout}"
+            name = f"out{k}" if k < nout else f"in{k - nout}"
             if strides is None:
                 parts.append(f"{name}={next(scalars)} ({dtype.name})")
             else:
@@ -293,30 +294,33 @@ class CUDABackend:
     def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
         # One pass over the operands: the plan's key (the pattern), the kernel's operands
         # (buffers, and scalars converted to their compute dtype) and the offsets.
-        key: list[Any] = [fn.key, outputs[0].shape]
-        operands: list[Any] = []
-        offsets: list[int] = []
+        limit = codegen.INDEX_LIMIT  # the plan's index width depends on the buffers' sizes
+        out = outputs[0]
+        buffer = out.buffer
+        key: list[Any] = [fn.key, out.shape, out.strides, out.dtype]
+        operands: list[Any] = [buffer]
+        offsets: list[int] = [out.offset]
         scalars: list[Any] = []
-        wide = False  # the plan's index width depends on the buffers' sizes too
-        for o in outputs:
-            buffer = o.buffer
-            key.append(o.strides)
-            key.append(o.dtype)
-            operands.append(buffer)
-            offsets.append(o.offset)
-            if buffer.size >= codegen.INDEX_LIMIT:
-                wide = True
+        wide = buffer.size >= limit
+        if len(outputs) > 1:
+            for o in outputs[1:]:
+                buffer = o.buffer
+                key += (o.strides, o.dtype)
+                operands.append(buffer)
+                offsets.append(o.offset)
+                if buffer.size >= limit:
+                    wide = True
         for x, dtype in zip(inputs, compute_dtypes):
-            key.append(x.strides if type(x) is View else None)
-            key.append(dtype)
             if type(x) is View:
                 buffer = x.buffer
+                key += (x.strides, dtype)
                 operands.append(buffer)
                 offsets.append(x.offset)
-                if buffer.size >= codegen.INDEX_LIMIT:
+                if buffer.size >= limit:
                     wide = True
             else:
                 value = dtype.numpy.type(x)
+                key += (None, dtype)
                 operands.append(value)
                 scalars.append(value)
         key.append(wide)
@@ -330,7 +334,7 @@ class CUDABackend:
                 self._elementwise_plans.clear()
             self._elementwise_plans[pattern] = plan
         fixed_offsets = tuple(offsets)
-        described = _PatternOperands(pattern, fixed_offsets, scalars, len(outputs))
+        described = _new_tuple(_PatternOperands, (pattern, fixed_offsets, scalars, len(outputs)))
         self.launcher.launch(
             fn.name,
             plan.kernel,

@@ -153,10 +153,11 @@ class CachingPool:
         self._allocated = 0
         self._requested = 0
         self._reserved = 0
-        self._active_blocks = 0
         self._peak_allocated = 0
         self._peak_reserved = 0
-        self._allocs = self._frees = self._cache_hits = 0
+        # blocks handed out and returned (in use: the difference); served from a free
+        # list: every allocation that was not a raw one
+        self._allocs = self._frees = 0
         self._raw_allocs = self._raw_frees = self._ooms = 0
 
     # --- allocation -------------------------------------------------------------------
@@ -173,12 +174,10 @@ class CachingPool:
                 self._drain()
             blocks = self._free.get(size)
             if blocks:  # the common case after the first training step
-                self._cache_hits += 1
                 block = blocks.pop()
             else:
                 block = self._allocate_raw(size, nbytes, numel, dtype)
             self._allocs += 1
-            self._active_blocks += 1
             self._allocated += size
             self._requested += nbytes
             if self._allocated > self._peak_allocated:
@@ -197,7 +196,6 @@ class CachingPool:
     def _take_cached(self, size: int) -> Any:
         blocks = self._free.get(size)
         if blocks:
-            self._cache_hits += 1
             return blocks.pop()
         return None
 
@@ -246,13 +244,16 @@ class CachingPool:
     # --- returning memory ---------------------------------------------------------------
     def _drain(self) -> None:
         """Move blocks released by finalizers back to their free lists."""
-        pending = self._pending
+        pending, free = self._pending, self._free
         while pending:
             _, size, nbytes, block = pending.popleft()
-            self._free.setdefault(size, []).append(block)
+            blocks = free.get(size)
+            if blocks is None:
+                free[size] = [block]
+            else:
+                blocks.append(block)
             self._allocated -= size
             self._requested -= nbytes
-            self._active_blocks -= 1
             self._frees += 1
 
     def _release_cached(self) -> None:
@@ -289,11 +290,11 @@ class CachingPool:
                 "cached_bytes": self._reserved - self._allocated,
                 "peak_allocated_bytes": self._peak_allocated,
                 "peak_reserved_bytes": self._peak_reserved,
-                "active_blocks": self._active_blocks,
+                "active_blocks": self._allocs - self._frees,
                 "cached_blocks": cached_blocks,
                 "num_allocs": self._allocs,
                 "num_frees": self._frees,
-                "num_cache_hits": self._cache_hits,
+                "num_cache_hits": self._allocs - self._raw_allocs,
                 "num_raw_allocs": self._raw_allocs,
                 "num_raw_frees": self._raw_frees,
                 "num_ooms": self._ooms,

@@ -98,6 +98,8 @@ class DeviceMemory:
         self._simulated = simulated()
         # With one device (the common case) there is nothing to switch between.
         self.single = self._simulated or len(self._cuda.gpus) == 1
+        with self.context():
+            self.stream = self._cuda.stream()
         if self._simulated:
             from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
@@ -105,9 +107,7 @@ class DeviceMemory:
         else:
             from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
-            self._device_array_type = DeviceNDArray
-        with self.context():
-            self.stream = self._cuda.stream()
+            self._arrays = DeviceArrays(DeviceNDArray, self.stream)
 
     @property
     def stream_handle(self) -> int:
@@ -122,23 +122,26 @@ class DeviceMemory:
 
     def allocate_raw(self, nbytes: int) -> Any:
         with self.context():
-            return self._cuda.device_array(nbytes, dtype=np.uint8, stream=self.stream)
+            block = self._cuda.device_array(nbytes, dtype=np.uint8, stream=self.stream)
+        if self._simulated:
+            block.typed_views = {}  # (numel, dtype) -> the block's memory as NumPy array
+        return block
 
     def typed(self, block: Any, numel: int, dtype: np.dtype) -> Any:
-        if self._simulated:
-            # The simulator's array forwards attribute reads to its NumPy array through
-            # ``__getattr__`` (~0.3 us each); ``size``, read by every launch, is set on it
-            # as a real device array has it. (``block[...].view(...)`` makes two arrays.)
-            array = self._fake_array(block._ary[: numel * dtype.itemsize].view(dtype))
-            array.size = numel
-            return array
-        return self._device_array_type(
-            shape=(numel,),
-            strides=(dtype.itemsize,),
-            dtype=dtype,
-            stream=self.stream,
-            gpu_data=block.gpu_data,
-        )
+        if not self._simulated:
+            return self._arrays.make(block.gpu_data, numel, dtype)
+        # The block's memory as a NumPy array of ``dtype`` is kept with the block; the
+        # simulator's array forwards attribute reads to it through ``__getattr__``
+        # (~0.3 us each), so ``size``, read by every launch, is set on the array itself
+        # as a real device array has it.
+        views = block.typed_views
+        key = (numel, dtype)
+        view = views.get(key)
+        if view is None:
+            view = views[key] = block._ary[: numel * dtype.itemsize].view(dtype)
+        array = self._fake_array(view)
+        array.size = numel
+        return array
 
     def to_device(self, array: np.ndarray) -> Any:
         """A new (unpooled) device array holding ``array``, copied on the stream."""
@@ -166,6 +169,44 @@ class DeviceMemory:
         with self.context():
             _free, total = self._cuda.current_context().get_memory_info()
             return int(total)
+
+
+class DeviceArrays:
+    """Makes the typed 1-D arrays that tensors use as buffers:
+    ``array_type(shape=(numel,), strides=(itemsize,), dtype=dtype, stream=stream,
+    gpu_data=gpu_data)``.
+
+    numba-cuda's constructor normalises the shape and strides and builds a layout
+    descriptor every time (~1.3 us on the host); the pool asks for the same few
+    (numel, dtype) again and again. The attributes the constructor sets for a (numel,
+    dtype) are kept, and a new array gets a copy of them with its own ``gpu_data``
+    (~0.4 us). Empty arrays are always constructed (numba gives them a null pointer of
+    their own)."""
+
+    def __init__(self, array_type: type, stream: Any) -> None:
+        self._type = array_type
+        self._stream = stream
+        self._states: dict[tuple[int, np.dtype], dict[str, Any]] = {}
+
+    def make(self, gpu_data: Any, numel: int, dtype: np.dtype) -> Any:
+        state = self._states.get((numel, dtype))
+        if state is not None:
+            array = object.__new__(self._type)
+            array.__dict__.update(state)
+            array.gpu_data = gpu_data
+            return array
+        array = self._type(
+            shape=(numel,),
+            strides=(dtype.itemsize,),
+            dtype=dtype,
+            stream=self._stream,
+            gpu_data=gpu_data,
+        )
+        if numel and len(self._states) < 4096:
+            state = dict(array.__dict__)
+            del state["gpu_data"]
+            self._states[numel, dtype] = state
+        return array
 
 
 def is_out_of_memory(error: BaseException) -> bool:

@@ -230,6 +230,7 @@ def test_device_arrays_made_from_a_template_equal_constructed_ones():
         )  # fmt: skip
         assert type(made) is DeviceNDArray
         assert made.gpu_data is pointer and made.stream is stream
+        assert made._numba_type_ == expected._numba_type_  # what a launch types it as
         assert set(vars(made)) == set(vars(expected))
         for name in ("shape", "strides", "dtype", "size", "ndim", "alloc_size"):
             assert getattr(made, name) == getattr(expected, name), name

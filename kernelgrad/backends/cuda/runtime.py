@@ -177,11 +177,14 @@ class DeviceArrays:
     gpu_data=gpu_data)``.
 
     numba-cuda's constructor normalises the shape and strides and builds a layout
-    descriptor every time (~1.3 us on the host); the pool asks for the same few
-    (numel, dtype) again and again. The attributes the constructor sets for a (numel,
-    dtype) are kept, and a new array gets a copy of them with its own ``gpu_data``
-    (~0.4 us). Empty arrays are always constructed (numba gives them a null pointer of
-    their own)."""
+    descriptor every time (~1.3 us on the host), and the first launch that takes a new
+    array works out its numba type (``_numba_type_``, a cached property: ~6 us); the
+    pool asks for the same few (numel, dtype) again and again. The attributes the
+    constructor sets for a (numel, dtype), and the numba type, which depends only on
+    them, are kept right after the first construction (before anything else, such as
+    the pointer's memory-view shim, is cached on that array); a new array gets a copy
+    of them with its own ``gpu_data`` (~0.4 us in all). Empty arrays are always
+    constructed (numba gives them a null pointer of their own)."""
 
     def __init__(self, array_type: type, stream: Any) -> None:
         self._type = array_type
@@ -203,6 +206,7 @@ class DeviceArrays:
             gpu_data=gpu_data,
         )
         if numel and len(self._states) < 4096:
+            array._numba_type_  # noqa: B018 - computed (and cached on the array) now
             state = dict(array.__dict__)
             del state["gpu_data"]
             self._states[numel, dtype] = state

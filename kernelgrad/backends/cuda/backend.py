@@ -292,6 +292,45 @@ class CUDABackend:
 
     # --- elementwise ------------------------------------------------------------------------
     def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
+        if len(outputs) == 1 and len(inputs) == 2:
+            x, y = inputs
+            if type(x) is View and type(y) is View:
+                self._binary(fn, outputs[0], x, y, compute_dtypes)
+                return
+        self._general(fn, outputs, inputs, compute_dtypes)
+
+    def _binary(self, fn: ScalarFunction, out: View, x: View, y: View, compute_dtypes) -> None:
+        """:meth:`elementwise` for the most common call, two arrays into one: the same
+        plan key as :meth:`_general` builds, made without a loop."""
+        limit = codegen.INDEX_LIMIT
+        out_buffer, x_buffer, y_buffer = out.buffer, x.buffer, y.buffer
+        x_dtype, y_dtype = compute_dtypes
+        pattern = (
+            fn.key,
+            out.shape,
+            out.strides,
+            out.dtype,
+            x.strides,
+            x_dtype,
+            y.strides,
+            y_dtype,
+            out_buffer.size >= limit or x_buffer.size >= limit or y_buffer.size >= limit,
+        )
+        plan = self._elementwise_plans.get(pattern)
+        if plan is None:
+            self._general(fn, [out], [x, y], compute_dtypes)  # plans it
+            return
+        offsets = (out.offset, x.offset, y.offset)
+        self.launcher.launch(
+            fn.name,
+            plan.kernel,
+            plan.blocks,
+            plan.threads,
+            _new_tuple(_PatternOperands, (pattern, offsets, (), 1)),
+            (*plan.head, offsets, *plan.tail, out_buffer, x_buffer, y_buffer),
+        )
+
+    def _general(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
         # One pass over the operands: the plan's key (the pattern), the kernel's operands
         # (buffers, and scalars converted to their compute dtype) and the offsets.
         limit = codegen.INDEX_LIMIT  # the plan's index width depends on the buffers' sizes

@@ -188,9 +188,11 @@ class Launcher:
         self._recent.append((name, grid, block, operands))
         if recording._RECORDINGS:  # the compile check's workload (recording.py)
             recording.record(name, kernel, args)
-        if debug._level >= 1:
-            self._launch_logged(name, kernel, grid, block, operands, args)
-            return
+        level = debug._level
+        if level >= 1:  # KG_DEBUG: say what the launch compiled, time it at level 2
+            counts_before = compile_counts(kernel)
+            start = time.perf_counter()
+        wait = self.blocking or level >= 2
         try:
             launch = self._configured.get((kernel, grid, block))
             if launch is None:
@@ -198,47 +200,27 @@ class Launcher:
             if self._switches:
                 with self._context():
                     launch(*args)
-                    if self.blocking:
+                    if wait:
                         self._cuda.synchronize()
             else:
                 launch(*args)
-                if self.blocking:
+                if wait:
                     self._cuda.synchronize()
         except KernelError:
             raise
         except Exception as error:
             record = LaunchRecord(name, grid, block, operands)
             raise KernelError(self._describe_failure(record, error)) from error
-
-    def _launch_logged(
-        self, name: str, kernel: Any, grid: Any, block: Any, operands: Any, args: tuple
-    ) -> None:
-        """:meth:`launch` with KG_DEBUG >= 1: says when the launch compiled the kernel
-        (or loaded it from the disk cache), and with KG_DEBUG >= 2 times every launch
-        (synchronising after it)."""
-        level = debug._level
-        counts_before = compile_counts(kernel)
-        start = time.perf_counter()
-        try:
-            launch = self.configured(kernel, grid, block)
-            with self._context():
-                launch(*args)
-                if self.blocking or level >= 2:
-                    self._cuda.synchronize()
-        except KernelError:
-            raise
-        except Exception as error:
-            record = LaunchRecord(name, grid, block, operands)
-            raise KernelError(self._describe_failure(record, error)) from error
-        elapsed = time.perf_counter() - start
-        action = compile_action(kernel, counts_before)
-        if action is not None:  # "compiled" or "loaded from the disk cache"
-            log(f"cuda kernel {name} {action} in {elapsed:.2f} s ({operands})")
-        elif level >= 2:
-            log(
-                f"{self.device_name} {name:<24} grid={grid!s:<10} block={block!s:<10} "
-                f"{elapsed * 1e6:9.1f} us  {operands}"
-            )
+        if level >= 1:
+            elapsed = time.perf_counter() - start
+            action = compile_action(kernel, counts_before)
+            if action is not None:  # "compiled" or "loaded from the disk cache"
+                log(f"cuda kernel {name} {action} in {elapsed:.2f} s ({operands})")
+            elif level >= 2:
+                log(
+                    f"{self.device_name} {name:<24} grid={grid!s:<10} block={block!s:<10} "
+                    f"{elapsed * 1e6:9.1f} us  {operands}"
+                )
 
     def _describe_failure(self, record: LaunchRecord, error: Exception) -> str:
         kind = type(error).__name__

@@ -16,8 +16,9 @@ Prints microseconds per op (the best of ``--repeat`` runs of ``--number`` ops) f
 * ``a + b`` (1,000 float32 elements, contiguous) and ``a + 1.0`` (a Python scalar);
 * a broadcast multiply ``m * row`` ((32, 32) by (32,));
 * ``relu``, an in-place ``add_``, ``sum`` over everything and over dim 1;
-* ``backend.elementwise`` and ``Launcher.launch`` alone, for ``a + b`` (the parts
-  below the front end).
+* ``backend.elementwise`` and ``Launcher.launch`` alone, for ``a + b``, and
+  ``backend.empty`` (a pooled buffer of 1,000 float32, freed again): the parts below
+  the front end.
 
 A simulator allocation (host memory) costs less than a pooled numba device array on a
 GPU, so the figures are a lower bound of the real host time; the launch itself is
@@ -101,6 +102,7 @@ def cases(kg: Any) -> dict[str, Callable[[], Any]]:
         "Launcher.launch (a + b)": lambda: backend.launcher.launch(
             "add", kernel, 4, 256, described, launch_args
         ),
+        "backend.empty (1,000 float32)": lambda: backend.empty(1000, kg.float32),
     }
 
 

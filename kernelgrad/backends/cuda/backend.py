@@ -34,6 +34,7 @@ from .vendor import (
     warn_once,
 )
 
+_new_tuple = tuple.__new__
 _IDENTITY = ScalarFunction("identity", "def identity(x):\n    return x\n", 1)
 
 
@@ -79,23 +80,22 @@ class _Operands:
         return ", ".join(parts)
 
 
-class _PatternOperands:
-    """The operands of an elementwise launch, described from its plan's key, offsets and
-    scalars when formatted (nothing is copied per launch; buffers are not kept)."""
+class _PatternOperands(tuple):
+    """The operands of an elementwise launch, ``(pattern, offsets, scalars, nout)``:
+    described from its plan's key, offsets and scalars when formatted (nothing is copied
+    per launch; buffers are not kept). Made with ``tuple.__new__`` (no ``__init__`` to
+    run on every launch)."""
 
-    __slots__ = ("nout", "offsets", "pattern", "scalars")
-
-    def __init__(self, pattern: tuple, offsets: list[int], operands: list[Any], nout: int) -> None:
-        self.pattern, self.offsets, self.nout = pattern, offsets, nout
-        self.scalars = [x for x in operands if isinstance(x, np.generic)]
+    __slots__ = ()
 
     def __str__(self) -> str:
-        shape = self.pattern[1]
-        pairs = list(zip(self.pattern[2::2], self.pattern[3::2]))
-        offsets, scalars = iter(self.offsets), iter(self.scalars)
+        pattern, offsets, scalars, nout = self
+        shape = pattern[1]
+        pairs = list(zip(pattern[2:-1:2], pattern[3:-1:2]))
+        offsets, scalars = iter(offsets), iter(scalars)
         parts = []
         for k, (strides, dtype) in enumerate(pairs):
-            name = f"out{k}" if k < self.nout else f"in{k - self.nout}"
+            name = f"out{k}" if k < nout else f"in{k - nout}"
             if strides is None:
                 parts.append(f"{name}={next(scalars)} ({dtype.name})")
             else:
@@ -108,16 +108,33 @@ class _PatternOperands:
 
 class _ElementwisePlan:
     """What an elementwise launch of one pattern (function, dtypes, shape, strides)
-    needs besides the buffers and offsets, worked out once and reused: the kernel, the
-    coalesced shape and strides, and the grid."""
+    needs besides the buffers, scalars and offsets, worked out once and reused: the
+    kernel, the arguments before the offsets (the element count, and the coalesced
+    shape for a strided kernel), those after them (the coalesced strides) and the grid."""
 
-    __slots__ = ("blocks", "flat_strides", "kernel", "n", "ndim", "run_shape")
+    __slots__ = ("blocks", "head", "kernel", "tail", "threads")
 
-    def __init__(self, kernel: Any, n: int, ndim: int, run_shape: tuple, flat_strides: tuple,
-                 blocks: int, threads: int) -> None:  # fmt: skip
-        self.kernel, self.n, self.ndim = kernel, n, ndim
-        self.run_shape, self.flat_strides = run_shape, flat_strides
-        self.blocks = (blocks, threads)
+    def __init__(self, kernel: Any, head: tuple, tail: tuple, blocks: int, threads: int) -> None:
+        self.kernel, self.head, self.tail = kernel, head, tail
+        self.blocks, self.threads = blocks, threads
+
+
+class _ReducePass:
+    """One planned pass of a reduction over one input layout: the kernel, grid, the
+    arguments that describe the layout, and (for rows split into pieces) the sizes of
+    the partial results and the pass that combines them."""
+
+    __slots__ = ("combine", "described", "dummy_acc", "dummy_index", "grid", "head",
+                 "kernel", "name", "partial", "threads")  # fmt: skip
+
+    def __init__(self, name: str, kernel: Any, grid: int, threads: int, head: tuple,
+                 described: list) -> None:  # fmt: skip
+        self.name, self.kernel, self.grid, self.threads = name, kernel, grid, threads
+        self.head, self.described = head, described
+        self.partial: tuple[int, DType, bool] | None = None
+        self.combine: _ReducePass | None = None
+        self.dummy_acc: Any = None
+        self.dummy_index: Any = None
 
 
 def _check_device(device: Device) -> None:
@@ -162,6 +179,7 @@ class CUDABackend:
         self._elementwise_kernels: dict[tuple, Any] = {}
         self._elementwise_plans: dict[tuple, _ElementwisePlan] = {}
         self._reduce_kernels: dict[tuple, Any] = {}
+        self._reduce_plans: dict[tuple, _ReducePass] = {}
         self._matmul_kernels: dict[tuple, Any] = {}
         self._dummies: dict[str, Any] = {}
         self.errors = DeferredErrors(self.memory)
@@ -274,27 +292,77 @@ class CUDABackend:
 
     # --- elementwise ------------------------------------------------------------------------
     def elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
-        # One pass over the operands: the plan's key (the pattern), the buffers (or
-        # scalars, converted to their compute dtype) and the offsets of this call.
-        key: list[Any] = [fn.key, outputs[0].shape]
-        operands: list[Any] = []
-        offsets: list[int] = []
-        largest = 0  # the plan's index width depends on the buffers' sizes too
-        for o in outputs:
-            key += (o.strides, o.dtype)
-            operands.append(o.buffer)
-            offsets.append(o.offset)
-            largest = max(largest, o.buffer.size)
+        if len(outputs) == 1 and len(inputs) == 2:
+            x, y = inputs
+            if type(x) is View and type(y) is View:
+                self._binary(fn, outputs[0], x, y, compute_dtypes)
+                return
+        self._general(fn, outputs, inputs, compute_dtypes)
+
+    def _binary(self, fn: ScalarFunction, out: View, x: View, y: View, compute_dtypes) -> None:
+        """:meth:`elementwise` for the most common call, two arrays into one: the same
+        plan key as :meth:`_general` builds, made without a loop."""
+        limit = codegen.INDEX_LIMIT
+        out_buffer, x_buffer, y_buffer = out.buffer, x.buffer, y.buffer
+        x_dtype, y_dtype = compute_dtypes
+        pattern = (
+            fn.key,
+            out.shape,
+            out.strides,
+            out.dtype,
+            x.strides,
+            x_dtype,
+            y.strides,
+            y_dtype,
+            out_buffer.size >= limit or x_buffer.size >= limit or y_buffer.size >= limit,
+        )
+        plan = self._elementwise_plans.get(pattern)
+        if plan is None:
+            self._general(fn, [out], [x, y], compute_dtypes)  # plans it
+            return
+        offsets = (out.offset, x.offset, y.offset)
+        self.launcher.launch(
+            fn.name,
+            plan.kernel,
+            plan.blocks,
+            plan.threads,
+            _new_tuple(_PatternOperands, (pattern, offsets, (), 1)),
+            (*plan.head, offsets, *plan.tail, out_buffer, x_buffer, y_buffer),
+        )
+
+    def _general(self, fn: ScalarFunction, outputs, inputs, compute_dtypes) -> None:
+        # One pass over the operands: the plan's key (the pattern), the kernel's operands
+        # (buffers, and scalars converted to their compute dtype) and the offsets.
+        limit = codegen.INDEX_LIMIT  # the plan's index width depends on the buffers' sizes
+        out = outputs[0]
+        buffer = out.buffer
+        key: list[Any] = [fn.key, out.shape, out.strides, out.dtype]
+        operands: list[Any] = [buffer]
+        offsets: list[int] = [out.offset]
+        scalars: list[Any] = []
+        wide = buffer.size >= limit
+        if len(outputs) > 1:
+            for o in outputs[1:]:
+                buffer = o.buffer
+                key += (o.strides, o.dtype)
+                operands.append(buffer)
+                offsets.append(o.offset)
+                if buffer.size >= limit:
+                    wide = True
         for x, dtype in zip(inputs, compute_dtypes):
             if type(x) is View:
+                buffer = x.buffer
                 key += (x.strides, dtype)
-                operands.append(x.buffer)
+                operands.append(buffer)
                 offsets.append(x.offset)
-                largest = max(largest, x.buffer.size)
+                if buffer.size >= limit:
+                    wide = True
             else:
+                value = dtype.numpy.type(x)
                 key += (None, dtype)
-                operands.append(dtype.numpy.type(x))
-        key.append(largest >= codegen.INDEX_LIMIT)
+                operands.append(value)
+                scalars.append(value)
+        key.append(wide)
         pattern = tuple(key)
         plan = self._elementwise_plans.get(pattern)
         if plan is None:
@@ -304,13 +372,16 @@ class CUDABackend:
             if len(self._elementwise_plans) >= 4096:
                 self._elementwise_plans.clear()
             self._elementwise_plans[pattern] = plan
-        if plan.ndim == 0:
-            args = (plan.n, tuple(offsets), *operands)
-        else:
-            args = (plan.n, plan.run_shape, tuple(offsets), plan.flat_strides, *operands)
-        blocks, threads = plan.blocks
-        described = _PatternOperands(pattern, offsets, operands, len(outputs))
-        self.launcher.launch(fn.name, plan.kernel, blocks, threads, described, args)
+        fixed_offsets = tuple(offsets)
+        described = _new_tuple(_PatternOperands, (pattern, fixed_offsets, scalars, len(outputs)))
+        self.launcher.launch(
+            fn.name,
+            plan.kernel,
+            plan.blocks,
+            plan.threads,
+            described,
+            (*plan.head, fixed_offsets, *plan.tail, *operands),
+        )
 
     def _plan_elementwise(self, fn: ScalarFunction, outputs, inputs, compute_dtypes):
         shape = outputs[0].shape
@@ -341,9 +412,12 @@ class CUDABackend:
                 bits,
             )
             kernel = self._elementwise_kernels[key] = _load_kernel(source, f"cuda_{fn.name}")
-        flat_strides = tuple(s for strides in run_strides for s in strides)
         blocks, threads = self.policy.grid_for(n)
-        return _ElementwisePlan(kernel, n, ndim, tuple(run_shape), flat_strides, blocks, threads)
+        if ndim == 0:  # the flat kernel: (n, offsets, *operands)
+            return _ElementwisePlan(kernel, (n,), (), blocks, threads)
+        # the strided kernel: (n, shape, offsets, strides, *operands)
+        flat_strides = tuple(s for strides in run_strides for s in strides)
+        return _ElementwisePlan(kernel, (n, tuple(run_shape)), (flat_strides,), blocks, threads)
 
     def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
         """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each with its
@@ -412,9 +486,21 @@ class CUDABackend:
 
     # --- reductions -------------------------------------------------------------------------
     def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
-        n_out = prod(out.shape)
-        if n_out == 0:
-            return
+        x_buffer, out_buffer = x.buffer, out.buffer
+        limit = codegen.INDEX_LIMIT  # the kernels' index width depends on the buffers' sizes
+        key = (kind, x.shape, x.strides, x.dtype, axes, out.shape, out.dtype)
+        key += (x_buffer.size >= limit, out_buffer.size >= limit)
+        plan = self._reduce_plans.get(key)
+        if plan is None:
+            if prod(out.shape) == 0:
+                return
+            plan = self._plan_reduce(kind, out, x, axes)
+            if len(self._reduce_plans) >= 4096:
+                self._reduce_plans.clear()
+            self._reduce_plans[key] = plan
+        self._run_reduce(plan, x_buffer, x.offset, out, plan.dummy_index)
+
+    def _plan_reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> _ReducePass:
         kept = [d for d in range(len(x.shape)) if d not in axes]
         kept_shape = tuple(x.shape[d] for d in kept)
         kshape, (kstrides, _) = coalesce(
@@ -429,27 +515,25 @@ class CUDABackend:
             acc = x.dtype if x.dtype.is_floating_point else int64
         else:
             acc = int32 if x.dtype.is_bool else x.dtype
-        self._reduce_pass(
+        return self._plan_reduce_pass(
             kind,
-            x.buffer,
-            x.offset,
+            [x.buffer.size, out.buffer.size],
             x.dtype,
             acc,
             kshape,
             kstrides,
             rshape,
             rstrides,
-            n_out,
+            prod(out.shape),
             n_red,
             out,
             index_input=None,
         )
 
-    def _reduce_pass(
+    def _plan_reduce_pass(
         self,
         kind: str,
-        x_buffer: Any,
-        x_offset: int,
+        buffer_sizes: list[int],
         x_dtype: DType,
         acc: DType,
         kshape: tuple[int, ...],
@@ -460,8 +544,9 @@ class CUDABackend:
         n_red: int,
         out: View,
         index_input: Any,
-    ) -> None:
-        """One pass; splits long rows (first pass only) and runs the combining pass.
+    ) -> _ReducePass:
+        """The plan of one pass; splits long rows (first pass only), and then plans the
+        combining pass too.
 
         Contiguous rows are reduced by a group of threads each: a whole block for long
         rows, a group of 2-32 threads (several per block) for short ones, so that
@@ -495,8 +580,9 @@ class CUDABackend:
         else:
             grid, threads = policy.grid_for(total)
             lanes = 1
-        buffers = [x_buffer, out.buffer] + ([index_input] if index_input is not None else [])
-        bits = codegen.index_bits(max(total, n_red), buffers)
+        # 64-bit indices when the work items or a buffer (input, output, partial
+        # results) reach codegen.INDEX_LIMIT
+        bits = codegen.index_bits(max(total, n_red, *buffer_sizes), [])
 
         key = (kind, x_dtype.name, acc.name, out.dtype.name, mode, len(kshape), len(rshape))
         key += (index_input is not None, block, lanes, bits)
@@ -516,46 +602,38 @@ class CUDABackend:
                 bits,
             )
             kernel = self._reduce_kernels[key] = _load_kernel(source, f"cuda_reduce_{kind}")
-
-        if nsplit > 1:
-            partial = self.empty(total, acc)
-            partial_index = self.empty(total, int64) if is_arg else self._dummy(np.int64)
-        else:
-            partial = self._dummy(acc.numpy)
-            partial_index = self._dummy(np.int64)
-        xi = index_input if index_input is not None else self._dummy(np.int64)
-        args = (
-            n_out,
-            n_red,
-            nsplit,
-            per_split,
-            tuple(kshape),
-            tuple(kstrides),
-            tuple(rshape),
-            tuple(rstrides),
-            x_buffer,
-            x_offset,
-            xi,
-            out.buffer,
-            out.offset,
-            partial,
-            partial_index,
-            nsplit > 1,
+        step = _ReducePass(
+            f"reduce_{kind}",
+            kernel,
+            grid,
+            threads,
+            (
+                n_out,
+                n_red,
+                nsplit,
+                per_split,
+                tuple(kshape),
+                tuple(kstrides),
+                tuple(rshape),
+                tuple(rstrides),
+            ),
+            [
+                ("kept", kshape),
+                ("reduced", rshape),
+                ("reduced_strides", rstrides),
+                ("mode", mode if mode == "thread" else f"{lanes} threads per row"),
+                ("nsplit", nsplit),
+            ],
         )
-        described = _Operands(
-            ("out", out),
-            ("kept", kshape),
-            ("reduced", rshape),
-            ("reduced_strides", rstrides),
-            ("mode", mode if mode == "thread" else f"{lanes} threads per row"),
-            ("nsplit", nsplit),
-        )
-        self.launcher.launch(f"reduce_{kind}", kernel, grid, threads, described, args)
+        step.dummy_acc = self._dummy(acc.numpy)
+        step.dummy_index = self._dummy(np.int64)
         if nsplit > 1:
-            self._reduce_pass(
+            step.partial = (total, acc, is_arg)
+            # the combining pass reads the pieces (and their indices for argmax/argmin)
+            sizes = [total, out.buffer.size, total if is_arg else 1]
+            step.combine = self._plan_reduce_pass(
                 kind,
-                partial,
-                0,
+                sizes,
                 acc,
                 acc,
                 (n_out,),
@@ -565,8 +643,37 @@ class CUDABackend:
                 n_out,
                 nsplit,
                 out,
-                index_input=partial_index if is_arg else self._dummy(np.int64),
+                index_input=step.dummy_index,
             )
+        return step
+
+    def _run_reduce(
+        self, step: _ReducePass, x_buffer: Any, x_offset: int, out: View, index_input: Any
+    ) -> None:
+        """Launch a planned pass (and its combining pass) on these buffers."""
+        if step.partial is None:
+            partial, partial_index = step.dummy_acc, step.dummy_index
+        else:
+            total, acc, is_arg = step.partial
+            partial = self.empty(total, acc)
+            partial_index = self.empty(total, int64) if is_arg else step.dummy_index
+        args = (
+            *step.head,
+            x_buffer,
+            x_offset,
+            index_input,
+            out.buffer,
+            out.offset,
+            partial,
+            partial_index,
+            step.partial is not None,
+        )
+        described = _Operands.__new__(_Operands)
+        described.items = [("out", out[1:]), *step.described]
+        described.raw = None
+        self.launcher.launch(step.name, step.kernel, step.grid, step.threads, described, args)
+        if step.combine is not None:
+            self._run_reduce(step.combine, partial, 0, out, partial_index)
 
     # --- matmul -----------------------------------------------------------------------------
     def _choose_matmul(self) -> str:

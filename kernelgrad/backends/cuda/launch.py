@@ -37,7 +37,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from ...debug import compile_action, compile_counts, debug_level, log
+from ... import debug
+from ...debug import compile_action, compile_counts, log
 from ...errors import KernelError
 from . import recording
 from .runtime import DeviceProperties
@@ -148,11 +149,20 @@ class Launcher:
         self.device_name = device_name
         self._cuda = cuda
         self._context = context
+        # With one device the context switch is a no-op: launches skip entering it.
+        self._switches = not isinstance(context(), contextlib.nullcontext)
         self._simulated = simulated
         self.stream = stream
-        self.recent: deque[LaunchRecord] = deque(maxlen=8)
+        # (name, grid, block, operands) of the last launches, for error messages about
+        # asynchronous failures; ``recent`` gives them as LaunchRecords
+        self._recent: deque[tuple] = deque(maxlen=8)
         self.blocking = _env_flag("KG_CUDA_LAUNCH_BLOCKING") or _env_flag("CUDA_LAUNCH_BLOCKING")
         self._configured: dict[tuple, Any] = {}
+
+    @property
+    def recent(self) -> list[LaunchRecord]:
+        """The last eight launches, oldest first."""
+        return [LaunchRecord(*launch) for launch in self._recent]
 
     def configured(self, kernel: Any, grid: Any, block: Any) -> Any:
         """``kernel[grid, block, stream]``, made once per configuration: numba builds a
@@ -173,22 +183,33 @@ class Launcher:
     def launch(
         self, name: str, kernel: Any, grid: Any, block: Any, operands: Any, args: tuple
     ) -> None:
-        record = LaunchRecord(name, grid, block, operands)
-        self.recent.append(record)  # for error messages about asynchronous failures
-        if recording.active():  # the compile check's workload (recording.py)
+        """Launch ``kernel`` on ``grid`` x ``block`` threads with ``args``; ``operands``
+        describes them (formatted only for an error message or a KG_DEBUG line)."""
+        self._recent.append((name, grid, block, operands))
+        if recording._RECORDINGS:  # the compile check's workload (recording.py)
             recording.record(name, kernel, args)
-        level = debug_level()
-        counts_before = compile_counts(kernel) if level >= 1 else (0, 0)
-        start = time.perf_counter() if level >= 1 else 0.0
+        level = debug._level
+        if level >= 1:  # KG_DEBUG: say what the launch compiled, time it at level 2
+            counts_before = compile_counts(kernel)
+            start = time.perf_counter()
+        wait = self.blocking or level >= 2
         try:
-            launch = self.configured(kernel, grid, block)
-            with self._context():
+            launch = self._configured.get((kernel, grid, block))
+            if launch is None:
+                launch = self.configured(kernel, grid, block)
+            if self._switches:
+                with self._context():
+                    launch(*args)
+                    if wait:
+                        self._cuda.synchronize()
+            else:
                 launch(*args)
-                if self.blocking or level >= 2:
+                if wait:
                     self._cuda.synchronize()
         except KernelError:
             raise
         except Exception as error:
+            record = LaunchRecord(name, grid, block, operands)
             raise KernelError(self._describe_failure(record, error)) from error
         if level >= 1:
             elapsed = time.perf_counter() - start

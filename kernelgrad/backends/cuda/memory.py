@@ -144,19 +144,21 @@ class CachingPool:
         # vendor libraries' pools (CuPy's) free their cached blocks too.
         self.release_hooks: list[Any] = []
         self._free: dict[int, list[Any]] = {}
-        self._pending: deque[tuple[int, int, Any]] = deque()
-        self._watched: dict[int, tuple[weakref.ref, tuple[int, int, Any]]] = {}
+        # (weak reference, size class, bytes requested, block) of each buffer handed out,
+        # by the reference's id; queued on ``_pending`` when the buffer is collected
+        self._pending: deque[tuple[weakref.ref, int, int, Any]] = deque()
+        self._watched: dict[int, tuple[weakref.ref, int, int, Any]] = {}
         self._released = self._release  # one bound method for every weak reference
         self._lock = threading.RLock()
         self._allocated = 0
         self._requested = 0
         self._reserved = 0
-        self._active_blocks = 0
         self._peak_allocated = 0
         self._peak_reserved = 0
-        self._counts = dict.fromkeys(
-            ("allocs", "frees", "cache_hits", "raw_allocs", "raw_frees", "ooms"), 0
-        )
+        # blocks handed out and returned (in use: the difference); served from a free
+        # list: every allocation that was not a raw one
+        self._allocs = self._frees = 0
+        self._raw_allocs = self._raw_frees = self._ooms = 0
 
     # --- allocation -------------------------------------------------------------------
     def allocate(self, numel: int, dtype: np.dtype) -> Any:
@@ -172,12 +174,10 @@ class CachingPool:
                 self._drain()
             blocks = self._free.get(size)
             if blocks:  # the common case after the first training step
-                self._counts["cache_hits"] += 1
                 block = blocks.pop()
             else:
                 block = self._allocate_raw(size, nbytes, numel, dtype)
-            self._counts["allocs"] += 1
-            self._active_blocks += 1
+            self._allocs += 1
             self._allocated += size
             self._requested += nbytes
             if self._allocated > self._peak_allocated:
@@ -186,17 +186,16 @@ class CachingPool:
         # A weak reference whose callback queues the block when the buffer is collected
         # (weakref.finalize does the same with twice the bookkeeping per allocation).
         watch = weakref.ref(buffer, self._released)
-        self._watched[id(watch)] = (watch, (size, nbytes, block))
+        self._watched[id(watch)] = (watch, size, nbytes, block)
         return buffer
 
     def _release(self, watch: weakref.ref) -> None:
         """A buffer was collected: queue its block (no lock; see the module docstring)."""
-        self._pending.append(self._watched.pop(id(watch))[1])
+        self._pending.append(self._watched.pop(id(watch)))
 
     def _take_cached(self, size: int) -> Any:
         blocks = self._free.get(size)
         if blocks:
-            self._counts["cache_hits"] += 1
             return blocks.pop()
         return None
 
@@ -211,7 +210,7 @@ class CachingPool:
                 else:
                     self._reserved += size
                     self._peak_reserved = max(self._peak_reserved, self._reserved)
-                    self._counts["raw_allocs"] += 1
+                    self._raw_allocs += 1
                     return block
             if attempt == 0:
                 # Give cached blocks back, collect dead tensors held by reference
@@ -223,7 +222,7 @@ class CachingPool:
                 if block is not None:
                     return block
                 self._release_cached()
-        self._counts["ooms"] += 1
+        self._ooms += 1
         raise OutOfMemoryError(self._oom_message(size, nbytes, numel, dtype))
 
     def _oom_message(self, size: int, nbytes: int, numel: int, dtype: np.dtype) -> str:
@@ -245,14 +244,17 @@ class CachingPool:
     # --- returning memory ---------------------------------------------------------------
     def _drain(self) -> None:
         """Move blocks released by finalizers back to their free lists."""
-        pending = self._pending
+        pending, free = self._pending, self._free
         while pending:
-            size, nbytes, block = pending.popleft()
-            self._free.setdefault(size, []).append(block)
+            _, size, nbytes, block = pending.popleft()
+            blocks = free.get(size)
+            if blocks is None:
+                free[size] = [block]
+            else:
+                blocks.append(block)
             self._allocated -= size
             self._requested -= nbytes
-            self._active_blocks -= 1
-            self._counts["frees"] += 1
+            self._frees += 1
 
     def _release_cached(self) -> None:
         for release in self.release_hooks:
@@ -262,7 +264,7 @@ class CachingPool:
             for size, blocks in self._free.items():
                 self._reserved -= size * len(blocks)
             self._free.clear()
-            self._counts["raw_frees"] += released
+            self._raw_frees += released
             self.memory.release_raw_memory()
 
     def empty_cache(self) -> None:
@@ -288,14 +290,14 @@ class CachingPool:
                 "cached_bytes": self._reserved - self._allocated,
                 "peak_allocated_bytes": self._peak_allocated,
                 "peak_reserved_bytes": self._peak_reserved,
-                "active_blocks": self._active_blocks,
+                "active_blocks": self._allocs - self._frees,
                 "cached_blocks": cached_blocks,
-                "num_allocs": self._counts["allocs"],
-                "num_frees": self._counts["frees"],
-                "num_cache_hits": self._counts["cache_hits"],
-                "num_raw_allocs": self._counts["raw_allocs"],
-                "num_raw_frees": self._counts["raw_frees"],
-                "num_ooms": self._counts["ooms"],
+                "num_allocs": self._allocs,
+                "num_frees": self._frees,
+                "num_cache_hits": self._allocs - self._raw_allocs,
+                "num_raw_allocs": self._raw_allocs,
+                "num_raw_frees": self._raw_frees,
+                "num_ooms": self._ooms,
                 "limit_bytes": self.limit,
                 "vendor_pool_used_bytes": 0,
                 "vendor_pool_reserved_bytes": 0,

@@ -336,12 +336,16 @@ def _report(failure: dict[str, Any] | None, folder: str, status: int, stream: Te
         )
         return
     who = f"rank {failure['rank']} (pid {failure['pid']} on {failure['host']})"
-    if "message" in failure:  # its program's error; the whole message is in its output
-        first_line = failure["message"].splitlines()[0].rstrip(".")
-        lines = [f"kernelgrad: {who} failed: {first_line}"]
+    details: list[str] = []
+    if "message" in failure:
+        # Its program printed the whole message, but the MPI launcher may drop a rank's
+        # last output when the job is aborted: the report repeats the message's details.
+        first_line, *details = failure["message"].splitlines() or [""]
+        lines = [f"kernelgrad: {who} failed: {first_line.rstrip('.')}"]
     else:
         lines = [f"kernelgrad: {who} {failure.get('end', 'failed')}"]
     lines[0] += "; the other ranks were stopped."
+    lines += [line for line in details if line.strip()]
     log = failure.get("log") or ""
     tail = log_tail(log) if log else []
     if tail:

@@ -289,6 +289,8 @@ class CPUBackend:
             np.array(run_strides, dtype=np.int64).reshape(len(views), len(run_shape)),
             *_blocking(run_shape, run_strides),
         )
+        if all(strides[-1] == 1 for strides in run_strides):  # contiguous rows
+            return (module.rows_serial if small else module.rows), layout
         return (module.strided_serial if small else module.strided), layout
 
     def _flat_one_output(self, fn: ScalarFunction, out: View, inputs, compute_dtypes) -> bool:
@@ -666,8 +668,9 @@ class CPUBackend:
 
 def _load_module(source: str, prefix: str) -> Any:
     from ...codecache import load_module
+    from .compile_ahead import install_twins
 
-    return load_module(source, prefix)
+    return install_twins(load_module(source, prefix))
 
 
 def _nothing() -> None:

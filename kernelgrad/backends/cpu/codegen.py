@@ -5,7 +5,7 @@ arrays and which are scalars, the compute dtypes and the output dtypes). It is c
 per dtype signature and cached on disk (see ``kernelgrad.codecache``); shapes and strides
 are run-time arguments, so new shapes never recompile.
 
-Each elementwise module defines four kernels; Numba compiles each only when first used:
+Each elementwise module defines six kernels; Numba compiles each only when first used:
 
 ``flat(n, *operands)`` / ``flat_serial``
     every array operand is contiguous with the output's shape: a plain loop over ``n``
@@ -14,11 +14,14 @@ Each elementwise module defines four kernels; Numba compiles each only when firs
     anything else (broadcast, transposed, sliced with steps, strided outputs). The index
     space is treated as rows of its last dimension. Work items are blocks of whole rows
     (or pieces of one long row); inside a block an odometer steps the row position, so
-    the per-row cost is an increment, not a division per dimension. A row whose operands
-    all have unit stride takes a slice-based loop that vectorises.
+    the per-row cost is an increment, not a division per dimension.
+``rows(shape, offsets, strides, chunk, *operands)`` / ``rows_serial``
+    the same where every operand's innermost stride is 1 (a broadcast bias, a slice of
+    whole rows): each row is a slice, and the loop over it vectorises.
 
 The ``_serial`` twins run on the calling thread: for small tensors, starting a parallel
-region costs more than the work.
+region costs more than the work (and while a worker process compiles the ``prange``
+form, see ``compile_ahead.py``).
 
 Reductions are generated per kind (sum, max, min, argmax, argmin) in the same way, with
 an extra ``columns`` kernel for reducing over outer dimensions while the kept elements
@@ -103,15 +106,15 @@ def elementwise_source(
         lines += ["", "", _decorator(parallel), f"def flat{suffix}(n, {', '.join(params)}):"]
         lines.append(f"    for j in {loop}(n):")
         lines += ["        " + s for s in _store(nout, flat_inputs, flat_targets, out_dtypes)]
-        lines += ["", "", _decorator(parallel)]
-        lines.append(
-            f"def strided{suffix}(shape, offsets, strides, col_chunk, rows_per_item, "
-            f"{', '.join(params)}):"
-        )
-        lines += [
-            "    " + s
-            for s in _strided_body(arrays, nout, fast_inputs, general_inputs, out_dtypes, loop)
-        ]
+        for name, unit in (("strided", False), ("rows", True)):
+            lines += ["", "", _decorator(parallel)]
+            lines.append(
+                f"def {name}{suffix}(shape, offsets, strides, col_chunk, rows_per_item, "
+                f"{', '.join(params)}):"
+            )
+            inputs = fast_inputs if unit else general_inputs
+            body = _strided_body(arrays, nout, inputs, out_dtypes, loop, unit)
+            lines += ["    " + s for s in body]
     lines.append("")
     return "\n".join(lines)
 
@@ -179,19 +182,23 @@ def foreach_source(
 def _strided_body(
     arrays: list[str],
     nout: int,
-    fast_inputs: list[str],
-    general_inputs: list[str],
+    input_exprs: list[str],
     out_dtypes: Sequence[DType],
     loop: str,
+    unit: bool,
 ) -> list[str]:
-    """The strided kernel: ``strided(shape, offsets, strides, col_chunk, rows_per_item,
-    *operands)``.
+    """The strided kernels: ``strided(shape, offsets, strides, col_chunk,
+    rows_per_item, *operands)``, and ``rows(...)`` (same arguments) for layouts whose
+    innermost stride is 1 in every operand (each row is then a slice, and LLVM
+    vectorises the loop over it).
 
     The index space is (outer dims..., rows, cols). A work item is one position of the
     outer dims times a block of ``rows_per_item`` rows (and, for long rows, a
     ``col_chunk``-wide piece of them): its start is computed with one division per outer
     dim, then each row only advances the pointers by the row stride. The caller picks
-    small square blocks when an operand is transposed, so strided reads stay in cache."""
+    small square blocks when an operand is transposed, so strided reads stay in cache.
+    The two are separate functions (the caller knows the layout) rather than two
+    branches of one: each compiles in about half the time."""
     n_arrays = len(arrays)
     body = [
         "ndim = shape.shape[0]",
@@ -216,19 +223,19 @@ def _strided_body(
     inner += ["rem = outer", "for d in range(ndim - 3, -1, -1):"]
     inner += ["    i = rem % shape[d]", "    rem //= shape[d]"]
     inner += [f"    p{a} += i * strides[{a}, d]" for a in range(n_arrays)]
-    inner += [f"t{a} = strides[{a}, ndim - 1]" for a in range(n_arrays)]
+    if not unit:
+        inner += [f"t{a} = strides[{a}, ndim - 1]" for a in range(n_arrays)]
     inner += [f"u{a} = strides[{a}, ndim - 2] if ndim >= 2 else 0" for a in range(n_arrays)]
     inner += [f"p{a} += r0 * u{a}" for a in range(n_arrays)]
-    inner.append("unit = " + " and ".join(f"t{a} == 1" for a in range(n_arrays)))
     inner.append("for r in range(r0, r1):")
-    row = ["if unit:"]
-    row += [f"    v{a} = {name}[p{a} + c0:p{a} + c1]" for a, name in enumerate(arrays)]
-    row.append("    for j in range(c1 - c0):")
-    fast_targets = [f"v{k}[j]" for k in range(nout)]
-    row += ["        " + s for s in _store(nout, fast_inputs, fast_targets, out_dtypes)]
-    row += ["else:", "    for j in range(c0, c1):"]
-    general_targets = [f"out{k}[p{k} + j * t{k}]" for k in range(nout)]
-    row += ["        " + s for s in _store(nout, general_inputs, general_targets, out_dtypes)]
+    if unit:
+        row = [f"v{a} = {name}[p{a} + c0:p{a} + c1]" for a, name in enumerate(arrays)]
+        row.append("for j in range(c1 - c0):")
+        targets = [f"v{k}[j]" for k in range(nout)]
+    else:
+        row = ["for j in range(c0, c1):"]
+        targets = [f"out{k}[p{k} + j * t{k}]" for k in range(nout)]
+    row += ["    " + s for s in _store(nout, input_exprs, targets, out_dtypes)]
     row += [f"p{a} += u{a}" for a in range(n_arrays)]
     inner += ["    " + s for s in row]
     body += ["    " + s for s in inner]

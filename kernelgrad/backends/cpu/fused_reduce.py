@@ -210,9 +210,10 @@ class FusedReduceKernel:
 
     def __init__(self, reduction: FusedReduction, parallel_threshold: int) -> None:
         from ...codecache import load_module
+        from .compile_ahead import install_twins
 
         source = reduce_source(reduction.kind, *reduction.source_arguments())
-        module = load_module(source, f"fused_reduce_{reduction.kind}")
+        module = install_twins(load_module(source, f"fused_reduce_{reduction.kind}"))
         work = prod(reduction.x_shape)
         self.kernel = module.kernel if work >= parallel_threshold else module.kernel_serial
         self.reduction = reduction

@@ -234,6 +234,10 @@ def _launchers(program: KernelProgram, launch: KernelLaunch) -> tuple[Any, Any]:
         module = load_module(source, f"kernel_cpu_{info.name}")
         for name, value in info.injected.items():
             setattr(module, name, value)
+        if not info.injected:  # a compile worker can import everything else
+            from .compile_ahead import install_twins
+
+            install_twins(module)
         launchers = program.launchers[key] = (module.kernel, module.kernel_serial)
     return launchers
 

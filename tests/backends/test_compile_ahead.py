@@ -1,0 +1,157 @@
+"""Parallel forms compiled in a worker process while their serial twins run
+(``backends/cpu/compile_ahead.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from kernelgrad.backends.cpu import compile_ahead
+from kernelgrad.codecache import load_module
+
+from ..helpers import ROOT
+
+# A convolution's forward and backward (@kg.kernel, fastmath) and a large elementwise
+# op, each run once before the worker has compiled its parallel form and once after.
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import kernelgrad as kg
+    import kernelgrad.nn.functional as F
+    from kernelgrad.backends.cpu import compile_ahead
+
+    rng = np.random.default_rng(0)
+    x = kg.tensor(rng.standard_normal((8, 3, 12, 12), dtype=np.float32), requires_grad=True)
+    w = kg.tensor(rng.standard_normal((4, 3, 5, 5), dtype=np.float32), requires_grad=True)
+    a = kg.tensor(rng.standard_normal((600, 400), dtype=np.float32))
+
+    def run():
+        x.grad = None
+        w.grad = None
+        y = F.conv2d(x, w, padding=2)
+        (y * y).sum().backward()
+        z = a * 2.0 + a.T.contiguous().T  # a flat kernel over 240,000 elements
+        return [t.numpy().copy() for t in (y, x.grad, w.grad, z)]
+
+    def twins():
+        found = {}
+        for name, module in list(sys.modules.items()):
+            for attribute in ("kernel", "flat"):
+                form = getattr(module, attribute, None)
+                if isinstance(form, compile_ahead.ParallelTwin) and form.job is not None:
+                    found[f"{name}.{attribute}"] = form
+        return found
+
+    first = run()
+    handed = twins()
+    before = {name: twin.ready for name, twin in handed.items()}
+    compile_ahead.wait_for_workers(600)
+    second = run()
+    third = run()
+    print(json.dumps({
+        "handed": sorted(handed),
+        "ready_before": before,
+        "ready_after": {name: twin.ready for name, twin in handed.items()},
+        "loaded": {name: sum(twin.parallel.stats.cache_hits.values())
+                   for name, twin in handed.items()},
+        "same": [bool(np.array_equal(p, q)) for p, q in zip(first, second)]
+                + [bool(np.array_equal(p, q)) for p, q in zip(first, third)],
+    }))
+    """
+)
+
+
+def test_serial_twins_run_until_the_worker_compiled_the_parallel_forms(tmp_path):
+    env = dict(os.environ, KERNELGRAD_CACHE_DIR=str(tmp_path), PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env["KG_COMPILE_WORKERS"] = "1"
+    script = tmp_path / "conv.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    handed = result["handed"]
+    # the three convolution kernels and the flat add were handed to the worker
+    assert sum("conv_" in name for name in handed) == 3, handed
+    assert any(name.endswith(".flat") for name in handed), handed
+    assert not any(result["ready_before"].values())  # the serial forms ran first
+    assert all(result["ready_after"].values())
+    # the parallel forms came from the disk cache the worker wrote, not from a compile
+    assert all(hits >= 1 for hits in result["loaded"].values()), result["loaded"]
+    # and they compute exactly what the serial forms computed
+    assert all(result["same"]), result["same"]
+
+
+SOURCE = textwrap.dedent(
+    """
+    from numba import njit, prange
+
+    @njit(parallel=True, cache=True)
+    def kernel(out, x):
+        for i in prange(x.shape[0]):
+            out[i] = x[i] + 1.0
+
+    @njit(cache=True)
+    def kernel_serial(out, x):
+        for i in range(x.shape[0]):
+            out[i] = x[i] + 1.0
+    """
+)
+
+
+def test_no_workers_leaves_the_module_as_it_was(monkeypatch):
+    monkeypatch.setenv("KG_COMPILE_WORKERS", "0")
+    module = load_module(SOURCE + "# no workers\n", "test_compile_ahead")
+    compile_ahead.install_twins(module)
+    assert not isinstance(module.kernel, compile_ahead.ParallelTwin)
+
+
+def test_a_twin_switches_to_the_parallel_form(monkeypatch):
+    monkeypatch.setenv("KG_COMPILE_WORKERS", "1")
+    module = compile_ahead.install_twins(load_module(SOURCE, "test_compile_ahead"))
+    twin = module.kernel
+    assert isinstance(twin, compile_ahead.ParallelTwin)
+    x = np.arange(5, dtype=np.float64)
+    out = np.zeros_like(x)
+    twin(out, x)
+    np.testing.assert_array_equal(out, x + 1.0)
+    if twin.job is not None:  # not compiled by an earlier run of the suite
+        assert twin.wait(600)
+    twin(out, x)  # notices the worker finished
+    assert twin.ready
+    out[:] = 0
+    twin(out, x)
+    np.testing.assert_array_equal(out, x + 1.0)
+    assert twin.signatures  # the parallel form's, now that it runs
+
+
+def test_a_failed_worker_compile_is_reported_and_the_caller_compiles():
+    module = load_module(SOURCE + "# failing\n", "test_compile_ahead")
+    job = compile_ahead._pool().submit(module, "no_such_function", ())
+    with pytest.raises(RuntimeError, match="AttributeError"):
+        job.result(timeout=600)
+    # a twin whose job failed falls back to compiling the parallel form itself
+    twin = compile_ahead.ParallelTwin(module, "kernel", "kernel_serial")
+    twin.job = job
+    x = np.ones(3)
+    out = np.zeros(3)
+    twin(out, x)
+    assert twin.ready
+    np.testing.assert_array_equal(out, 2.0)
+
+
+def test_a_dead_worker_fails_its_jobs_with_a_message():
+    worker = compile_ahead._Worker()
+    worker.stop()
+    worker.process.wait(timeout=60)
+    with pytest.raises(RuntimeError, match="the compile worker process ended"):
+        worker.compile(("m", "/nonexistent.py", "f", ()))

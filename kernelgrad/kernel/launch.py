@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -69,6 +70,7 @@ class Kernel:
         workgroup: Any = None,
         parallel: bool | None = None,
         fastmath: bool = False,
+        static: Sequence[str] = (),
     ) -> None:
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -82,6 +84,13 @@ class Kernel:
             check_structure(self.info)
         # compiled forms, filled by the backends (Backend.launch_kernel)
         self.launchers: dict[Any, Any] = {}
+        self.static = tuple([static] if isinstance(static, str) else static)
+        if self.static:
+            from .specialize import check_static
+
+            check_static(self.info, self.static)
+        self._static_at = [self.info.params.index(name) for name in self.static]
+        self._forms: dict[tuple, Kernel] = {}  # per static values: a specialised Kernel
 
     def __repr__(self) -> str:
         return f"<kg.kernel {self.info.name}({', '.join(self.info.params)})>"
@@ -139,6 +148,7 @@ class Kernel:
         for counter in _trace().LAUNCH_HOOKS:
             counter.count += 1
             counter.names.append(f"kernel {info.name}")
+        program = self._form(args) if self._static_at else self
         converted = [self._convert(name, value) for name, value in zip(info.params, args)]
         target = self._device(converted, device)
         backend = get_backend(target)
@@ -155,10 +165,30 @@ class Kernel:
                 narrow,
                 any(a.tensor is not None for a in converted),
             )
-            record_kernel_launch(self, launch)  # the CUDA compile check, when active
-            backend.launch_kernel(self, launch)
+            record_kernel_launch(program, launch)  # the CUDA compile check, when active
+            backend.launch_kernel(program, launch)
         finally:
             self._finish(converted)
+
+    def _form(self, args: Sequence[Any]) -> Kernel:
+        """The kernel specialised on the values of its static arguments (made once per
+        combination; ``kernel/specialize.py``)."""
+        from .specialize import specialize, static_value
+
+        values = tuple(
+            static_value(self.info.name, self.static[k], args[at])
+            for k, at in enumerate(self._static_at)
+        )
+        key = tuple((type(v), v) for v in values)  # True and 1 compile differently
+        form = self._forms.get(key)
+        if form is None:
+            form = copy.copy(self)
+            form.info = specialize(self.info, dict(zip(self.static, values)))
+            form.launchers = {}
+            form._static_at = []
+            form._forms = {}
+            self._forms[key] = form
+        return form
 
     # --- arguments ------------------------------------------------------------------------
     def _convert(self, name: str, value: Any) -> _Argument:
@@ -374,6 +404,7 @@ def kernel(
     workgroup: Any = None,
     parallel: bool | None = None,
     fastmath: bool = False,
+    static: Sequence[str] = (),
 ) -> Any:
     """Compile a Python function into a kernel that runs where its tensors live.
 
@@ -417,7 +448,12 @@ def kernel(
       then differ from the written order in the last bits. On the CPU NaN and infinity
       keep their meaning; on CUDA it is numba-cuda's ``fastmath`` (which also flushes
       denormals to zero and uses faster division and square roots).
+    * ``static=("k", ...)`` names integer or boolean parameters whose values are
+      compiled into the kernel: each combination of values compiles a form of its own,
+      in which branches on them are decided (``if k == 5:`` keeps only the path taken).
+      For a kernel with fast paths for a few shapes it saves compile time; a parameter
+      that takes many values would compile many forms.
     """
     if fn is None:
-        return lambda f: Kernel(f, workgroup, parallel, fastmath)
-    return Kernel(fn, workgroup, parallel, fastmath)
+        return lambda f: Kernel(f, workgroup, parallel, fastmath, static)
+    return Kernel(fn, workgroup, parallel, fastmath, static)

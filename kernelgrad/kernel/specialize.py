@@ -57,15 +57,23 @@ def static_value(kernel_name: str, name: str, value: Any) -> int | bool:
 
 def specialize(info: KernelInfo, values: dict[str, int | bool]) -> KernelInfo:
     """``info`` with the static ``values`` substituted and constant branches folded."""
-    folder = _Fold(values)
-    body = _non_empty([folder.visit(stmt) for stmt in copy.deepcopy(info.body)])
-    body = [ast.fix_missing_locations(stmt) for stmt in _flatten(body)]
-    return dataclasses.replace(info, body=body)
+    tree = ast.Module(body=copy.deepcopy(info.body), type_ignores=[])
+    tree = ast.fix_missing_locations(_Fold(values).visit(tree))
+    return dataclasses.replace(info, body=tree.body)
 
 
 class _Fold(ast.NodeTransformer):
     def __init__(self, values: dict[str, int | bool]) -> None:
         self.values = values
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        # A statement visitor that returns a list (a folded `if`) is spliced into its
+        # block by NodeTransformer; a block left empty by a branch folded away gets a
+        # `pass`.
+        node = super().generic_visit(node)
+        if isinstance(getattr(node, "body", None), list) and not node.body:
+            node.body = [ast.Pass()]
+        return node
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if isinstance(node.ctx, ast.Load) and node.id in self.values:
@@ -76,10 +84,8 @@ class _Fold(ast.NodeTransformer):
         self.generic_visit(node)
         test = _constant(node.test)
         if test is _UNKNOWN:
-            node.body = _non_empty(_flatten(node.body))
-            node.orelse = _flatten(node.orelse)
             return node
-        return _flatten(node.body if test else node.orelse)
+        return node.body if test else node.orelse
 
     def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
         self.generic_visit(node)
@@ -107,18 +113,6 @@ class _Fold(ast.NodeTransformer):
         node.values = kept
         return node
 
-    def visit_For(self, node: ast.For) -> ast.AST:
-        self.generic_visit(node)
-        node.body = _non_empty(_flatten(node.body))
-        node.orelse = _flatten(node.orelse)
-        return node
-
-    def visit_While(self, node: ast.While) -> ast.AST:
-        self.generic_visit(node)
-        node.body = _non_empty(_flatten(node.body))
-        node.orelse = _flatten(node.orelse)
-        return node
-
 
 def _constant(node: ast.AST) -> Any:
     """The value of an expression made of constants (comparisons, ``not``, ``and``/``or``
@@ -134,17 +128,3 @@ def _constant(node: ast.AST) -> Any:
             return _UNKNOWN
         return _COMPARE[type(node.ops[0])](left, right)
     return _UNKNOWN
-
-
-def _flatten(statements: list) -> list[ast.stmt]:
-    flat: list[ast.stmt] = []
-    for statement in statements:
-        if isinstance(statement, list):
-            flat += _flatten(statement)
-        else:
-            flat.append(statement)
-    return flat
-
-
-def _non_empty(statements: list[ast.stmt]) -> list[ast.stmt]:
-    return statements or [ast.Pass()]

@@ -58,8 +58,12 @@ def cache_dir() -> Path:
     return _cache_root
 
 
+DIGEST_LENGTH = 20  # hex digits of the hash in a generated module's name
+
+
 def source_digest(source: str) -> str:
-    return hashlib.sha256(f"kernelgrad {__version__}\n{source}".encode()).hexdigest()[:20]
+    digest = hashlib.sha256(f"kernelgrad {__version__}\n{source}".encode()).hexdigest()
+    return digest[:DIGEST_LENGTH]
 
 
 def load_module(source: str, prefix: str) -> ModuleType:

@@ -34,6 +34,7 @@ import time
 from types import ModuleType
 from typing import Any
 
+from ...codecache import DIGEST_LENGTH
 from ...debug import debug_level, log
 from ..base import whole_number_setting
 
@@ -133,7 +134,7 @@ def _short_name(module_name: str) -> str:
     """``kg_cpu_add_118fef81a8e452cddc7e`` -> ``cpu_add``."""
     name = module_name.removeprefix("kg_")
     head, _, digest = name.rpartition("_")
-    return head if len(digest) == 20 else name
+    return head if len(digest) == DIGEST_LENGTH else name
 
 
 def _is_file_module(module: ModuleType) -> bool:

@@ -333,3 +333,79 @@ def test_blas_small_product_size_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("KG_BLAS_SMALL", "big")
     with pytest.raises(ValueError, match="KG_BLAS_SMALL must be a whole number"):
         blas._small_product_size()
+
+
+def _split_ready():
+    from kernelgrad.backends.cpu import blas
+
+    if not blas.single_thread_available() or not blas._Blas.gemm:
+        pytest.skip("NumPy's BLAS is not OpenBLAS's threaded 64-bit-integer build")
+    return blas
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("parts", [1, 2, 3, 7])
+def test_split_gemm_blocks_agree_with_numpy_for_every_layout(dtype, parts):
+    """Row-major and column-major operands, padded leading dimensions (slices of larger
+    arrays), split by rows and by columns, more parts than rows."""
+    from kernelgrad.backends.cpu import split_gemm
+
+    blas = _split_ready()
+    rng = np.random.default_rng(parts)
+    for m, k, n in [(37, 19, 5), (6, 23, 41), (5, 3, 2)]:
+        for left in (
+            rng.standard_normal((m, k + 3))[:, 1 : k + 1],  # row-major, lda > k
+            rng.standard_normal((k + 2, m)).T[:, :k],  # column-major, lda > m
+        ):
+            for right in (rng.standard_normal((k, n)), rng.standard_normal((n + 4, k)).T[:, :n]):
+                a, b = left.astype(dtype), right.astype(dtype)
+                padded = np.full((m, n + 2), np.nan, dtype=dtype)
+                out = padded[:, :n]  # ldc > n
+                arguments = blas._split_arguments(a, b, out) or pytest.fail(f"{m, k, n}")
+                for by_rows in (True, False):
+                    out[...] = np.nan
+                    address, item = arguments[:2]
+                    split_gemm.split_gemm(address, item, parts, by_rows, *arguments[3:])
+                    assert_close(out, a @ b, rtol=1e-5, atol=1e-5)
+                assert np.isnan(padded[:, n:]).all()  # nothing written past each row
+
+
+def test_large_products_split_across_numbas_threads_with_one_blas_thread(monkeypatch):
+    """A product above KG_BLAS_SMALL runs as split_gemm (OpenBLAS on one thread inside
+    each part) and leaves NumPy's thread count as it was; KG_BLAS_SPLIT=0 turns it off."""
+    import numba
+
+    from kernelgrad.backends.cpu import split_gemm
+
+    blas = _split_ready()
+    if numba.get_num_threads() < 2:
+        pytest.skip("Numba runs one thread")
+    before = blas.current_threads()
+    seen = []
+    real = split_gemm.split_gemm
+
+    def spy(*args):
+        seen.append((args[2], blas.current_threads()))
+        return real(*args)
+
+    monkeypatch.setattr(split_gemm, "split_gemm", spy)
+    monkeypatch.setattr(blas._Blas, "small", 1000)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((40, 30)).astype(np.float32)
+    b = rng.standard_normal((20, 30)).astype(np.float32)
+    assert_close(kg.tensor(a) @ kg.tensor(b).T, a @ b.T, rtol=1e-5, atol=1e-5)
+    assert seen == [(numba.get_num_threads(), 1)]
+    assert blas.current_threads() == before
+    monkeypatch.setattr(blas._Blas, "split", False)
+    assert_close(kg.tensor(a) @ kg.tensor(b).T, a @ b.T, rtol=1e-5, atol=1e-5)
+    assert len(seen) == 1
+
+
+def test_products_the_split_does_not_serve_fall_back_to_numpy():
+    blas = _split_ready()
+    f32 = np.ones((4, 4), np.float32)
+    assert blas._split_arguments(np.ones((2, 4, 4), np.float32), f32, f32) is None  # batched
+    assert blas._split_arguments(f32.astype(np.int64), f32, f32) is None  # integers
+    assert blas._split_arguments(np.ones((1, 4), np.float32), f32, f32[:1]) is None  # one row
+    assert blas._split_arguments(f32, f32, np.ones((4, 4), np.float32).T) is None  # out F-order
+    assert blas._split_arguments(f32[:, ::2], f32[:2], f32[:, :4]) is None  # strided columns

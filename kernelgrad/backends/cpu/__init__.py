@@ -572,7 +572,7 @@ class CPUBackend:
         if self._blas_ready(left) is not left or self._blas_ready(right) is not right:
             return None
         multiply_adds = prod(out.shape) * (a.shape[-1] if len(a.shape) else 1)
-        return functools.partial(blas.matmul, left, right, _numpy_view(out), multiply_adds)
+        return blas.prepare(left, right, _numpy_view(out), multiply_adds)
 
     def _blas_ready(self, array: np.ndarray) -> np.ndarray:
         """The array itself if BLAS can read its matrices (unit stride along rows or

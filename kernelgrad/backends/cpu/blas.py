@@ -22,13 +22,17 @@ library) nothing is found and every product runs as NumPy runs it.
 from __future__ import annotations
 
 import ctypes
+import functools
 import glob
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
+import numba
 import numpy as np
 
 from ..base import whole_number_setting
+from . import split_gemm
 
 DEFAULT_SMALL_PRODUCT = 1 << 24
 _NAMES = (
@@ -39,12 +43,21 @@ _NAMES = (
 )
 
 
+# cblas_sgemm / cblas_dgemm of OpenBLAS's 64-bit-integer interface (NumPy 2's wheels).
+_GEMM_NAMES = {
+    "float32": ("scipy_cblas_sgemm64_", "cblas_sgemm64_"),
+    "float64": ("scipy_cblas_dgemm64_", "cblas_dgemm64_"),
+}
+
+
 class _Blas:
     looked_up = False
     setter: Any = None
     getter: Any = None
     threads = 1  # the library's own thread count (what NumPy uses)
     small = DEFAULT_SMALL_PRODUCT
+    gemm: ClassVar[dict[str, int]] = {}  # dtype name -> address of cblas_?gemm (ILP64)
+    split = True  # KG_BLAS_SPLIT
 
 
 def _small_product_size() -> int:
@@ -57,6 +70,8 @@ def _look_up() -> None:
     """Find OpenBLAS's thread setter in the copy NumPy loaded (``numpy.libs``)."""
     _Blas.looked_up = True
     _Blas.small = _small_product_size()
+    split = whole_number_setting("KG_BLAS_SPLIT", 1, minimum=0, unit="switch values (0 or 1)")
+    _Blas.split = split > 0
     folder = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
     for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
         try:
@@ -73,7 +88,19 @@ def _look_up() -> None:
             getter.restype = ctypes.c_int
             _Blas.setter, _Blas.getter = setter, getter
             _Blas.threads = max(int(getter()), 1)
+            _Blas.gemm = _gemm_addresses(library)
             return
+
+
+def _gemm_addresses(library: Any) -> dict[str, int]:
+    found = {}
+    for dtype, names in _GEMM_NAMES.items():
+        for name in names:
+            function = getattr(library, name, None)
+            if function is not None:
+                found[dtype] = ctypes.cast(function, ctypes.c_void_p).value
+                break
+    return found
 
 
 def single_thread_available() -> bool:
@@ -90,13 +117,77 @@ def current_threads() -> int | None:
 
 
 def matmul(left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: int) -> None:
-    """``np.matmul(left, right, out=out)``, on one BLAS thread when the product has
-    fewer than ``KG_BLAS_SMALL`` multiply-adds."""
-    if multiply_adds >= _Blas.small or not single_thread_available():
-        np.matmul(left, right, out=out)
-        return
+    """``np.matmul(left, right, out=out)``: on one BLAS thread when the product has fewer
+    than ``KG_BLAS_SMALL`` multiply-adds, split across Numba's threads when it has more
+    (``split_gemm.py``)."""
+    prepare(left, right, out, multiply_adds)()
+
+
+def prepare(
+    left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: int
+) -> Callable[[], None]:
+    """:func:`matmul` of these arrays as a function of no arguments, with the decisions
+    (thread count, split, leading dimensions) taken once."""
+    if not single_thread_available():
+        return functools.partial(np.matmul, left, right, out=out)
+    if multiply_adds < _Blas.small:
+        return functools.partial(_on_one_thread, left, right, out)
+    arguments = None
+    if _Blas.split and numba.get_num_threads() > 1:
+        arguments = _split_arguments(left, right, out)
+    if arguments is None:
+        return functools.partial(np.matmul, left, right, out=out)
+    return functools.partial(_split, arguments)
+
+
+def _on_one_thread(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
     _Blas.setter(1)
     try:
         np.matmul(left, right, out=out)
     finally:
         _Blas.setter(_Blas.threads)
+
+
+def _split(arguments: tuple) -> None:
+    threads = numba.get_num_threads()
+    _Blas.setter(1)
+    try:
+        split_gemm.split_gemm(arguments[0], arguments[1], threads, *arguments[2:])
+    finally:
+        _Blas.setter(_Blas.threads)
+
+
+def _matrix_layout(array: np.ndarray) -> tuple[int, int] | None:
+    """(NO_TRANSPOSE, leading dimension) for a row-major matrix, (TRANSPOSE, leading
+    dimension) for a column-major one, None for any other layout."""
+    item = array.itemsize
+    rows, cols = array.shape
+    row_stride, col_stride = array.strides
+    if col_stride == item and row_stride % item == 0 and row_stride >= item * cols:
+        return split_gemm.NO_TRANSPOSE, row_stride // item
+    if row_stride == item and col_stride % item == 0 and col_stride >= item * rows:
+        return split_gemm.TRANSPOSE, col_stride // item
+    return None
+
+
+def _split_arguments(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> tuple | None:
+    """The arguments of ``split_gemm`` but the thread count, or None where the product
+    is not one the split serves (not 2-D, another dtype, a matrix with a dimension under
+    2, a layout BLAS cannot read, NumPy's BLAS not OpenBLAS's 64-bit interface)."""
+    dtype = out.dtype
+    address = _Blas.gemm.get(dtype.name)
+    if address is None:
+        return None
+    if not (left.ndim == right.ndim == out.ndim == 2) or not (left.dtype == right.dtype == dtype):
+        return None
+    m, k = left.shape
+    n = right.shape[1]
+    if min(m, n, k) < 2:
+        return None
+    a, b, c = _matrix_layout(left), _matrix_layout(right), _matrix_layout(out)
+    if a is None or b is None or c is None or c[0] != split_gemm.NO_TRANSPOSE:
+        return None
+    return (
+        address, dtype.itemsize, m >= n, a[0], b[0], m, n, k,
+        left.ctypes.data, a[1], right.ctypes.data, b[1], out.ctypes.data, c[1],
+    )  # fmt: skip

@@ -1,0 +1,113 @@
+"""Large matrix products split across Numba's threads, each part one single-threaded
+``cblas_?gemm`` call of the OpenBLAS library NumPy loaded.
+
+Why: OpenBLAS keeps a thread pool of its own, whose workers spin for a long time after
+each call. A training step alternates products with the backend's Numba kernels, which
+run on Numba's OpenMP pool; two pools on the same cores then take turns waiting for
+cores the other pool's spinning workers hold (see ``blas.py`` and ``__init__.py``'s
+``_configure_thread_pools``). PyTorch runs its BLAS on the same OpenMP pool as its own
+kernels. Here the product's output is cut into one block of rows (or of columns) per
+Numba thread, and each thread multiplies its block with OpenBLAS set to one thread: one
+pool, no OpenBLAS workers woken.
+
+The library is called through its address, passed as an argument, so the kernel holds
+no ctypes object and Numba can cache it on disk like every other kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+ROW_MAJOR = 101  # CBLAS_ORDER
+NO_TRANSPOSE = 111  # CBLAS_TRANSPOSE
+TRANSPOSE = 112
+
+
+def _gemm_call(scalar_type: types.Float) -> Any:
+    """An intrinsic calling ``cblas_?gemm(RowMajor, ta, tb, m, n, k, 1, a, lda, b, ldb,
+    0, c, ldc)`` through the function at ``address``, for ``scalar_type`` (float32:
+    sgemm, float64: dgemm). ``a``, ``b`` and ``c`` are addresses (integers), the
+    dimensions 64-bit integers (OpenBLAS's ILP64 interface)."""
+
+    @intrinsic
+    def call(typingctx, address, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
+        sig = types.void(address, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
+
+        def codegen(context, builder, signature, args):
+            (address, ta, tb, m, n, k, a, lda, b, ldb, c, ldc) = args
+            enum = ir.IntType(32)
+            blasint = ir.IntType(64)
+            pointer = ir.IntType(8).as_pointer()
+            scalar = context.get_value_type(scalar_type)
+            function_type = ir.FunctionType(
+                ir.VoidType(),
+                [enum, enum, enum, blasint, blasint, blasint, scalar]
+                + [pointer, blasint, pointer, blasint, scalar, pointer, blasint],
+            )
+            function = builder.inttoptr(address, function_type.as_pointer())
+            arguments = [
+                ir.Constant(enum, ROW_MAJOR),
+                builder.trunc(ta, enum),
+                builder.trunc(tb, enum),
+                m,
+                n,
+                k,
+                ir.Constant(scalar, 1.0),
+                builder.inttoptr(a, pointer),
+                lda,
+                builder.inttoptr(b, pointer),
+                ldb,
+                ir.Constant(scalar, 0.0),
+                builder.inttoptr(c, pointer),
+                ldc,
+            ]
+            builder.call(function, arguments)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return call
+
+
+_sgemm = _gemm_call(types.float32)
+_dgemm = _gemm_call(types.float64)
+
+
+@njit(cache=True, nogil=True)
+def _gemm(address, item, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
+    if item == 4:
+        _sgemm(address, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
+    else:
+        _dgemm(address, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def split_gemm(address, item, parts, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
+    """``c = a @ b`` (row-major ``c``), in ``parts`` blocks of rows (``by_rows``) or of
+    columns, one ``cblas_?gemm`` call each. ``a`` and ``b`` are addresses of row-major
+    (``NO_TRANSPOSE``) or column-major (``TRANSPOSE``) matrices with leading dimensions
+    ``lda``/``ldb``; ``item`` is the element size in bytes (4: sgemm, 8: dgemm) and
+    ``address`` the address of that function."""
+    total = m if by_rows else n
+    block = (total + parts - 1) // parts
+    for part in prange(parts):
+        start = part * block
+        stop = min(total, start + block)
+        if stop <= start:
+            continue
+        if by_rows:  # rows start..stop of a and of c
+            a_offset = start * lda if ta == NO_TRANSPOSE else start
+            _gemm(
+                address, item, ta, tb, stop - start, n, k,
+                a + a_offset * item, lda, b, ldb, c + start * ldc * item, ldc,
+            )  # fmt: skip
+        else:  # columns start..stop of b and of c
+            b_offset = start if tb == NO_TRANSPOSE else start * ldb
+            _gemm(
+                address, item, ta, tb, m, stop - start, k,
+                a, lda, b + b_offset * item, ldb, c + start * item, ldc,
+            )  # fmt: skip

@@ -16,9 +16,11 @@ Replaying runs no Python per op: only one call per kernel.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from collections.abc import Callable
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -405,6 +407,7 @@ class GuardStep(Step):
     def __init__(self, op: Op) -> None:
         self.backend = op.attrs["backend"]
         self.expected = op.attrs["expected"]
+        self._expected_bytes = np.ascontiguousarray(self.expected).tobytes()
         self.where = op.attrs["where"]
         self.inputs = [_Template(op.inputs[0])]
         self.label = "guard (host read)"
@@ -412,6 +415,8 @@ class GuardStep(Step):
 
     def run(self, table: list[Any], bases: list[int]) -> None:
         value = self.backend.to_numpy(self.inputs[0].view(table, bases))
+        if value.tobytes() == self._expected_bytes:  # the same bits: equal (the usual case)
+            return
         if not np.array_equal(value, self.expected, equal_nan=True):
             raise GuardError(
                 f"kg.compile: while being traced, the function read a tensor value on the "
@@ -440,8 +445,7 @@ class KernelStep(Step):
         self.shape = tuple(self.ndrange) if isinstance(self.ndrange, tuple) else (self.ndrange,)
         self.inputs = [spec[1] for spec in self.specs if spec[0] == "tensor"]
 
-    def run(self, table: list[Any], bases: list[int]) -> None:
-        from ..autograd import no_grad
+    def _arguments(self, table: list[Any], bases: list[int]) -> list[Any]:
         from ..tensor import Storage, Tensor
 
         args = []
@@ -460,8 +464,60 @@ class KernelStep(Step):
                 )
             else:
                 args.append(spec[1])
+        return args
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        from ..autograd import no_grad
+
         with no_grad():
-            self.kernel.launch(args, self.ndrange, self.workgroup, self.device)
+            self.kernel.launch(
+                self._arguments(table, bases), self.ndrange, self.workgroup, self.device
+            )
+
+    def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
+        prepared = self._prepared(table, bases)
+        if prepared is None:
+            return None
+        return functools.partial(prepared.call, prepared.arguments)
+
+    def prepare_rebound(
+        self, table: list[Any], bases: list[int], varying: set[int]
+    ) -> Callable[[list[Any], list[int]], None] | None:
+        """Like :meth:`prepare`, for a step some of whose tensors live in buffers that
+        change from call to call (``varying`` slots: the arguments): a function of the
+        slot table that makes only those tensors' arrays again."""
+        prepared = self._prepared(table, bases)
+        if prepared is None:
+            return None
+        rebound = []
+        for index, spec in enumerate(self.specs):
+            if spec[0] == "tensor" and spec[1].slot in varying:
+                template = spec[1]
+                shape, strides = template.shape, template.strides
+                if prepared.flatten[index]:
+                    shape, strides = (prod(shape),), (1,)
+                rebound.append(
+                    (index, template.slot, shape, strides, template.offset, template.dtype)
+                )
+        return functools.partial(_rebound_launch, prepared, tuple(rebound))
+
+    def _prepared(self, table: list[Any], bases: list[int]) -> Any:
+        from ..autograd import no_grad
+
+        with no_grad():
+            return self.kernel.prepare(
+                self._arguments(table, bases), self.ndrange, self.workgroup, self.device
+            )
+
+
+def _rebound_launch(prepared: Any, rebound: tuple, table: list[Any], bases: list[int]) -> None:
+    arguments = list(prepared.arguments)
+    kernel_array = prepared.backend.kernel_array
+    for index, slot, shape, strides, offset, dtype in rebound:
+        arguments[index] = kernel_array(
+            View(table[slot], shape, strides, offset + bases[slot], dtype)
+        )
+    prepared.call(arguments)
 
 
 class FusedReduceStep(Step):
@@ -667,23 +723,31 @@ class Plan:
         for index, buffer in escaping.items():
             self.table[index] = buffer
         self._allocate_scratch(set(escaping))
-        self._prepared: list[Callable[[], None] | None] | None = None
+        self._prepared: list[tuple[Callable[..., None] | None, bool]] | None = None
 
-    def _prepare(self) -> list[Callable[[], None] | None]:
-        """Each step whose buffers are the same on every call (scratch, parameters,
-        optimizer state: not the arguments, not the fresh outputs) prepared once, so that
-        replaying it is one call of its kernel with a bound argument list (see
-        ``Step.prepare``); None for the others. Done at the first replay, after the
-        trace has compiled every kernel."""
+    def _prepare(
+        self, table: list[Any], bases: list[int]
+    ) -> list[tuple[Callable[..., None] | None, bool]]:
+        """Each step prepared once (done at the first replay, after the trace has
+        compiled every kernel): ``(launch, False)`` for a step whose buffers are the
+        same on every call (scratch, parameters, optimizer state: not the arguments, not
+        the fresh outputs), ``launch`` being one call of its kernel with a bound argument
+        list (see ``Step.prepare``); ``(launch, True)`` for a step that reads or writes
+        the arguments and can be rebound to them (``prepare_rebound``: ``launch(table,
+        bases)``); ``(None, False)`` for the others, which run through ``Step.run``."""
         varying = set(self.arg_slots) | set(self.output_slots)
-        bases = [0] * len(self.table)
-        prepared: list[Callable[[], None] | None] = []
+        prepared: list[tuple[Callable[..., None] | None, bool]] = []
         for step in self.steps:
             prepare = getattr(step, "prepare", None)  # host ops (external.py) have none
-            if prepare is None or varying.intersection(_step_slots(step)):
-                prepared.append(None)
+            rebind = getattr(step, "prepare_rebound", None)
+            touched = varying.intersection(_step_slots(step))
+            if prepare is not None and not touched:
+                prepared.append((prepare(table, bases), False))
+            elif rebind is not None and touched:
+                launch = rebind(table, bases, touched)
+                prepared.append((launch, launch is not None))
             else:
-                prepared.append(prepare(self.table, bases))
+                prepared.append((None, False))
         return prepared
 
     @property
@@ -735,10 +799,12 @@ class Plan:
         if level == 0 and not LAUNCH_HOOKS:
             prepared = self._prepared
             if prepared is None:
-                prepared = self._prepared = self._prepare()
-            for step, launch in zip(self.steps, prepared):
+                prepared = self._prepared = self._prepare(table, bases)
+            for step, (launch, rebound) in zip(self.steps, prepared):
                 if launch is None:
                     step.run(table, bases)
+                elif rebound:
+                    launch(table, bases)
                 else:
                     launch()
         else:  # launches counted or logged: every step through its backend's primitive

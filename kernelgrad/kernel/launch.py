@@ -48,7 +48,7 @@ class _Argument:
     """One converted argument: the object handed to the compiled kernel, and what to
     do after the launch."""
 
-    __slots__ = ("copy_back", "device", "name", "tensor", "type_code", "value")
+    __slots__ = ("copied", "copy_back", "device", "name", "tensor", "type_code", "value")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -56,7 +56,31 @@ class _Argument:
         self.device: Device | None = None
         self.tensor: Any = None
         self.copy_back: Any = None
+        self.copied = False  # the kernel got a copy of the tensor (a layout it cannot take)
         self.type_code: Any = None
+
+
+class PreparedLaunch:
+    """A kernel launch with its checks and conversions done (:meth:`Kernel.prepare`):
+    ``call(arguments)`` runs the compiled form over ``arguments``, the backend's values
+    of the kernel's arguments in order. ``kg.compile``'s replay calls it with
+    ``arguments`` as they are, or with the arrays of some tensor arguments replaced by
+    ``backend.kernel_array`` of other buffers of the same layouts (``flatten[i]``: the
+    kernel indexes argument ``i`` with one index, so it takes the flat memory)."""
+
+    __slots__ = ("arguments", "backend", "call", "flatten")
+
+    def __init__(
+        self,
+        call: Callable[[list[Any]], None],
+        arguments: list[Any],
+        flatten: list[bool],
+        backend: Any,
+    ) -> None:
+        self.call = call
+        self.arguments = arguments
+        self.flatten = flatten
+        self.backend = backend
 
 
 class Kernel:
@@ -111,11 +135,52 @@ class Kernel:
 
     def launch(self, args: Sequence[Any], ndrange: Any, workgroup: Any, device: Any) -> None:
         """Check, convert and launch (what calling the kernel does)."""
+        sizes, group = self._launch_shape(len(args), ndrange, workgroup)
+        for counter in _trace().LAUNCH_HOOKS:
+            counter.count += 1
+            counter.names.append(f"kernel {self.info.name}")
+        program, converted, backend = self._arguments(args, device)
+        try:
+            launch = self._kernel_launch(converted, sizes, group, backend)
+            if launch is None:
+                return
+            record_kernel_launch(program, launch)  # the CUDA compile check, when active
+            backend.launch_kernel(program, launch)
+        finally:
+            self._finish(converted)
+
+    def prepare(
+        self, args: Sequence[Any], ndrange: Any, workgroup: Any, device: Any
+    ) -> PreparedLaunch | None:
+        """This launch with every check and conversion done once, for ``kg.compile``'s
+        replay, which launches it again over the same buffers or over others of the same
+        layouts (see :class:`PreparedLaunch`). None where the backend has no
+        ``prepare_kernel``, where an argument had to be copied for the kernel (a copy
+        would be stale on the next call), or where the ndrange is empty. Call it after
+        one :meth:`launch` of the same arguments (which compiled the kernel)."""
+        sizes, group = self._launch_shape(len(args), ndrange, workgroup)
+        program, converted, backend = self._arguments(args, device)
+        prepare = getattr(backend, "prepare_kernel", None)
+        if prepare is None:
+            return None
+        launch = self._kernel_launch(converted, sizes, group, backend)
+        if launch is None or any(a.copied for a in converted):
+            return None
+        linear = self.info.linear
+        flatten = [
+            a.tensor is not None and a.name in linear and a.tensor.ndim != 1 for a in converted
+        ]
+        return PreparedLaunch(prepare(program, launch), list(launch.arguments), flatten, backend)
+
+    def _launch_shape(
+        self, count: int, ndrange: Any, workgroup: Any
+    ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+        """The ndrange's and workgroup's sizes, checked against the kernel."""
         info = self.info
-        if len(args) != len(info.params):
+        if count != len(info.params):
             raise TypeError(
                 f"kernel '{info.name}' takes {len(info.params)} arguments "
-                f"({', '.join(info.params)}), got {len(args)}"
+                f"({', '.join(info.params)}), got {count}"
             )
         sizes = _as_sizes(ndrange, "ndrange", info.name)
         ndim = len(sizes)
@@ -144,31 +209,37 @@ class Kernel:
                 "needs a workgroup size: pass workgroup=(...) with one size per ndrange "
                 "dimension (for example workgroup=(16, 16))"
             )
+        return sizes, group
 
-        for counter in _trace().LAUNCH_HOOKS:
-            counter.count += 1
-            counter.names.append(f"kernel {info.name}")
+    def _arguments(self, args: Sequence[Any], device: Any) -> tuple[Kernel, list[_Argument], Any]:
+        """The kernel's form for these static values, the converted arguments, and the
+        backend of the device they are on."""
         program = self._form(args) if self._static_at else self
-        converted = [self._convert(name, value) for name, value in zip(info.params, args)]
-        target = self._device(converted, device)
-        backend = get_backend(target)
-        try:
-            self._prepare_arrays(converted, backend)
-            narrow = _narrow_floats(converted)
-            if prod(sizes) == 0:
-                return
-            launch = KernelLaunch(
-                sizes,
-                group,
-                [a.value for a in converted],
-                tuple(a.type_code for a in converted),
-                narrow,
-                any(a.tensor is not None for a in converted),
-            )
-            record_kernel_launch(program, launch)  # the CUDA compile check, when active
-            backend.launch_kernel(program, launch)
-        finally:
-            self._finish(converted)
+        converted = [self._convert(name, value) for name, value in zip(self.info.params, args)]
+        backend = get_backend(self._device(converted, device))
+        return program, converted, backend
+
+    def _kernel_launch(
+        self,
+        converted: list[_Argument],
+        sizes: tuple[int, ...],
+        group: tuple[int, ...] | None,
+        backend: Any,
+    ) -> KernelLaunch | None:
+        """The backend's launch description (arrays made from the tensors, the float32
+        rule applied); None for an empty ndrange."""
+        self._prepare_arrays(converted, backend)
+        narrow = _narrow_floats(converted)
+        if prod(sizes) == 0:
+            return None
+        return KernelLaunch(
+            sizes,
+            group,
+            [a.value for a in converted],
+            tuple(a.type_code for a in converted),
+            narrow,
+            any(a.tensor is not None for a in converted),
+        )
 
     def _form(self, args: Sequence[Any]) -> Kernel:
         """The kernel specialised on the values of its static arguments (made once per
@@ -272,6 +343,7 @@ class Kernel:
                 if value is None:  # a layout the kernel cannot take: a contiguous copy
                     with autograd.no_grad():
                         work = tensor.detach().clone()
+                    argument.copied = True
                     if argument.name in info.written:
                         argument.copy_back = work
                     value = backend.kernel_array(_view(work, flatten))

@@ -11,7 +11,7 @@ import pytest
 
 import kernelgrad as kg
 from tests.compile.test_compile_training import Trainer, _assert_same
-from tests.helpers import as_numpy
+from tests.helpers import as_numpy, assert_close
 
 OPTIMIZERS = {
     "sgd": lambda p: kg.optim.SGD(p, lr=0.1),
@@ -169,3 +169,62 @@ def test_a_host_op_between_prepared_kernels_runs_in_order(device):
     np.testing.assert_array_equal(as_numpy(w), np.full(3, 15.0, np.float32))
     np.testing.assert_array_equal(as_numpy(out), np.full(3, 15.0, np.float32))
     assert len(calls) == 3
+
+
+@kg.kernel
+def _scaled_rows(out, x, flat, scale):
+    """out[i, j] = scale * x[i, j] + flat[i * cols + j] (flat: linear indexing)."""
+    i, j = kg.index(2)
+    out[i, j] = scale * x[i, j] + flat[i * out.shape[1] + j]
+
+
+def test_replayed_kernels_follow_arguments_into_new_buffers_and_offsets(device):
+    """A @kg.kernel launch is replayed without going through its checks again, over
+    the buffers of each call: arguments that are new tensors, views at other offsets
+    of a larger buffer, a transposed (non-contiguous) argument, and a linearly indexed
+    argument that is a row-major slice (its flat memory)."""
+
+    def f(x, flat):
+        out = kg.empty(x.shape, device=x.device)
+        _scaled_rows(out, x, flat, 0.5, ndrange=x.shape)
+        return out * 2
+
+    compiled = kg.compile(f)
+    rng = np.random.default_rng(0)
+    big = kg.tensor(rng.standard_normal((40, 3)), dtype=kg.float32, device=device)
+    for step in range(6):
+        base = kg.tensor(rng.standard_normal((3, 4)), dtype=kg.float32, device=device)
+        x = base.T if step % 2 else base.T.contiguous()  # (4, 3): strides differ by parity
+        flat = big[5 * step : 5 * step + 4]  # a new offset into the same buffer each step
+        assert_close(compiled(x, flat), f(x, flat), rtol=1e-6, atol=1e-6)
+    assert sum(entry.traces for entry in compiled._entries.values()) == 2  # one per layout
+    if device == "cpu":  # the CPU backend prepares launches: this one is rebound per call
+        assert _kernel_step_preparation(compiled.last_plan) == [True]
+
+
+def _kernel_step_preparation(plan):
+    """For each kernel step of ``plan``: True if it replays rebound to the call's
+    buffers, False if prepared over fixed buffers, None if it runs the full launch."""
+    kinds = []
+    for step, (launch, rebound) in zip(plan.steps, plan._prepared):
+        if step.label.startswith("kernel "):
+            kinds.append(None if launch is None else rebound)
+    return kinds
+
+
+def test_a_kernel_whose_argument_is_copied_still_replays_correctly(device):
+    """A linearly indexed argument that is not contiguous is copied for the kernel; that
+    copy would be stale on the next call, so the launch is never prepared."""
+
+    def f(x, flat):
+        out = kg.empty(x.shape, device=x.device)
+        _scaled_rows(out, x, flat, 1.0, ndrange=x.shape)
+        return out
+
+    compiled = kg.compile(f)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        x = kg.tensor(rng.standard_normal((2, 3)), dtype=kg.float32, device=device)
+        flat = kg.tensor(rng.standard_normal((3, 2)), dtype=kg.float32, device=device).T
+        assert_close(compiled(x, flat), f(x, flat), rtol=1e-6, atol=1e-6)
+    assert _kernel_step_preparation(compiled.last_plan) == [None]

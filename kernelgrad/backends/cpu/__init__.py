@@ -657,6 +657,13 @@ class CPUBackend:
 
         kernel_module.launch(program, launch)
 
+    def prepare_kernel(self, program: Any, launch: Any) -> Callable[[list[Any]], None]:
+        """:meth:`launch_kernel` as a function of the argument values (see
+        ``kernel_module.prepare``), for ``kg.compile``'s replay."""
+        from . import kernel_module
+
+        return kernel_module.prepare(program, launch)
+
     # --- kg.compile's fused reductions (fused_reduce.py) --------------------------------
     def fused_reduce(self, reduction: Any) -> Any:
         """A kernel for ``reduction`` (a ``backends.fused_reduce.FusedReduction``): a

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
+from collections.abc import Callable
 from math import prod
 from typing import Any
 
@@ -246,19 +248,38 @@ def launch(program: KernelProgram, launch: KernelLaunch) -> None:
     """Compile (once) and run ``program`` on the CPU: spread over the cores from
     ``PARALLEL_THRESHOLD`` work items on (or as ``parallel=`` says), else on the calling
     thread, where waking the worker threads would cost more than the work."""
+    launcher, prefix = _launcher_and_prefix(program, launch)
+    arguments = [*prefix, *launch.arguments]
+    program.run(launcher, lambda: launcher(*arguments), "cpu", launch.sizes)
+
+
+def prepare(program: KernelProgram, launch: KernelLaunch) -> Callable[[list[Any]], None]:
+    """The launch as a function of its argument values (``launch.arguments`` or
+    others of the same types and layouts), with the compiled form and the ndrange's
+    arguments chosen once: ``kg.compile``'s replay (``Backend.prepare_kernel``)."""
+    launcher, prefix = _launcher_and_prefix(program, launch)
+    return functools.partial(_call, launcher, tuple(prefix))
+
+
+def _call(launcher: Any, prefix: tuple, arguments: list[Any]) -> None:
+    launcher(*prefix, *arguments)
+
+
+def _launcher_and_prefix(program: KernelProgram, launch: KernelLaunch) -> tuple[Any, list[int]]:
+    """The compiled form to run (parallel or serial) and the arguments that come before
+    the kernel's own: the ndrange's sizes, and with a workgroup its sizes and counts."""
     parallel, serial = _launchers(program, launch)
     sizes, group = launch.sizes, launch.group
     if group is None:
-        arguments = [*sizes, *launch.arguments]
+        prefix = [*sizes]
         items = prod(sizes)
     else:
         groups = [-(-n // w) for n, w in zip(sizes, group)]
-        arguments = [*sizes, *group, *groups, *launch.arguments]
+        prefix = [*sizes, *group, *groups]
         items = prod(groups) * prod(group)
     spread = program.parallel
     if spread is None:
         from . import PARALLEL_THRESHOLD
 
         spread = items >= PARALLEL_THRESHOLD
-    launcher = parallel if spread else serial
-    program.run(launcher, lambda: launcher(*arguments), "cpu", sizes)
+    return (parallel if spread else serial), prefix

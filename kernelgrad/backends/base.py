@@ -53,12 +53,15 @@ the answer that is correct everywhere (only slower):
                    one-thread-per-row form is used instead
 =================  ======================================================  =======
 
-Three more are optional, for ``kg.compile``'s replay: ``prepare_elementwise(fn, outputs,
+Four more are optional, for ``kg.compile``'s replay: ``prepare_elementwise(fn, outputs,
 inputs, compute_dtypes)``, ``prepare_elementwise_foreach(fn, items, compute_dtypes)`` and
 ``prepare_matmul(out, a, b)`` return a function of no arguments that launches the same
 kernel with everything resolved once (views, kernel, argument list), or None where they
-cannot; a replay calls it on every call for views whose buffers never change (the CPU
-backend has them; without them every replay step goes through the primitive).
+cannot; a replay calls it on every call for views whose buffers never change.
+``prepare_kernel(program, launch)`` returns a function of the argument values
+(``launch.arguments``, or the same list with some arrays replaced by ``kernel_array`` of
+other buffers of the same layouts) that runs the ``@kg.kernel`` launch. The CPU backend
+has all four; without them every replay step goes through the primitive.
 """
 
 from __future__ import annotations

@@ -277,8 +277,28 @@ def _ints_as_advanced(entries: list[Any], device: Any) -> list[Any]:
     return [tensor(k, device=device) if isinstance(k, int) else k for k in entries]
 
 
+def _basic_entries(x: Tensor, key: Any) -> list[Any] | None:
+    """The normalised key for the common case, cheaply: a Python int or slice, or a
+    tuple of at most ``x.ndim`` of them (no step of zero); None for anything else, which
+    :func:`_normalise_key` then handles (with its errors)."""
+    if type(key) is not tuple:
+        key = (key,)
+    if len(key) > x.ndim:
+        return None
+    for k in key:
+        kind = type(k)
+        if kind is slice:
+            if k.step == 0:
+                return None
+        elif kind is not int:  # bool, None, Ellipsis, tensors, lists...: the full path
+            return None
+    return [*key, *[slice(None)] * (x.ndim - len(key))]
+
+
 def getitem(x: Tensor, key: Any) -> Tensor:
-    entries = _ints_as_advanced(_normalise_key(x, key), x.device)
+    entries = _basic_entries(x, key)
+    if entries is None:
+        entries = _ints_as_advanced(_normalise_key(x, key), x.device)
     shape: list[int] = []
     strides: list[int] = []
     offset = x._offset

@@ -370,6 +370,34 @@ def test_split_gemm_blocks_agree_with_numpy_for_every_layout(dtype, parts):
                 assert np.isnan(padded[:, n:]).all()  # nothing written past each row
 
 
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [
+        ((3, 5, 7), (3, 7, 4)),  # a batch of products
+        ((5, 7), (6, 7, 4)),  # one left matrix for every product
+        ((2, 3, 5, 7), (1, 1, 7, 4)),  # one right matrix, broadcast over two batch dims
+        ((1, 6, 5), (1, 5, 9)),  # a batch of one
+    ],
+)
+def test_split_gemm_runs_batched_products(left, right):
+    blas = _split_ready()
+    rng = np.random.default_rng(len(left) + len(right))
+    a = rng.standard_normal(left).astype(np.float32)
+    b = rng.standard_normal(right).astype(np.float32).swapaxes(-1, -2).copy().swapaxes(-1, -2)
+    out = np.empty(np.broadcast_shapes(left[:-2], right[:-2]) + (left[-2], right[-1]), np.float32)
+    arguments = blas._split_arguments(a, b, out)
+    assert arguments is not None
+    blas._split(arguments)
+    assert_close(out, np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_split_gemm_refuses_batch_dims_no_single_stride_walks():
+    blas = _split_ready()
+    a = np.ones((3, 1, 4, 4), np.float32)  # broadcast inside, not outside: two strides
+    b = np.ones((1, 2, 4, 4), np.float32)
+    assert blas._split_arguments(a, b, np.empty((3, 2, 4, 4), np.float32)) is None
+
+
 def test_large_products_split_across_numbas_threads_with_one_blas_thread(monkeypatch):
     """A product above KG_BLAS_SMALL runs as split_gemm (OpenBLAS on one thread inside
     each part) and leaves NumPy's thread count as it was; KG_BLAS_SPLIT=0 turns it off."""
@@ -404,7 +432,7 @@ def test_large_products_split_across_numbas_threads_with_one_blas_thread(monkeyp
 def test_products_the_split_does_not_serve_fall_back_to_numpy():
     blas = _split_ready()
     f32 = np.ones((4, 4), np.float32)
-    assert blas._split_arguments(np.ones((2, 4, 4), np.float32), f32, f32) is None  # batched
+    assert blas._split_arguments(np.ones(4, np.float32), f32, f32[0]) is None  # a vector
     assert blas._split_arguments(f32.astype(np.int64), f32, f32) is None  # integers
     assert blas._split_arguments(np.ones((1, 4), np.float32), f32, f32[:1]) is None  # one row
     assert blas._split_arguments(f32, f32, np.ones((4, 4), np.float32).T) is None  # out F-order

@@ -26,6 +26,7 @@ import functools
 import glob
 import os
 from collections.abc import Callable
+from math import prod
 from typing import Any, ClassVar
 
 import numba
@@ -150,19 +151,21 @@ def _on_one_thread(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None
 
 def _split(arguments: tuple) -> None:
     threads = numba.get_num_threads()
+    count = arguments[-1][0]
+    parts = threads if count < 2 * threads else 1  # few matrices: split each one too
     _Blas.setter(1)
     try:
-        split_gemm.split_gemm(arguments[0], arguments[1], threads, *arguments[2:])
+        split_gemm.split_gemm(arguments[0], arguments[1], parts, *arguments[2:])
     finally:
         _Blas.setter(_Blas.threads)
 
 
 def _matrix_layout(array: np.ndarray) -> tuple[int, int] | None:
-    """(NO_TRANSPOSE, leading dimension) for a row-major matrix, (TRANSPOSE, leading
-    dimension) for a column-major one, None for any other layout."""
+    """(NO_TRANSPOSE, leading dimension) for row-major matrices, (TRANSPOSE, leading
+    dimension) for column-major ones, None for any other layout."""
     item = array.itemsize
-    rows, cols = array.shape
-    row_stride, col_stride = array.strides
+    rows, cols = array.shape[-2:]
+    row_stride, col_stride = array.strides[-2:]
     if col_stride == item and row_stride % item == 0 and row_stride >= item * cols:
         return split_gemm.NO_TRANSPOSE, row_stride // item
     if row_stride == item and col_stride % item == 0 and col_stride >= item * rows:
@@ -170,24 +173,56 @@ def _matrix_layout(array: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
+def _batch_step(array: np.ndarray, batch: tuple[int, ...]) -> int | None:
+    """The distance in bytes from one matrix of ``array`` to the next when its leading
+    dims are broadcast to ``batch`` and walked in order, if one distance serves the whole
+    walk (0 for a matrix shared by every product); None otherwise."""
+    lead = array.shape[:-2]
+    pad = len(batch) - len(lead)
+    sizes = (1,) * pad + lead
+    strides = (0,) * pad + array.strides[:-2]
+    step = None
+    span = 1
+    for size, stride, target in reversed(list(zip(sizes, strides, batch))):
+        if target == 1:
+            continue
+        if size == 1:
+            stride = 0  # broadcast along this dim
+        elif size != target:
+            return None
+        if step is None:
+            step, span = stride, target
+        elif stride != step * span:
+            return None
+        else:
+            span *= target
+    return step or 0
+
+
 def _split_arguments(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> tuple | None:
-    """The arguments of ``split_gemm`` but the thread count, or None where the product
-    is not one the split serves (not 2-D, another dtype, a matrix with a dimension under
-    2, a layout BLAS cannot read, NumPy's BLAS not OpenBLAS's 64-bit interface)."""
+    """The arguments of ``split_gemm`` but the part count, or None where the product is
+    not one the split serves: an operand of one dimension, another dtype, matrices with
+    a dimension under 2, a layout BLAS cannot read, batch dims that no single stride
+    walks, NumPy's BLAS not OpenBLAS's 64-bit interface."""
     dtype = out.dtype
     address = _Blas.gemm.get(dtype.name)
-    if address is None:
+    if address is None or left.ndim < 2 or right.ndim < 2:
         return None
-    if not (left.ndim == right.ndim == out.ndim == 2) or not (left.dtype == right.dtype == dtype):
+    if not (left.dtype == right.dtype == dtype):
         return None
-    m, k = left.shape
-    n = right.shape[1]
+    m, k = left.shape[-2:]
+    n = right.shape[-1]
     if min(m, n, k) < 2:
         return None
     a, b, c = _matrix_layout(left), _matrix_layout(right), _matrix_layout(out)
     if a is None or b is None or c is None or c[0] != split_gemm.NO_TRANSPOSE:
         return None
+    batch = out.shape[:-2]
+    steps = [_batch_step(x, batch) for x in (left, right, out)]
+    if None in steps:
+        return None
     return (
         address, dtype.itemsize, m >= n, a[0], b[0], m, n, k,
         left.ctypes.data, a[1], right.ctypes.data, b[1], out.ctypes.data, c[1],
+        (prod(batch), *steps),
     )  # fmt: skip

@@ -86,28 +86,36 @@ def _gemm(address, item, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def split_gemm(address, item, parts, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
-    """``c = a @ b`` (row-major ``c``), in ``parts`` blocks of rows (``by_rows``) or of
-    columns, one ``cblas_?gemm`` call each. ``a`` and ``b`` are addresses of row-major
-    (``NO_TRANSPOSE``) or column-major (``TRANSPOSE``) matrices with leading dimensions
-    ``lda``/``ldb``; ``item`` is the element size in bytes (4: sgemm, 8: dgemm) and
+def split_gemm(address, item, parts, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch):
+    """``c = a @ b`` (row-major ``c``) for each of ``batch`` matrices, each product in
+    ``parts`` blocks of rows (``by_rows``) or of columns, one ``cblas_?gemm`` call per
+    block. ``a`` and ``b`` are addresses of row-major (``NO_TRANSPOSE``) or column-major
+    (``TRANSPOSE``) matrices with leading dimensions ``lda``/``ldb``; ``batch`` is a
+    tuple (count, a's, b's and c's batch strides in bytes: 0 for an operand shared by
+    every product); ``item`` is the element size in bytes (4: sgemm, 8: dgemm) and
     ``address`` the address of that function."""
+    count, a_step, b_step, c_step = batch
     total = m if by_rows else n
     block = (total + parts - 1) // parts
-    for part in prange(parts):
+    for task in prange(count * parts):
+        matrix = task // parts
+        part = task - matrix * parts
         start = part * block
         stop = min(total, start + block)
         if stop <= start:
             continue
+        a_at = a + matrix * a_step
+        b_at = b + matrix * b_step
+        c_at = c + matrix * c_step
         if by_rows:  # rows start..stop of a and of c
             a_offset = start * lda if ta == NO_TRANSPOSE else start
             _gemm(
                 address, item, ta, tb, stop - start, n, k,
-                a + a_offset * item, lda, b, ldb, c + start * ldc * item, ldc,
+                a_at + a_offset * item, lda, b_at, ldb, c_at + start * ldc * item, ldc,
             )  # fmt: skip
         else:  # columns start..stop of b and of c
             b_offset = start if tb == NO_TRANSPOSE else start * ldb
             _gemm(
                 address, item, ta, tb, m, stop - start, k,
-                a, lda, b + b_offset * item, ldb, c + start * item, ldc,
+                a_at, lda, b_at + b_offset * item, ldb, c_at + start * item, ldc,
             )  # fmt: skip

@@ -1,22 +1,29 @@
-"""Matrix products through NumPy's BLAS, small ones on one BLAS thread.
+"""Matrix products through the OpenBLAS library NumPy loaded: small ones on one BLAS
+thread, large ones split across Numba's threads (``split_gemm.py``).
 
 NumPy's wheels bundle OpenBLAS, whose worker threads busy-wait for a while after each
-call. A training step alternates small products with the backend's Numba kernels; each
-small product woke OpenBLAS's workers, which then held a core that the next kernel's
-OpenMP workers needed. On a 2-core machine a LeNet-5 training step took 8.5-9.3 ms with
-every product threaded and 7.4-7.8 ms with products below 2**24 multiply-adds on the
-calling thread (``benchmarks/bench_lenet.py``), while a 784-1024-1024-10 MLP step, whose
-products are large, stayed at 14 ms. Large products keep all of the BLAS's threads: a
-second thread nearly halves them (1024^3: 13.1 -> 6.6 ms; 128x784x256: 348 -> 219 us,
-which is why the line is not higher: a 784-256-10 MLP step took 1.95 ms with it at
-2**24 and 2.3 ms at 2**26).
+call. A training step alternates products with the backend's Numba kernels, which run
+on Numba's OpenMP pool: with both pools on the same cores, each waited for cores the
+other pool's spinning workers held. Small products therefore run on the calling thread
+(on a 2-core machine a LeNet-5 training step took 8.5-9.3 ms with every product
+threaded and 7.4-7.8 ms with products below 2**24 multiply-adds on one thread), and
+large ones are cut into one block per Numba thread, each block one single-threaded
+``cblas_?gemm`` call inside a ``prange``: one pool, as PyTorch runs MKL on its own
+OpenMP pool, and OpenBLAS's workers are never woken. On the same machine a product alone
+takes as long either way (128x784x256: 266 us split, 273 us on OpenBLAS's threads), but
+a training step of the ``cnn`` model, whose convolutions make batched products, went
+from 40.6-44.8 to 34.1-35.7 ms (``benchmarks/bench_conv.py``, ``KG_BLAS_SPLIT=0`` and 1
+alternating). The split serves float32 and float64 products of matrices with unit
+stride along rows or columns, batched over leading dims that one stride walks; other
+large products run as NumPy runs them.
 
 The thread count is set through ``openblas_set_num_threads``, looked up in the OpenBLAS
-library NumPy loaded, and put back after each small product, so NumPy code that the user
-runs in the same process keeps its threads. With another BLAS (MKL, Accelerate, a system
+library NumPy loaded, and put back after each call, so NumPy code that the user runs in
+the same process keeps its threads. With another BLAS (MKL, Accelerate, a system
 library) nothing is found and every product runs as NumPy runs it.
-``KG_BLAS_SMALL=N`` sets the size (in multiply-adds) below which products use one thread;
-0 turns the single-thread path off.
+``KG_BLAS_SMALL=N`` sets the size (in multiply-adds) below which products use one thread
+(0 turns the single-thread path off); ``KG_BLAS_SPLIT=0`` runs large products on
+OpenBLAS's own threads instead of splitting them.
 """
 
 from __future__ import annotations

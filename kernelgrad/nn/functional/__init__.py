@@ -52,7 +52,7 @@ from .activation import (
     tanhshrink,
     threshold,
 )
-from .attention import scaled_dot_product_attention
+from .attention import multi_head_attention_forward, scaled_dot_product_attention
 from .convolution import conv1d, conv2d
 from .layers import (
     batch_norm,
@@ -118,6 +118,7 @@ __all__ = [
     "rrelu",
     "linear",
     "scaled_dot_product_attention",
+    "multi_head_attention_forward",
     "conv1d",
     "conv2d",
     "conv_transpose1d",

@@ -86,7 +86,7 @@ from .pooling import (
     max_pool2d_relu,
 )
 from .resampling import interpolate, upsample
-from .transposed import conv_transpose1d, conv_transpose2d
+from .transposed import conv_transpose1d, conv_transpose2d, conv_transpose3d
 
 __all__ = [
     "relu",
@@ -123,6 +123,7 @@ __all__ = [
     "conv2d",
     "conv_transpose1d",
     "conv_transpose2d",
+    "conv_transpose3d",
     "max_pool1d",
     "max_pool2d",
     "max_pool2d_relu",

@@ -4,8 +4,9 @@ Everything here is written with Tensor operations, a few explicitly fused elemen
 kernels, and the ``@kg.kernel`` convolution and loss kernels of ``nn/_conv_kernels.py`` and
 ``nn/_loss_kernels.py`` (one source for the CPU and CUDA), so it runs unchanged on every
 backend. The functions live in one module per family (``activation``, ``linear``,
-``convolution``, ``pooling``, ``layers``: dropout, normalisation, embedding, padding;
-``loss``); this package is their public face.
+``convolution``, ``transposed`` convolution, ``pooling``, ``resampling``,
+``attention``, ``layers``: dropout, normalisation, embedding, padding; ``loss``); this
+package is their public face.
 
 Convolution keeps images *batch innermost* ((N, C, H, W) tensors stored as (C, H, W, N)).
 On the CPU a stride-1 convolution with few taps per filter runs as direct kernels;

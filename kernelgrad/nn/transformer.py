@@ -2,10 +2,12 @@
 ``TransformerEncoderLayer``, ``TransformerDecoderLayer``, ``TransformerEncoder``,
 ``TransformerDecoder`` and ``Transformer``.
 
-``MultiheadAttention`` keeps PyTorch's packed projection (``in_proj_weight`` of shape
-(3 * embed_dim, embed_dim), ``in_proj_bias``, ``out_proj``), so PyTorch's ``state_dict``
-loads unchanged; the Transformer layers have PyTorch's submodule names (``self_attn``,
-``linear1``, ``linear2``, ``norm1``, ...).
+``MultiheadAttention`` keeps PyTorch's parameters (the packed ``in_proj_weight`` of
+shape (3 * embed_dim, embed_dim), or ``q_proj_weight`` / ``k_proj_weight`` /
+``v_proj_weight`` when ``kdim``/``vdim`` differ; ``in_proj_bias``, ``out_proj``,
+``bias_k``/``bias_v``), so PyTorch's ``state_dict`` loads unchanged; the Transformer
+layers have PyTorch's submodule names (``self_attn``, ``linear1``, ``linear2``,
+``norm1``, ...).
 
 >>> import kernelgrad as kg
 >>> layer = kg.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16)

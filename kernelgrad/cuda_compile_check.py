@@ -217,6 +217,18 @@ def nn_layers(device: str) -> None:
     embedding(_tensor([[1, 2], [9, 1]], kg.int64, device)).sum().backward()
     functional.max_pool2d(images, 3, stride=2, padding=1).sum()
     functional.one_hot(labels, 5)
+    # attention with its options, transposed 3-d convolution, bicubic and area resampling
+    attention = nn.MultiheadAttention(4, 2, add_bias_kv=True, add_zero_attn=True, kdim=3).to(device)
+    query = kg.randn(2, 1, 4, device=device, requires_grad=True)
+    padding = _tensor([[False, False, True]], kg.bool, device)
+    source = kg.randn(3, 1, 3, device=device)
+    attention(query, source, query[:1].expand(3, 1, 4), key_padding_mask=padding)[
+        0
+    ].sum().backward()
+    volume = kg.randn(1, 2, 2, 2, 2, device=device, requires_grad=True)
+    upsampled = nn.ConvTranspose3d(2, 2, 2, stride=2, groups=2).to(device)(volume)
+    resized = functional.interpolate(upsampled[:, :, 0], size=3, mode="bicubic")
+    (resized.sum() + functional.interpolate(volume, size=(1, 3, 1), mode="area").sum()).backward()
 
 
 def optimizers(device: str) -> None:

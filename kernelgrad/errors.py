@@ -22,6 +22,12 @@ class DimensionError(ShapeError, IndexError):
     one too) or named twice."""
 
 
+class ShapeAssertionError(ShapeError, AssertionError):
+    """Shapes PyTorch refuses with ``AssertionError`` instead of ``RuntimeError`` (the
+    inputs and masks of ``MultiheadAttention``): ``except AssertionError`` in a ported
+    program catches it, and so does ``except RuntimeError``."""
+
+
 class DeviceMismatchError(RuntimeError):
     """An operation received tensors that live on different devices."""
 
@@ -38,6 +44,10 @@ class IndexingError(IndexError):
 class DTypeError(TypeError, RuntimeError):
     """A dtype (or an operand's type) that the operation does not accept (PyTorch raises
     ``RuntimeError`` for an unsupported dtype and ``TypeError`` for a wrong Python type)."""
+
+
+class DTypeAssertionError(DTypeError, AssertionError):
+    """A dtype PyTorch refuses with ``AssertionError`` (an integer attention mask)."""
 
 
 class ArgumentError(ValueError, RuntimeError):

@@ -40,7 +40,7 @@ from .activation import (
     Threshold,
 )
 from .container import ModuleDict, ModuleList, Sequential
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .device_functions import UnsupportedLayerError, device_function
 from .dropout import Dropout, Dropout1d, Dropout2d
 from .embedding import Embedding
@@ -97,6 +97,7 @@ __all__ = [
     "Conv2d",
     "ConvTranspose1d",
     "ConvTranspose2d",
+    "ConvTranspose3d",
     "MaxPool1d",
     "MaxPool2d",
     "AvgPool1d",

@@ -1,4 +1,5 @@
-"""Convolution layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d`` and ``ConvTranspose2d``."""
+"""Convolution layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``, ``ConvTranspose2d`` and
+``ConvTranspose3d``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from . import functional as F
 from . import init
 from .module import Module, Parameter
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 
 def _tuple(value: Any, n: int) -> tuple:
@@ -145,23 +146,51 @@ class _ConvTransposeNd(_ConvNd):
         device: Any = None,
         dtype: Any = None,
     ) -> None:
+        if padding_mode != "zeros":
+            raise ArgumentError(
+                f"{type(self).__name__}: padding_mode={padding_mode!r} is not supported; only "
+                "'zeros' (as in PyTorch)"
+            )
         self.output_padding = _tuple(output_padding, self._dims)
         super().__init__(
             in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
             padding_mode, device, dtype,
         )  # fmt: skip
 
-    def _output_padding(self, output_size: Any) -> tuple[int, ...]:
+    def _output_padding(self, input: Tensor, output_size: Any) -> tuple[int, ...]:
+        """``output_padding``, or the one that gives ``output_size`` (the spatial sizes,
+        optionally after the batch and channel sizes), as PyTorch computes it."""
         if output_size is None:
             return self.output_padding
-        raise UnsupportedError(
-            f"{type(self).__name__}: output_size is not supported; give output_padding"
-        )
+        dims = self._dims
+        leading = input.ndim - dims  # batch and channels, or channels
+        sizes = [int(size) for size in output_size]
+        if len(sizes) == leading + dims:
+            sizes = sizes[leading:]
+        if len(sizes) != dims:
+            raise ArgumentError(
+                f"{type(self).__name__}: for a {input.ndim}-d input, output_size must have "
+                f"{dims} or {leading + dims} elements, got {tuple(output_size)}"
+            )
+        smallest = [
+            (input.shape[leading + d] - 1) * self.stride[d] - 2 * self.padding[d]
+            + self.dilation[d] * (self.kernel_size[d] - 1) + 1
+            for d in range(dims)
+        ]  # fmt: skip
+        largest = [low + stride - 1 for low, stride in zip(smallest, self.stride)]
+        if any(not low <= size <= high for size, low, high in zip(sizes, smallest, largest)):
+            raise ArgumentError(
+                f"{type(self).__name__}: output_size {tuple(sizes)} is out of reach: the "
+                f"sizes range from {tuple(smallest)} to {tuple(largest)} for an input of "
+                f"spatial shape {tuple(input.shape[leading:])}"
+            )
+        return tuple(size - low for size, low in zip(sizes, smallest))
 
 
 class ConvTranspose2d(_ConvTransposeNd):
     """Transposed 2-d convolution (the gradient of a convolution with respect to its
     input, used to upsample); weight (in, out / groups, kh, kw), as PyTorch's.
+    ``forward(input, output_size=None)``: ``output_size`` picks the output padding.
 
     >>> import kernelgrad as kg
     >>> up = kg.nn.ConvTranspose2d(4, 2, kernel_size=4, stride=2, padding=1)
@@ -174,7 +203,7 @@ class ConvTranspose2d(_ConvTransposeNd):
     def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
         return F.conv_transpose2d(
             input, self.weight, self.bias, self.stride, self.padding,
-            self._output_padding(output_size), self.groups, self.dilation,
+            self._output_padding(input, output_size), self.groups, self.dilation,
         )  # fmt: skip
 
 
@@ -186,5 +215,24 @@ class ConvTranspose1d(_ConvTransposeNd):
     def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
         return F.conv_transpose1d(
             input, self.weight, self.bias, self.stride[0], self.padding[0],
-            self._output_padding(output_size)[0], self.groups, self.dilation[0],
+            self._output_padding(input, output_size)[0], self.groups, self.dilation[0],
+        )  # fmt: skip
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-d convolution over (N, C, D, H, W) input; weight (in, out / groups,
+    kd, kh, kw), as PyTorch's.
+
+    >>> import kernelgrad as kg
+    >>> up = kg.nn.ConvTranspose3d(2, 1, kernel_size=2, stride=2)
+    >>> up(kg.zeros(1, 2, 3, 3, 3)).shape
+    (1, 1, 6, 6, 6)
+    """
+
+    _dims = 3
+
+    def forward(self, input: Tensor, output_size: Any = None) -> Tensor:
+        return F.conv_transpose3d(
+            input, self.weight, self.bias, self.stride, self.padding,
+            self._output_padding(input, output_size), self.groups, self.dilation,
         )  # fmt: skip

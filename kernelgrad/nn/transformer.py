@@ -2,10 +2,12 @@
 ``TransformerEncoderLayer``, ``TransformerDecoderLayer``, ``TransformerEncoder``,
 ``TransformerDecoder`` and ``Transformer``.
 
-``MultiheadAttention`` keeps PyTorch's packed projection (``in_proj_weight`` of shape
-(3 * embed_dim, embed_dim), ``in_proj_bias``, ``out_proj``), so PyTorch's ``state_dict``
-loads unchanged; the Transformer layers have PyTorch's submodule names (``self_attn``,
-``linear1``, ``linear2``, ``norm1``, ...).
+``MultiheadAttention`` keeps PyTorch's parameters (the packed ``in_proj_weight`` of
+shape (3 * embed_dim, embed_dim), or ``q_proj_weight`` / ``k_proj_weight`` /
+``v_proj_weight`` when ``kdim``/``vdim`` differ; ``in_proj_bias``, ``out_proj``,
+``bias_k``/``bias_v``), so PyTorch's ``state_dict`` loads unchanged; the Transformer
+layers have PyTorch's submodule names (``self_attn``, ``linear1``, ``linear2``,
+``norm1``, ...).
 
 >>> import kernelgrad as kg
 >>> layer = kg.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16)
@@ -16,11 +18,10 @@ loads unchanged; the Transformer layers have PyTorch's submodule names (``self_a
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ArgumentError, ShapeError, UnsupportedError, format_shape
+from ..errors import ArgumentError, ShapeAssertionError
 from ..ops.creation import empty
 from ..tensor import Tensor
 from . import functional as F
@@ -52,6 +53,13 @@ class MultiheadAttention(Module):
     convention here), float masks are added to the scores; ``weights`` is (N, L, S)
     averaged over heads (or (N, heads, L, S)), None with ``need_weights=False``.
 
+    Parameters as PyTorch's: the packed ``in_proj_weight`` (3 * E, E) when keys and
+    values have ``embed_dim`` features, else ``q_proj_weight`` (E, E), ``k_proj_weight``
+    (E, kdim) and ``v_proj_weight`` (E, vdim) (and ``in_proj_weight`` None);
+    ``in_proj_bias`` (3 * E), ``out_proj``; ``bias_k`` and ``bias_v`` (1, 1, E) with
+    ``add_bias_kv``. ``add_zero_attn`` appends a zero key and value.
+    ``F.multi_head_attention_forward`` has the details.
+
     >>> import kernelgrad as kg
     >>> attention = kg.nn.MultiheadAttention(8, 2, batch_first=True)
     >>> x = kg.randn(3, 5, 8)
@@ -75,33 +83,59 @@ class MultiheadAttention(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        if embed_dim % num_heads:
+        if embed_dim <= 0 or num_heads <= 0:
             raise ArgumentError(
+                f"MultiheadAttention: embed_dim and num_heads must be positive, got "
+                f"embed_dim={embed_dim} and num_heads={num_heads}"
+            )
+        if embed_dim % num_heads:
+            raise ShapeAssertionError(
                 f"MultiheadAttention: embed_dim {embed_dim} must be divisible by num_heads "
                 f"{num_heads}"
             )
-        if add_bias_kv or add_zero_attn:
-            raise UnsupportedError("MultiheadAttention: add_bias_kv and add_zero_attn")
-        if (kdim is not None and kdim != embed_dim) or (vdim is not None and vdim != embed_dim):
-            raise UnsupportedError(
-                "MultiheadAttention: kdim/vdim different from embed_dim (separate q/k/v "
-                "projection weights) are not supported"
-            )
+        options = {"device": device, "dtype": dtype}
         self.embed_dim = embed_dim
-        self.kdim = self.vdim = embed_dim
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
         self.dropout = float(dropout)
         self.batch_first = batch_first
-        self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, device=device, dtype=dtype))
-        self.in_proj_bias = (
-            Parameter(empty(3 * embed_dim, device=device, dtype=dtype)) if bias else None
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, **options))
+            self.q_proj_weight = self.k_proj_weight = self.v_proj_weight = None
+        else:
+            self.q_proj_weight = Parameter(empty(embed_dim, embed_dim, **options))
+            self.k_proj_weight = Parameter(empty(embed_dim, self.kdim, **options))
+            self.v_proj_weight = Parameter(empty(embed_dim, self.vdim, **options))
+            self.in_proj_weight = None
+        self.in_proj_bias = Parameter(empty(3 * embed_dim, **options)) if bias else None
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **options)
+        if add_bias_kv:
+            self.bias_k = Parameter(empty(1, 1, embed_dim, **options))
+            self.bias_v = Parameter(empty(1, 1, embed_dim, **options))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        """PyTorch's initialisation: xavier-uniform projections, zero biases,
+        xavier-normal ``bias_k`` / ``bias_v``."""
+        projections = (
+            [self.in_proj_weight]
+            if self._qkv_same_embed_dim
+            else [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
         )
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
-        init.xavier_uniform_(self.in_proj_weight)
-        if bias:
+        for weight in projections:
+            init.xavier_uniform_(weight)
+        if self.in_proj_bias is not None:
             init.zeros_(self.in_proj_bias)
             init.zeros_(self.out_proj.bias)
+        for extra in (self.bias_k, self.bias_v):
+            if extra is not None:
+                init.xavier_normal_(extra)
 
     def forward(
         self,
@@ -114,85 +148,20 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        unbatched = query.ndim == 2
-        if unbatched:
-            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.unsqueeze(0)
-        elif self.batch_first:
+        batch_first = self.batch_first and query.ndim == 3
+        if batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        if query.ndim != 3 or query.shape[-1] != self.embed_dim:
-            raise ShapeError(
-                f"MultiheadAttention: expected inputs of shape (L, N, {self.embed_dim}) "
-                f"(or batch first, or unbatched), got query {format_shape(query.shape)}"
-            )
-        length, batch, _ = query.shape
-        source = key.shape[0]
-        heads, head_dim = self.num_heads, self.head_dim
-        e = self.embed_dim
-        w, b = self.in_proj_weight, self.in_proj_bias
-        projections = []
-        for k, x in enumerate((query, key, value)):
-            part = F.linear(x, w.narrow(0, k * e, e), None if b is None else b.narrow(0, k * e, e))
-            # (T, N, E) -> (N, heads, T, head_dim)
-            projections.append(part.reshape(x.shape[0], batch, heads, head_dim).permute(1, 2, 0, 3))
-        q, k, v = projections
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head_dim))  # (N, heads, L, S)
-        mask = self._mask(attn_mask, key_padding_mask, is_causal, batch, length, source, scores)
-        if mask is not None:
-            scores = scores + mask
-        weights = scores.softmax(-1)
-        if self.dropout and self.training:
-            weights = F.dropout(weights, self.dropout, True)
-        output = (weights @ v).permute(2, 0, 1, 3).reshape(length, batch, e)
-        output = self.out_proj(output)
-        if self.batch_first and not unbatched:
-            output = output.transpose(0, 1)
-        elif unbatched:
-            output = output.squeeze(1)
-        if not need_weights:
-            return output, None
-        if average_attn_weights:
-            weights = weights.mean(1)
-        return output, (weights.squeeze(0) if unbatched else weights)
-
-    def _mask(
-        self,
-        attn_mask: Tensor | None,
-        key_padding_mask: Tensor | None,
-        is_causal: bool,
-        batch: int,
-        length: int,
-        source: int,
-        scores: Tensor,
-    ) -> Tensor | None:
-        """The additive mask, broadcastable to (N, heads, L, S)."""
-        mask = None
-        if attn_mask is None and is_causal:
-            attn_mask = causal_mask(length, source, scores.device).logical_not()
-        if attn_mask is not None:
-            if attn_mask.shape == (length, source):
-                mask = additive_mask(attn_mask, scores.dtype, allowed_when_true=False)
-            elif attn_mask.shape == (batch * self.num_heads, length, source):
-                mask = additive_mask(attn_mask, scores.dtype, False).reshape(
-                    batch, self.num_heads, length, source
-                )
-            else:
-                raise ShapeError(
-                    f"MultiheadAttention: attn_mask must have shape ({length}, {source}) or "
-                    f"({batch * self.num_heads}, {length}, {source}), got "
-                    f"{format_shape(attn_mask.shape)}"
-                )
-        if key_padding_mask is not None:
-            if key_padding_mask.shape != (batch, source):
-                raise ShapeError(
-                    f"MultiheadAttention: key_padding_mask must have shape ({batch}, {source}), "
-                    f"got {format_shape(key_padding_mask.shape)}"
-                )
-            padding = additive_mask(key_padding_mask, scores.dtype, allowed_when_true=False)
-            padding = padding.reshape(batch, 1, 1, source)
-            mask = padding if mask is None else mask + padding
-        return mask
+        output, weights = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
+            self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
+            self.out_proj.weight, self.out_proj.bias, training=self.training,
+            key_padding_mask=key_padding_mask, need_weights=need_weights, attn_mask=attn_mask,
+            use_separate_proj_weight=not self._qkv_same_embed_dim,
+            q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight,
+            v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
+            is_causal=is_causal,
+        )  # fmt: skip
+        return (output.transpose(0, 1) if batch_first else output), weights
 
 
 def _activation(activation: str | Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:

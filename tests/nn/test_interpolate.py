@@ -1,5 +1,6 @@
-"""F.interpolate / nn.Upsample: against NumPy (nearest indices, linear blends) on every
-backend, central differences, and PyTorch for every mode and option where installed."""
+"""F.interpolate / nn.Upsample: against NumPy (nearest indices, linear and cubic blends,
+window means) on every backend, central differences, and PyTorch for every mode and
+option where installed."""
 
 from __future__ import annotations
 
@@ -42,14 +43,94 @@ def test_interpolate_matches_numpy(device):
     assert kg.nn.Upsample(scale_factor=2)(t).shape == (1, 2, 6, 8)
 
 
+def _cubic_1d(row, size_out, align_corners, scale=None):
+    """Keys' cubic convolution (A = -0.75) along the last axis, taps clamped at the
+    borders, one output position at a time."""
+    size_in = row.shape[-1]
+    out = np.zeros(row.shape[:-1] + (size_out,))
+    for i in range(size_out):
+        if align_corners:
+            src = i * (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+        else:
+            src = (i + 0.5) * (scale or size_in / size_out) - 0.5
+        base = int(np.floor(src))
+        for tap in range(base - 1, base + 3):
+            x = abs(src - tap)
+            a = -0.75
+            weight = (
+                ((a + 2) * x - (a + 3)) * x * x + 1
+                if x <= 1
+                else ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+            )
+            out[..., i] += weight * row[..., min(max(tap, 0), size_in - 1)]
+    return out
+
+
+def _area_1d(row, size_out):
+    """The mean of each adaptive window along the last axis."""
+    size_in = row.shape[-1]
+    windows = [
+        row[..., (i * size_in) // size_out : -(-((i + 1) * size_in) // size_out)].mean(-1)
+        for i in range(size_out)
+    ]
+    return np.stack(windows, -1)
+
+
+def _along(fn, x, axis, *args):
+    return np.moveaxis(fn(np.moveaxis(x, axis, -1), *args), -1, axis)
+
+
+def test_bicubic_and_area_match_numpy(device):
+    x = RNG.standard_normal((1, 2, 4, 5))
+    t = kg.tensor(x, device=device)
+    for align in (False, True):
+        expected = _along(_cubic_1d, _along(_cubic_1d, x, 2, 7, align), 3, 3, align)
+        got = F.interpolate(t, size=(7, 3), mode="bicubic", align_corners=align)
+        assert_close(got, expected, rtol=1e-9, atol=1e-9)
+    # a scale factor maps positions by 1 / factor unless recomputed from the sizes
+    expected = _along(_cubic_1d, _along(_cubic_1d, x, 2, 5, False, 1 / 1.3), 3, 6, False, 1 / 1.3)
+    got = F.interpolate(t, scale_factor=1.3, mode="bicubic")
+    assert_close(got, expected, rtol=1e-9, atol=1e-9)
+    assert_close(
+        kg.nn.Upsample(scale_factor=1.3, mode="bicubic", recompute_scale_factor=True)(t),
+        _along(_cubic_1d, _along(_cubic_1d, x, 2, 5, False), 3, 6, False),
+        rtol=1e-9, atol=1e-9,
+    )  # fmt: skip
+    area = F.interpolate(t, size=(3, 2), mode="area")
+    assert_close(area, _along(_area_1d, _along(_area_1d, x, 2, 3), 3, 2), rtol=1e-9, atol=1e-9)
+    line = F.interpolate(t[0], scale_factor=0.5, mode="area")  # 3-d: (N, C, L)
+    assert_close(line, _along(_area_1d, x[0], 2, 2), rtol=1e-9, atol=1e-9)
+    volume = x.reshape(1, 1, 2, 4, 5)
+    got = F.interpolate(kg.tensor(volume, device=device), size=(1, 3, 4), mode="area")
+    expected = _along(_area_1d, _along(_area_1d, _along(_area_1d, volume, 2, 1), 3, 3), 4, 4)
+    assert_close(got, expected, rtol=1e-9, atol=1e-9)
+    check_grad(
+        lambda a: F.interpolate(a, size=(3, 4), mode="bicubic"), x[:, :1, :2, :3], device=device
+    )
+    check_grad(lambda a: F.interpolate(a, size=2, mode="area"), x[0, :1, :1], device=device)
+
+
 def test_interpolate_checks_its_arguments():
     x = kg.zeros(1, 1, 2, 2)
     with pytest.raises(ArgumentError, match="exactly one of size and scale_factor"):
         F.interpolate(x)
-    with pytest.raises(UnsupportedError, match="mode 'bicubic'"):
-        F.interpolate(x, size=3, mode="bicubic")
-    with pytest.raises(ArgumentError, match="align_corners is only for linear modes"):
+    with pytest.raises(UnsupportedError, match="mode 'bicubic' needs a 4-d input"):
+        F.interpolate(x[0], size=3, mode="bicubic")  # NotImplementedError, as in PyTorch
+    with pytest.raises(UnsupportedError, match="mode 'lanczos' is not supported"):
+        F.interpolate(x, size=3, mode="lanczos")
+    with pytest.raises(ArgumentError, match="align_corners is only for the interpolating"):
         F.interpolate(x, size=3, align_corners=True)
+    with pytest.raises(ValueError, match="align_corners is only for the interpolating"):
+        F.interpolate(x, size=3, mode="area", align_corners=False)
+    with pytest.raises(ValueError, match="recompute_scale_factor is only meaningful"):
+        F.interpolate(x, size=3, recompute_scale_factor=True)
+    with pytest.raises(TypeError, match="size must be an int or a tuple of ints"):
+        F.interpolate(x, size=2.5)
+    with pytest.raises(ValueError, match="antialias=True is only for modes bilinear and"):
+        F.interpolate(x, size=3, mode="nearest", antialias=True)
+    with pytest.raises(UnsupportedError, match="antialias=True is not supported"):
+        F.interpolate(x, size=1, mode="bicubic", antialias=True)
+    assert F.interpolate(x, size=3, mode="bicubic", antialias=False).shape == (1, 1, 3, 3)
 
 
 @pytest.mark.torch
@@ -65,6 +146,15 @@ def test_interpolate_checks_its_arguments():
         ((2, 1, 5, 4), {"size": (3, 7)}),
         ((2, 1, 5, 4), {"scale_factor": 1.5, "mode": "nearest-exact"}),
         ((1, 2, 7), {"scale_factor": 0.6, "mode": "nearest"}),
+        ((2, 2, 5, 6), {"size": (8, 4), "mode": "bicubic"}),
+        ((2, 2, 5, 6), {"size": (3, 9), "mode": "bicubic", "align_corners": True}),
+        ((2, 2, 5, 6), {"scale_factor": (1.7, 0.6), "mode": "bicubic"}),
+        ((2, 2, 5, 6), {"scale_factor": 1.3, "mode": "bicubic", "recompute_scale_factor": True}),
+        ((1, 2, 1, 4), {"size": (3, 2), "mode": "bicubic", "align_corners": True}),
+        ((2, 2, 7), {"size": 3, "mode": "area"}),
+        ((2, 2, 7, 6), {"size": (3, 4), "mode": "area"}),
+        ((2, 2, 7, 6), {"scale_factor": (0.5, 1.6), "mode": "area"}),
+        ((1, 2, 5, 4, 7), {"scale_factor": (0.5, 1.5, 0.7), "mode": "area"}),
     ],
 )
 def test_interpolate_matches_pytorch(shape, options):

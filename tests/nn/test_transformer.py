@@ -5,12 +5,14 @@ gradients)."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
 import kernelgrad as kg
 import kernelgrad.nn.functional as F
-from kernelgrad.errors import ShapeError
+from kernelgrad.errors import DTypeAssertionError, ShapeAssertionError, ShapeError
 from tests.helpers import assert_close, check_grad
 
 RNG = np.random.default_rng(5)
@@ -67,6 +69,89 @@ def test_multihead_attention_shapes_and_masks(device):
     assert output.shape == (4, 8) and per_head.shape == (2, 4, 4)  # unbatched
     with pytest.raises(ShapeError, match=r"attn_mask must have shape \(4, 4\)"):
         attention(x, x, x, attn_mask=kg.zeros(3, 3, device=device))
+
+
+def _mha_numpy(query, key, value, p, heads, mask=None, padding=None, zero_attn=False):
+    """NumPy multi-head attention on (L, N, E) inputs with the parameters of ``p`` (by
+    PyTorch's names); boolean masks are True where attending is NOT allowed."""
+    e = query.shape[-1]
+    if "in_proj_weight" in p:
+        wq, wk, wv = np.split(p["in_proj_weight"], 3)
+    else:
+        wq, wk, wv = p["q_proj_weight"], p["k_proj_weight"], p["v_proj_weight"]
+    bq, bk, bv = np.split(p["in_proj_bias"], 3)
+    q, k, v = query @ wq.T + bq, key @ wk.T + bk, value @ wv.T + bv
+    n, s = query.shape[1], key.shape[0]
+    additive = np.zeros((n, heads, query.shape[0], s))
+    if mask is not None:
+        blocked = np.where(mask, -np.inf, 0.0)
+        additive = additive + (blocked if mask.ndim == 2 else blocked.reshape(additive.shape))
+    if padding is not None:
+        additive = additive + np.where(padding, -np.inf, 0.0)[:, None, None, :]
+    if "bias_k" in p:
+        k = np.concatenate([k, np.broadcast_to(p["bias_k"], (1, n, e))])
+        v = np.concatenate([v, np.broadcast_to(p["bias_v"], (1, n, e))])
+    if zero_attn:
+        k = np.concatenate([k, np.zeros((1, n, e))])
+        v = np.concatenate([v, np.zeros((1, n, e))])
+    extra = k.shape[0] - s
+    additive = np.concatenate([additive, np.zeros(additive.shape[:3] + (extra,))], -1)
+
+    def split(x):  # (T, N, E) -> (N, heads, T, E / heads)
+        return x.reshape(x.shape[0], n, heads, e // heads).transpose(1, 2, 0, 3)
+
+    scores = split(q) @ np.swapaxes(split(k), -1, -2) / np.sqrt(e // heads) + additive
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights = weights / weights.sum(-1, keepdims=True)
+    output = (weights @ split(v)).transpose(2, 0, 1, 3).reshape(query.shape[0], n, e)
+    return output @ p["out_proj.weight"].T + p["out_proj.bias"], weights
+
+
+def test_multihead_attention_options_match_numpy(device, simulated):
+    """add_bias_kv, add_zero_attn and kdim/vdim with both masks, against NumPy."""
+    kg.manual_seed(1)
+    attention = kg.nn.MultiheadAttention(
+        4, 2, add_bias_kv=True, add_zero_attn=True, kdim=3, vdim=5, dtype=kg.float64
+    ).to(device)
+    assert [name for name, _ in attention.named_parameters()] == [
+        "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias", "bias_k", "bias_v",
+        "out_proj.weight", "out_proj.bias",
+    ]  # fmt: skip
+    assert attention.in_proj_weight is None and attention.bias_k.shape == (1, 1, 4)
+    with kg.no_grad():
+        attention.in_proj_bias.copy_(kg.tensor(RNG.standard_normal(12), device=device))
+    params = {name: p.detach().cpu().numpy() for name, p in attention.named_parameters()}
+    query, key, value = (RNG.standard_normal(shape) for shape in ((2, 2, 4), (3, 2, 3), (3, 2, 5)))
+    mask = np.array([[False, True, False], [False, False, True]])
+    padding = np.array([[False, False, True], [False, False, False]])
+    masks = {
+        "attn_mask": kg.tensor(mask, device=device),
+        "key_padding_mask": kg.tensor(padding, device=device),
+    }
+    q, v = kg.tensor(query, device=device), kg.tensor(value, device=device)
+    got, weights = attention(
+        q, kg.tensor(key, device=device), v, **masks, average_attn_weights=False
+    )
+    expected, expected_weights = _mha_numpy(query, key, value, params, 2, mask, padding, True)
+    assert weights.shape == (2, 2, 2, 5)  # two appended keys: bias_k and the zero key
+    assert_close(got, expected, 1e-9, 1e-9)
+    assert_close(weights, expected_weights, 1e-9, 1e-9)
+    if not simulated:
+        check_grad(lambda k: attention(q, k, v, **masks)[0], key, device=device)
+        return
+    # Central differences take minutes in the simulator: compare this backend's gradients
+    # with the CPU's, which the CPU pass checks against them.
+    gradients = []
+    for where, module in ((device, attention), ("cpu", copy.deepcopy(attention).to("cpu"))):
+        k = kg.tensor(key, device=where, requires_grad=True)
+        inputs = {name: mask.to(where) for name, mask in masks.items()}
+        output = module(q.to(where), k, v.to(where), **inputs)[0]
+        (output * output).sum().backward()
+        gradients.append(
+            [k.grad.cpu().numpy()] + [p.grad.cpu().numpy() for p in module.parameters()]
+        )
+    for got, expected in zip(*gradients):
+        assert_close(got, expected, 1e-9, 1e-9)
 
 
 def _load(torch_module, ours):
@@ -134,3 +219,135 @@ def test_transformer_layers_match_pytorch(norm_first, activation):
         results.append(output.detach().numpy())
     np.testing.assert_allclose(results[1], results[0], 1e-4, 1e-5)
     _compare_gradients(ours, theirs)
+
+
+MHA_CASES = [
+    # (module options, unbatched, forward options; masks: "bool2", "float3", "causal", ...)
+    ({"add_bias_kv": True, "add_zero_attn": True}, False, {"attn_mask": "bool2", "kpm": "bool"}),
+    (
+        {"kdim": 3, "vdim": 5, "batch_first": True},
+        False,
+        {"attn_mask": "float3", "kpm": "float", "average_attn_weights": False},
+    ),
+    (
+        {"add_zero_attn": True, "bias": False, "kdim": 6},
+        True,
+        {"attn_mask": "bool3", "kpm": "bool", "need_weights": False},
+    ),
+    ({"add_bias_kv": True}, False, {"attn_mask": "causal", "is_causal": True}),
+]
+
+
+def _mha_inputs(library, options, unbatched, forward, heads=2):
+    """Inputs and masks for the PyTorch comparison, drawn from one seed per case."""
+    rng = np.random.default_rng(11)
+    batch_first = options.get("batch_first", False)
+    length, source, batch = (4, 4, 3) if forward.get("is_causal") else (4, 5, 3)
+    kdim, vdim = options.get("kdim", 8), options.get("vdim", 8)
+    shapes = [(length, batch, 8), (source, batch, kdim), (source, batch, vdim)]
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    if unbatched:
+        arrays = [a[:, 0] for a in arrays]
+    elif batch_first:
+        arrays = [a.transpose(1, 0, 2).copy() for a in arrays]
+    tensors = [library.tensor(a, requires_grad=True) for a in arrays]
+    n = 1 if unbatched else batch
+    kwargs = {k: v for k, v in forward.items() if k not in ("attn_mask", "kpm")}
+    kind = forward.get("attn_mask")
+    blocked = rng.random((n * heads, length, source)) > 0.7
+    blocked[..., 0] = False
+    if kind == "bool2":
+        kwargs["attn_mask"] = library.tensor(blocked[0])
+    elif kind == "bool3":
+        kwargs["attn_mask"] = library.tensor(blocked)
+    elif kind == "float3":
+        kwargs["attn_mask"] = library.tensor(rng.standard_normal(blocked.shape).astype(np.float32))
+    elif kind == "causal":
+        kwargs["attn_mask"] = library.tensor(np.triu(np.ones((length, source), bool), 1))
+    padding = np.zeros((n, source), dtype=bool)
+    padding[-1, 3:] = True
+    if forward.get("kpm") == "bool":
+        kwargs["key_padding_mask"] = library.tensor(padding[0] if unbatched else padding)
+    elif forward.get("kpm") == "float":
+        kwargs["key_padding_mask"] = library.tensor(
+            np.where(padding, -1.5, 0.25).astype(np.float32)
+        )
+    return tensors, kwargs
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("options, unbatched, forward", MHA_CASES)
+def test_multihead_attention_options_match_pytorch(options, unbatched, forward):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    theirs = torch.nn.MultiheadAttention(8, 2, **options)
+    ours = kg.nn.MultiheadAttention(8, 2, **options)
+    assert set(ours.state_dict()) == set(theirs.state_dict())
+    with torch.no_grad():  # non-zero biases, so that every bias gradient is compared
+        for name, parameter in theirs.named_parameters():
+            if "bias" in name:
+                parameter.normal_()
+    _load(theirs, ours)
+    results = []
+    for library, module in ((torch, theirs), (kg, ours)):
+        tensors, kwargs = _mha_inputs(library, options, unbatched, forward)
+        output, weights = module(*tensors, **kwargs)
+        (output * output).sum().backward()
+        results.append(
+            [output.detach().numpy()]
+            + ([] if weights is None else [weights.detach().numpy()])
+            + [t.grad.numpy() for t in tensors]
+        )
+    assert len(results[1]) == len(results[0])
+    for got, expected in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, expected, 1e-4, 1e-5)
+    _compare_gradients(ours, theirs)
+
+
+@pytest.mark.torch
+def test_multi_head_attention_forward_static_kv_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    arrays = {
+        "query": (4, 2, 8), "key": (5, 2, 8), "value": (5, 2, 8), "in_proj_weight": (24, 8),
+        "in_proj_bias": (24,), "out_proj_weight": (8, 8), "out_proj_bias": (8,),
+        "static_k": (4, 6, 4), "static_v": (4, 6, 4),
+    }  # fmt: skip
+    arrays = {k: rng.standard_normal(s).astype(np.float32) for k, s in arrays.items()}
+    padding = np.zeros((2, 6), dtype=bool)
+    padding[0, 4:] = True
+    results = []
+    for library in (torch, kg):
+        t = {k: library.tensor(a, requires_grad=True) for k, a in arrays.items()}
+        output, weights = library.nn.functional.multi_head_attention_forward(
+            t["query"], t["key"], t["value"], 8, 2, t["in_proj_weight"], t["in_proj_bias"],
+            None, None, True, 0.0, t["out_proj_weight"], t["out_proj_bias"],
+            key_padding_mask=library.tensor(padding), static_k=t["static_k"],
+            static_v=t["static_v"],
+        )  # fmt: skip
+        (output * output).sum().backward()
+        results.append(
+            [output.detach().numpy(), weights.detach().numpy()]
+            + [t[k].grad.numpy() for k in ("query", "in_proj_weight", "static_k", "static_v")]
+        )
+    for got, expected in zip(results[1], results[0]):
+        np.testing.assert_allclose(got, expected, 1e-4, 1e-5)
+
+
+def test_multihead_attention_refuses_what_pytorch_refuses():
+    attention = kg.nn.MultiheadAttention(4, 2, kdim=3)
+    q, k, v = kg.zeros(2, 1, 4), kg.zeros(3, 1, 3), kg.zeros(3, 1, 4)
+    with pytest.raises(AssertionError, match="key has 4 features"):
+        attention(q, q, q)  # the key must have kdim features
+    with pytest.raises(ShapeAssertionError, match="for a 3-d query the key"):
+        attention(q, k[:, 0], v)
+    with pytest.raises(AssertionError, match=r"key_padding_mask must have shape \(1, 3\)"):
+        attention(q, k, v, key_padding_mask=kg.zeros(1, 4, dtype=kg.bool))
+    with pytest.raises(DTypeAssertionError, match="attn_mask must be boolean"):
+        attention(q, k, v, attn_mask=kg.zeros(2, 3, dtype=kg.int64))
+    with pytest.raises(RuntimeError, match=r"3-d attn_mask must have shape \(2, 2, 3\)"):
+        attention(q, k, v, attn_mask=kg.zeros(1, 2, 3))
+    with pytest.raises(AssertionError, match="divisible by num_heads"):
+        kg.nn.MultiheadAttention(5, 2)
+    with pytest.raises(ValueError, match="must be positive"):
+        kg.nn.MultiheadAttention(4, 0)

@@ -4,8 +4,9 @@ Everything here is written with Tensor operations, a few explicitly fused elemen
 kernels, and the ``@kg.kernel`` convolution and loss kernels of ``nn/_conv_kernels.py`` and
 ``nn/_loss_kernels.py`` (one source for the CPU and CUDA), so it runs unchanged on every
 backend. The functions live in one module per family (``activation``, ``linear``,
-``convolution``, ``pooling``, ``layers``: dropout, normalisation, embedding, padding;
-``loss``); this package is their public face.
+``convolution``, ``transposed`` convolution, ``pooling``, ``resampling``,
+``attention``, ``layers``: dropout, normalisation, embedding, padding; ``loss``); this
+package is their public face.
 
 Convolution keeps images *batch innermost* ((N, C, H, W) tensors stored as (C, H, W, N)).
 On the CPU a stride-1 convolution with few taps per filter runs as direct kernels;
@@ -52,7 +53,7 @@ from .activation import (
     tanhshrink,
     threshold,
 )
-from .attention import scaled_dot_product_attention
+from .attention import multi_head_attention_forward, scaled_dot_product_attention
 from .convolution import conv1d, conv2d
 from .layers import (
     batch_norm,
@@ -86,7 +87,7 @@ from .pooling import (
     max_pool2d_relu,
 )
 from .resampling import interpolate, upsample
-from .transposed import conv_transpose1d, conv_transpose2d
+from .transposed import conv_transpose1d, conv_transpose2d, conv_transpose3d
 
 __all__ = [
     "relu",
@@ -118,10 +119,12 @@ __all__ = [
     "rrelu",
     "linear",
     "scaled_dot_product_attention",
+    "multi_head_attention_forward",
     "conv1d",
     "conv2d",
     "conv_transpose1d",
     "conv_transpose2d",
+    "conv_transpose3d",
     "max_pool1d",
     "max_pool2d",
     "max_pool2d_relu",

@@ -22,6 +22,14 @@ def _pair(value: Any, name: str) -> tuple[int, int]:
     return int(value), int(value)
 
 
+def _triple(value: Any, name: str) -> tuple[int, int, int]:
+    if isinstance(value, (tuple, list)):
+        if len(value) != 3:
+            raise ArgumentError(f"{name} must be an int or a triple of ints, got {value!r}")
+        return int(value[0]), int(value[1]), int(value[2])
+    return int(value), int(value), int(value)
+
+
 def _single(value: Any, name: str) -> int:
     if isinstance(value, (tuple, list)):
         if len(value) != 1:

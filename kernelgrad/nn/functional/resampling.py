@@ -1,25 +1,33 @@
-"""Resampling: ``interpolate`` (nearest, nearest-exact, linear, bilinear, trilinear).
+"""Resampling: ``interpolate`` (nearest, nearest-exact, linear, bilinear, bicubic,
+trilinear, area).
 
 Each spatial dim is resampled on its own (the modes are separable): nearest modes pick
 one source index per output position (one ``take``), linear modes blend two source
-indices with weights that depend only on the sizes. The indices and weights are built
-on the host from the sizes alone; the data stays on its device, and the gradient is
-that of ``take`` (an ``index_add``)."""
+indices and bicubic four (one ``take`` of all of them, then a weighted sum), with
+weights that depend only on the sizes; ``area`` averages windows (adaptive average
+pooling: a product with an averaging matrix per dim). The indices and weights are
+built on the host from the sizes alone; the data stays on its device, and the gradient
+is that of ``take`` (an ``index_add``) or of the product."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from numbers import Integral
 from typing import Any
 
 import numpy as np
 
-from ...errors import ArgumentError, ShapeError, UnsupportedError, format_shape
+from ...errors import ArgumentError, DTypeError, ShapeError, UnsupportedError, format_shape
 from ...ops.creation import tensor as tensor_from
 from ...ops.indexing import take
 from ...tensor import Tensor
+from .pooling import _pooling_matrix, adaptive_avg_pool2d
 
 _LINEAR_MODES = {"linear": 3, "bilinear": 4, "trilinear": 5}
+_INTERPOLATING_MODES = {**_LINEAR_MODES, "bicubic": 4}  # the modes with align_corners
+_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
+CUBIC_A = -0.75  # PyTorch's (and OpenCV's) cubic convolution coefficient
 
 
 def _sizes(
@@ -31,13 +39,20 @@ def _sizes(
     if (size is None) == (scale_factor is None):
         raise ArgumentError("interpolate: give exactly one of size and scale_factor")
     if size is not None:
-        sizes = [int(size)] * spatial if not isinstance(size, Sequence) else [int(s) for s in size]
+        if recompute:
+            raise ArgumentError(
+                "interpolate: recompute_scale_factor is only meaningful with scale_factor, "
+                "not with an explicit size"
+            )
+        sizes = list(size) if isinstance(size, Sequence) else [size] * spatial
+        if not all(isinstance(s, Integral) for s in sizes):
+            raise DTypeError(f"interpolate: size must be an int or a tuple of ints, got {size!r}")
         if len(sizes) != spatial:
             raise ShapeError(
                 f"interpolate: size {size} has {len(sizes)} entries but the input of shape "
                 f"{format_shape(input.shape)} has {spatial} spatial dims"
             )
-        return sizes, [None] * spatial
+        return [int(s) for s in sizes], [None] * spatial
     factors = (
         [float(scale_factor)] * spatial
         if not isinstance(scale_factor, Sequence)
@@ -58,14 +73,98 @@ def _source_positions(
 ) -> np.ndarray:
     """The (fractional) source position of each output position along one dim."""
     out = np.arange(size_out, dtype=np.float64)
-    if mode in _LINEAR_MODES and align_corners:
+    if mode in _INTERPOLATING_MODES and align_corners:
         return out * ((size_in - 1) / (size_out - 1)) if size_out > 1 else out * 0.0
     step = scale if scale is not None else size_in / size_out
     if mode == "nearest":
         return np.minimum(np.floor(out * step), size_in - 1)
     if mode == "nearest-exact":
         return np.minimum(np.floor((out + 0.5) * step), size_in - 1)
+    if mode == "bicubic":  # not clamped: the taps before the first element clamp instead
+        return (out + 0.5) * step - 0.5
     return np.maximum((out + 0.5) * step - 0.5, 0.0)
+
+
+def _cubic_weights(t: np.ndarray) -> np.ndarray:
+    """(size_out, 4) weights of the taps at floor - 1, floor, floor + 1, floor + 2 for a
+    fraction ``t`` past the floor: Keys' cubic convolution with A = -0.75."""
+    a = CUBIC_A
+
+    def near(x: np.ndarray) -> np.ndarray:  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x: np.ndarray) -> np.ndarray:  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return np.stack([far(t + 1), near(t), near(1 - t), far(2 - t)], axis=1)
+
+
+def _check_mode(input: Tensor, mode: str, align_corners: bool | None, antialias: bool) -> None:
+    if mode not in _MODES:
+        raise UnsupportedError(f"interpolate: mode {mode!r} is not supported ({', '.join(_MODES)})")
+    if input.ndim not in (3, 4, 5):
+        raise UnsupportedError(
+            f"interpolate: expected a 3-d, 4-d or 5-d input (N, C, spatial...), got shape "
+            f"{format_shape(input.shape)}"
+        )
+    needed = _INTERPOLATING_MODES.get(mode)
+    if needed is not None and input.ndim != needed:
+        raise UnsupportedError(
+            f"interpolate: mode {mode!r} needs a {needed}-d input, got shape "
+            f"{format_shape(input.shape)}"
+        )
+    if needed is None and align_corners is not None:
+        raise ArgumentError(
+            f"interpolate: align_corners is only for the interpolating modes (linear, "
+            f"bilinear, bicubic, trilinear), not {mode!r}"
+        )
+    if antialias and mode not in ("bilinear", "bicubic"):
+        raise ArgumentError(
+            f"interpolate: antialias=True is only for modes bilinear and bicubic, not {mode!r}"
+        )
+    if antialias:
+        raise UnsupportedError(
+            f"interpolate: antialias=True is not supported (mode {mode!r}); without it, "
+            "downsampling takes each output from the nearest 2 or 4 inputs per dim"
+        )
+
+
+def _area(x: Tensor, sizes: list[int]) -> Tensor:
+    """Adaptive average pooling to ``sizes``, as PyTorch's ``area`` mode."""
+    if x.ndim == 4:
+        return adaptive_avg_pool2d(x, sizes)
+    for offset, size_out in enumerate(sizes):
+        dim = 2 + offset
+        if size_out != x.shape[dim]:
+            matrix = _pooling_matrix(size_out, x.shape[dim], x)
+            x = (x.transpose(dim, -1) @ matrix.T).transpose(dim, -1)
+    return x
+
+
+def _resample_dim(
+    x: Tensor, dim: int, size_out: int, scale: float | None, align_corners: bool, mode: str
+) -> Tensor:
+    """``x`` resampled to ``size_out`` along ``dim`` by the separable ``mode``."""
+    size_in = x.shape[dim]
+    positions = _source_positions(size_in, size_out, scale, align_corners, mode)
+    low = np.floor(positions).astype(np.int64)
+    if mode in ("nearest", "nearest-exact"):
+        return take(x, dim, tensor_from(low, device=x.device))
+    if mode == "bicubic":
+        weights = _cubic_weights(positions - low)
+        indices = np.clip(low[:, None] + np.arange(-1, 3), 0, size_in - 1)
+    else:
+        low = np.minimum(low, size_in - 1)
+        fraction = positions - low
+        weights = np.stack([1 - fraction, fraction], axis=1)
+        indices = np.stack([low, np.minimum(low + 1, size_in - 1)], axis=1)
+    taps = weights.shape[1]
+    # one take of every tap, (..., size_out * taps, ...) -> (..., size_out, taps, ...)
+    gathered = take(x, dim, tensor_from(indices.reshape(-1), device=x.device))
+    gathered = gathered.reshape(x.shape[:dim] + (size_out, taps) + x.shape[dim + 1 :])
+    shape = (size_out, taps) + (1,) * (x.ndim - dim - 1)
+    weight = tensor_from(weights.reshape(shape), dtype=x.dtype, device=x.device)
+    return (gathered * weight).sum(dim + 1)
 
 
 def interpolate(
@@ -79,58 +178,26 @@ def interpolate(
 ) -> Tensor:
     """Resize the spatial dims of an (N, C, ...) input to ``size`` or by
     ``scale_factor``, as ``torch.nn.functional.interpolate``: modes ``"nearest"``,
-    ``"nearest-exact"``, ``"linear"`` (3-d input), ``"bilinear"`` (4-d) and
-    ``"trilinear"`` (5-d), with ``align_corners`` for the linear modes.
+    ``"nearest-exact"``, ``"linear"`` (3-d input), ``"bilinear"`` and ``"bicubic"``
+    (4-d), ``"trilinear"`` (5-d) with ``align_corners``, and ``"area"`` (adaptive
+    average pooling). ``scale_factor`` gives the output size ``floor(size *
+    scale_factor)`` and, unless ``recompute_scale_factor``, the scale that maps output
+    positions to input positions. ``antialias=True`` is not supported.
 
     >>> import kernelgrad as kg
     >>> x = kg.tensor([[[1.0, 2.0]]])
     >>> kg.nn.functional.interpolate(x, scale_factor=2, mode="linear").tolist()
     [[[1.0, 1.25, 1.75, 2.0]]]
     """
-    if input.ndim < 3:
-        raise ShapeError(
-            f"interpolate: expected an input of shape (N, C, ...) with spatial dims, got "
-            f"{format_shape(input.shape)}"
-        )
-    if antialias:
-        raise UnsupportedError("interpolate: antialias=True is not supported")
-    if mode in _LINEAR_MODES:
-        if input.ndim != _LINEAR_MODES[mode]:
-            raise ShapeError(
-                f"interpolate: mode {mode!r} needs a {_LINEAR_MODES[mode]}-d input, got shape "
-                f"{format_shape(input.shape)}"
-            )
-    elif mode in ("nearest", "nearest-exact"):
-        if align_corners is not None:
-            raise ArgumentError(
-                f"interpolate: align_corners is only for linear modes, not {mode!r}"
-            )
-    else:
-        raise UnsupportedError(
-            f"interpolate: mode {mode!r} is not supported (nearest, nearest-exact, linear, "
-            "bilinear, trilinear)"
-        )
+    _check_mode(input, mode, align_corners, antialias)
     sizes, scales = _sizes(input, size, scale_factor, recompute_scale_factor)
     if min(sizes) <= 0:
         raise ShapeError(f"interpolate: the output size {tuple(sizes)} must be positive")
+    if mode == "area":
+        return _area(input, sizes)
     result = input
     for offset, (size_out, scale) in enumerate(zip(sizes, scales)):
-        dim = 2 + offset
-        size_in = input.shape[dim]
-        positions = _source_positions(size_in, size_out, scale, bool(align_corners), mode)
-        low = np.floor(positions).astype(np.int64)
-        if mode not in _LINEAR_MODES:
-            result = take(result, dim, tensor_from(low, device=input.device))
-            continue
-        low = np.minimum(low, size_in - 1)
-        high = np.minimum(low + 1, size_in - 1)
-        fraction = positions - low
-        shape = [1] * input.ndim
-        shape[dim] = size_out
-        weight = tensor_from(fraction.reshape(shape), dtype=input.dtype, device=input.device)
-        first = take(result, dim, tensor_from(low, device=input.device))
-        second = take(result, dim, tensor_from(high, device=input.device))
-        result = first + (second - first) * weight
+        result = _resample_dim(result, 2 + offset, size_out, scale, bool(align_corners), mode)
     return result
 
 

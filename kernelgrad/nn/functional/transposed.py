@@ -1,12 +1,15 @@
-"""Transposed convolution: ``conv_transpose1d`` and ``conv_transpose2d``.
+"""Transposed convolution: ``conv_transpose1d``, ``conv_transpose2d`` and
+``conv_transpose3d``.
 
 A transposed convolution is the gradient of a convolution with respect to its input.
 It is computed as a stride-1 convolution: the input with ``stride - 1`` zeros inserted
 between its elements, padded by ``dilation * (kernel - 1) - padding`` on each side (plus
 ``output_padding`` after), convolved with the weight flipped in space and with its
-channel dims swapped per group. The zeros cost ``stride**2`` times the multiply-adds of
-a direct scatter; written this way every step is an existing differentiable operation
-and the convolution kernels do the work."""
+channel dims swapped per group. The zeros cost ``stride**dims`` times the multiply-adds
+of a direct scatter; written this way every step is an existing differentiable
+operation and the convolution kernels do the work. The 3-d form folds depth into the
+2-d convolution: each output depth is one 2-d convolution over the ``kd`` input planes
+it reads, stacked as channels (``_conv3d_stride1``)."""
 
 from __future__ import annotations
 
@@ -14,13 +17,14 @@ from typing import Any
 
 from ...errors import ArgumentError, DTypeError, ShapeError, format_shape
 from ...ops.movement import pad as _pad_constant
+from ...ops.movement import stack
 from ...tensor import Tensor
-from ._layout import _batched, _pair, _single
+from ._layout import _batched, _pair, _single, _triple
 from .convolution import conv2d
 
 
 def _spread(x: Tensor, dim: int, stride: int) -> Tensor:
-    """``stride - 1`` zeros between neighbouring elements along ``dim`` (of 4)."""
+    """``stride - 1`` zeros between neighbouring elements along ``dim``."""
     if stride == 1 or x.shape[dim] == 0:
         return x
     size = x.shape[dim]
@@ -32,7 +36,7 @@ def _spread(x: Tensor, dim: int, stride: int) -> Tensor:
 
 
 def _pad_or_crop(x: Tensor, dim: int, before: int, after: int) -> Tensor:
-    """Zero-pad (positive amounts) or crop (negative amounts) dim ``dim`` (of 4)."""
+    """Zero-pad (positive amounts) or crop (negative amounts) dim ``dim``."""
     if before < 0:
         x = x.narrow(dim, -before, x.shape[dim] + before)
         before = 0
@@ -43,6 +47,91 @@ def _pad_or_crop(x: Tensor, dim: int, before: int, after: int) -> Tensor:
         amounts = [0, 0] * (x.ndim - dim - 1) + [before, after]
         x = _pad_constant(x, tuple(amounts), 0.0)
     return x
+
+
+def _conv3d_stride1(
+    x: Tensor, weight: Tensor, bias: Tensor | None, dilation: tuple[int, int, int], groups: int
+) -> Tensor:
+    """A stride-1, unpadded 3-d convolution of (N, C, D, H, W) with (O, C / groups, kd,
+    kh, kw), as one 2-d convolution: output depth d reads input planes d + t * dilation
+    for t < kd, stacked as channels (c, t) of an (N * OD, C * kd, H, W) input, which is
+    what the weight reshaped to (O, C / groups * kd, kh, kw) expects, group by group."""
+    n, _, depth, _, _ = x.shape
+    out_channels, _, kd, _, _ = weight.shape
+    out_depth = depth - dilation[0] * (kd - 1)
+    planes = [x.narrow(2, t * dilation[0], out_depth).permute(0, 2, 1, 3, 4) for t in range(kd)]
+    stacked = stack(planes, 3)  # (N, OD, C, kd, H, W)
+    stacked = stacked.reshape(n * out_depth, -1, *stacked.shape[4:])
+    flat_weight = weight.reshape(out_channels, -1, *weight.shape[3:])
+    result = conv2d(stacked, flat_weight, bias, 1, 0, dilation[1:], groups)
+    return result.reshape(n, out_depth, *result.shape[1:]).permute(0, 2, 1, 3, 4)
+
+
+def _conv_transpose(
+    op: str,
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    stride: Any,
+    padding: Any,
+    output_padding: Any,
+    groups: int,
+    dilation: Any,
+    dims: int,
+) -> Tensor:
+    """The transposed convolution over ``dims`` (2 or 3) spatial dims."""
+    x, unbatched = _batched(input, op, dims + 2)
+    spatial = ("kh, kw", "kd, kh, kw")[dims - 2]
+    if weight.ndim != dims + 2:
+        raise ShapeError(
+            f"{op}: the weight must be (in_channels, out_channels / groups, {spatial}), got "
+            f"{format_shape(weight.shape)}"
+        )
+    if weight.dtype != x.dtype:
+        raise DTypeError(
+            f"{op}: the input is {x.dtype} but the weight is {weight.dtype}; convert one of "
+            "them (e.g. `model.to(kg.float64)` or `x.float()`)"
+        )
+    channels = x.shape[1]
+    if groups < 1 or channels % groups or weight.shape[0] != channels:
+        raise ShapeError(
+            f"{op}: the input has {channels} channels (shape {format_shape(x.shape)}) but the "
+            f"weight of shape {format_shape(weight.shape)} expects {weight.shape[0]} "
+            f"in {groups} group(s)"
+        )
+    tuples = _pair if dims == 2 else _triple
+    strides, paddings = tuples(stride, "stride"), tuples(padding, "padding")
+    extra, dilations = tuples(output_padding, "output_padding"), tuples(dilation, "dilation")
+    if min(strides) < 1 or min(dilations) < 1 or min(paddings) < 0:
+        raise ArgumentError(f"{op}: stride and dilation must be positive and padding >= 0")
+    for e, s, d in zip(extra, strides, dilations):
+        if not 0 <= e < max(s, d):
+            raise ArgumentError(
+                f"{op}: output_padding {extra} must be smaller than stride {strides} or "
+                f"dilation {dilations}"
+            )
+    kernel = weight.shape[2:]
+    for k in range(dims):
+        dim = 2 + k
+        x = _spread(x, dim, strides[k])
+        border = dilations[k] * (kernel[k] - 1) - paddings[k]
+        x = _pad_or_crop(x, dim, border, border + extra[k])
+        if x.shape[dim] < dilations[k] * (kernel[k] - 1) + 1:
+            raise ShapeError(
+                f"{op}: padding {paddings} is too large for the input of shape "
+                f"{format_shape(input.shape)} and the kernel {tuple(kernel)}: the output "
+                "would be empty"
+            )
+    out_per_group = weight.shape[1]
+    # (C_in, C_out/g, k...) -> (C_out, C_in/g, k...), flipped in space
+    swapped = weight.reshape(groups, channels // groups, out_per_group, *kernel)
+    swapped = swapped.transpose(1, 2).reshape(groups * out_per_group, channels // groups, *kernel)
+    flipped = swapped.flip(tuple(range(2, dims + 2)))
+    if dims == 3:
+        result = _conv3d_stride1(x, flipped, bias, dilations, groups)
+    else:
+        result = conv2d(x, flipped, bias, 1, 0, dilations, groups)
+    return result.squeeze(0) if unbatched else result
 
 
 def conv_transpose2d(
@@ -65,53 +154,35 @@ def conv_transpose2d(
     >>> kg.nn.functional.conv_transpose2d(x, kg.ones(1, 1, 2, 2), stride=2).shape
     (1, 1, 4, 4)
     """
-    op = "conv_transpose2d"
-    x, unbatched = _batched(input, op, 4)
-    if weight.ndim != 4:
-        raise ShapeError(
-            f"{op}: the weight must be (in_channels, out_channels / groups, kh, kw), got "
-            f"{format_shape(weight.shape)}"
-        )
-    if weight.dtype != x.dtype:
-        raise DTypeError(
-            f"{op}: the input is {x.dtype} but the weight is {weight.dtype}; convert one of "
-            "them (e.g. `model.to(kg.float64)` or `x.float()`)"
-        )
-    channels = x.shape[1]
-    if groups < 1 or channels % groups or weight.shape[0] != channels:
-        raise ShapeError(
-            f"{op}: the input has {channels} channels (shape {format_shape(x.shape)}) but the "
-            f"weight of shape {format_shape(weight.shape)} expects {weight.shape[0]} "
-            f"in {groups} group(s)"
-        )
-    strides, paddings = _pair(stride, "stride"), _pair(padding, "padding")
-    extra, dilations = _pair(output_padding, "output_padding"), _pair(dilation, "dilation")
-    if min(strides) < 1 or min(dilations) < 1 or min(paddings) < 0:
-        raise ArgumentError(f"{op}: stride and dilation must be positive and padding >= 0")
-    for e, s, d in zip(extra, strides, dilations):
-        if not 0 <= e < max(s, d):
-            raise ArgumentError(
-                f"{op}: output_padding {extra} must be smaller than stride {strides} or "
-                f"dilation {dilations}"
-            )
-    kernel = weight.shape[2:]
-    for dim in (2, 3):
-        k = dim - 2
-        x = _spread(x, dim, strides[k])
-        border = dilations[k] * (kernel[k] - 1) - paddings[k]
-        x = _pad_or_crop(x, dim, border, border + extra[k])
-        if x.shape[dim] < dilations[k] * (kernel[k] - 1) + 1:
-            raise ShapeError(
-                f"{op}: padding {paddings} is too large for the input of shape "
-                f"{format_shape(input.shape)} and the kernel {tuple(kernel)}: the output "
-                "would be empty"
-            )
-    out_per_group = weight.shape[1]
-    # (C_in, C_out/g, kh, kw) -> (C_out, C_in/g, kh, kw), flipped in space
-    swapped = weight.reshape(groups, channels // groups, out_per_group, *kernel)
-    swapped = swapped.transpose(1, 2).reshape(groups * out_per_group, channels // groups, *kernel)
-    result = conv2d(x, swapped.flip((2, 3)), bias, 1, 0, dilations, groups)
-    return result.squeeze(0) if unbatched else result
+    return _conv_transpose(
+        "conv_transpose2d", input, weight, bias, stride, padding, output_padding, groups,
+        dilation, 2,
+    )  # fmt: skip
+
+
+def conv_transpose3d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    output_padding: Any = 0,
+    groups: int = 1,
+    dilation: Any = 1,
+) -> Tensor:
+    """Transposed 3-d convolution of (N, C_in, D, H, W) (or unbatched) input with a
+    weight of shape (C_in, C_out / groups, kd, kh, kw), as
+    ``torch.nn.functional.conv_transpose3d``; sizes as for ``conv_transpose2d``, per dim.
+
+    >>> import kernelgrad as kg
+    >>> x = kg.ones(1, 1, 2, 2, 2)
+    >>> kg.nn.functional.conv_transpose3d(x, kg.ones(1, 3, 2, 2, 2), stride=2).shape
+    (1, 3, 4, 4, 4)
+    """
+    return _conv_transpose(
+        "conv_transpose3d", input, weight, bias, stride, padding, output_padding, groups,
+        dilation, 3,
+    )  # fmt: skip
 
 
 def conv_transpose1d(

@@ -73,7 +73,7 @@ def test_few_items_with_long_loops_run_the_parallel_form(monkeypatch):
 
     def spy(program, launch):
         launcher, prefix = real(program, launch)
-        parallel, serial = kernel_module._launchers(program, launch)
+        parallel, _ = kernel_module._launchers(program, launch)
         chosen.append("parallel" if launcher is parallel else "serial")
         return launcher, prefix
 

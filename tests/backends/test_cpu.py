@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from math import prod
 
 import numpy as np
 import pytest
@@ -437,3 +438,38 @@ def test_products_the_split_does_not_serve_fall_back_to_numpy():
     assert blas._split_arguments(np.ones((1, 4), np.float32), f32, f32[:1]) is None  # one row
     assert blas._split_arguments(f32, f32, np.ones((4, 4), np.float32).T) is None  # out F-order
     assert blas._split_arguments(f32[:, ::2], f32[:2], f32[:, :4]) is None  # strided columns
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes"),
+    [
+        ((128, 256), (0,)),  # a bias gradient: column sums
+        ((3, 5, 40), (0, 1)),  # two reduced dims before the kept one
+        ((6, 9), (0,)),  # one short block
+        ((40, 5), (0,)),  # under 8 outputs: the per-output form
+        ((300, 200), (0,)),  # more outputs than one block of COLUMNS
+    ],
+)
+def test_fused_column_sums_agree_with_numpy(shape, axes):
+    """kg.compile's fused sum over leading axes with the kept axis contiguous runs the
+    column form (rows added into blocks of outputs), with a prologue and an epilogue."""
+    from kernelgrad.backends.cpu.fused_reduce import FusedReduceKernel
+    from kernelgrad.backends.fused_reduce import FusedReduction
+    from kernelgrad.dtypes import float32
+
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(prod(shape) + 3).astype(np.float32)
+    bias = rng.standard_normal(shape[-1]).astype(np.float32)
+    strides = tuple(prod(shape[d + 1 :]) for d in range(len(shape)))
+    reduction = FusedReduction(
+        "sum", shape, axes, float32, float32,
+        ("twice", "def twice(a0):\n    return a0 * 2.0\n"), [float32], [strides], [],
+        ("plus", "def plus(r, a0):\n    return r + a0\n"), [float32], [(1,)], [],
+        (shape[-1],), [float32], [(1,)], "test",
+    )  # fmt: skip
+    kernel = FusedReduceKernel(reduction, 1 << 17)
+    assert ("sums" in kernel.kernel.py_func.__code__.co_varnames) == (shape[-1] >= 8)
+    out = np.zeros(shape[-1], np.float32)
+    kernel.run([x, bias, out], [3, 0, 0])  # the input starts 3 elements in
+    expected = (x[3:].reshape(shape) * 2).sum(axis=axes) + bias
+    assert_close(out, expected, rtol=1e-5, atol=1e-5)

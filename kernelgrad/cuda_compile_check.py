@@ -217,7 +217,8 @@ def nn_layers(device: str) -> None:
     embedding(_tensor([[1, 2], [9, 1]], kg.int64, device)).sum().backward()
     functional.max_pool2d(images, 3, stride=2, padding=1).sum()
     functional.one_hot(labels, 5)
-    # attention with its options, transposed 3-d convolution, bicubic and area resampling
+    # attention with its options, 3-d convolution (transposed and not), bicubic and area
+    # resampling
     attention = nn.MultiheadAttention(4, 2, add_bias_kv=True, add_zero_attn=True, kdim=3).to(device)
     query = kg.randn(2, 1, 4, device=device, requires_grad=True)
     padding = _tensor([[False, False, True]], kg.bool, device)
@@ -228,7 +229,10 @@ def nn_layers(device: str) -> None:
     volume = kg.randn(1, 2, 2, 2, 2, device=device, requires_grad=True)
     upsampled = nn.ConvTranspose3d(2, 2, 2, stride=2, groups=2).to(device)(volume)
     resized = functional.interpolate(upsampled[:, :, 0], size=3, mode="bicubic")
-    (resized.sum() + functional.interpolate(volume, size=(1, 3, 1), mode="area").sum()).backward()
+    conv3d = nn.Conv3d(2, 3, (3, 2, 2), stride=(2, 1, 2), padding=(1, 1, 0)).to(device)
+    encoded = conv3d(upsampled).sum()
+    area = functional.interpolate(volume, size=(1, 3, 1), mode="area").sum()
+    (resized.sum() + area + encoded).backward()
 
 
 def optimizers(device: str) -> None:

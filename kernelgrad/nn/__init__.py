@@ -40,7 +40,7 @@ from .activation import (
     Threshold,
 )
 from .container import ModuleDict, ModuleList, Sequential
-from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .device_functions import UnsupportedLayerError, device_function
 from .dropout import Dropout, Dropout1d, Dropout2d
 from .embedding import Embedding
@@ -95,6 +95,7 @@ __all__ = [
     "Unflatten",
     "Conv1d",
     "Conv2d",
+    "Conv3d",
     "ConvTranspose1d",
     "ConvTranspose2d",
     "ConvTranspose3d",

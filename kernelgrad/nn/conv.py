@@ -1,5 +1,5 @@
-"""Convolution layers: ``Conv1d``, ``Conv2d``, ``ConvTranspose1d``, ``ConvTranspose2d`` and
-``ConvTranspose3d``."""
+"""Convolution layers: ``Conv1d``, ``Conv2d``, ``Conv3d``, ``ConvTranspose1d``,
+``ConvTranspose2d`` and ``ConvTranspose3d``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from . import functional as F
 from . import init
 from .module import Module, Parameter
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 
 def _tuple(value: Any, n: int) -> tuple:
@@ -125,6 +125,26 @@ class Conv1d(_ConvNd):
             padding,
             self.dilation[0],
             self.groups,
+        )
+
+
+class Conv3d(_ConvNd):
+    """3-d convolution over (N, C, D, H, W) input; weight (out, in / groups, kd, kh, kw),
+    initialised as in PyTorch. ``padding`` may be an int, a triple, ``"valid"`` or
+    ``"same"``. Runs as one 2-d convolution over stacked depth planes
+    (``nn/functional/convolution3d.py``).
+
+    >>> import kernelgrad as kg
+    >>> conv = kg.nn.Conv3d(2, 4, kernel_size=3, stride=(1, 2, 2), padding=1)
+    >>> conv(kg.zeros(1, 2, 4, 8, 8)).shape
+    (1, 4, 4, 4, 4)
+    """
+
+    _dims = 3
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.conv3d(
+            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
         )
 
 

@@ -4,7 +4,7 @@ Everything here is written with Tensor operations, a few explicitly fused elemen
 kernels, and the ``@kg.kernel`` convolution and loss kernels of ``nn/_conv_kernels.py`` and
 ``nn/_loss_kernels.py`` (one source for the CPU and CUDA), so it runs unchanged on every
 backend. The functions live in one module per family (``activation``, ``linear``,
-``convolution``, ``transposed`` convolution, ``pooling``, ``resampling``,
+``convolution``, ``convolution3d``, ``transposed`` convolution, ``pooling``, ``resampling``,
 ``attention``, ``layers``: dropout, normalisation, embedding, padding; ``loss``); this
 package is their public face.
 
@@ -55,6 +55,7 @@ from .activation import (
 )
 from .attention import multi_head_attention_forward, scaled_dot_product_attention
 from .convolution import conv1d, conv2d
+from .convolution3d import conv3d
 from .layers import (
     batch_norm,
     channel_dropout,
@@ -122,6 +123,7 @@ __all__ = [
     "multi_head_attention_forward",
     "conv1d",
     "conv2d",
+    "conv3d",
     "conv_transpose1d",
     "conv_transpose2d",
     "conv_transpose3d",

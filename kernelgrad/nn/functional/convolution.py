@@ -77,36 +77,10 @@ def conv2d(
             f"shape {format_shape(weight.shape)}"
         )
     _check_float(x, op)
-    for other, what in ((weight, "weight"), (bias, "bias")):
-        if other is None:
-            continue
-        if other.device != x.device:
-            raise DeviceMismatchError(
-                f"{op}: the input is on {x.device} but the {what} is on {other.device}; "
-                "move the module with `model.to(device)` or the input with `x.to(device)`"
-            )
-        if other.dtype is not x.dtype:
-            raise DTypeError(
-                f"{op}: the input is {x.dtype} but the {what} is {other.dtype}; convert one "
-                "of them (e.g. `model.to(kg.float64)` or `x.float()`)"
-            )
+    _check_operands(op, x, weight, bias)
     n, c, h, w = x.shape
-    out_channels, group_channels, kh, kw = weight.shape
-    if groups < 1 or c % groups or out_channels % groups:
-        raise ShapeError(
-            f"{op}: groups={groups} must divide both the input channels ({c}) and the output "
-            f"channels ({out_channels})"
-        )
-    if group_channels * groups != c:
-        raise ShapeError(
-            f"{op}: the input has {c} channels (shape {format_shape(input.shape)}) but the "
-            f"weight of shape {format_shape(weight.shape)} expects {group_channels * groups} "
-            f"(= {group_channels} per group x {groups} groups)"
-        )
-    if bias is not None and bias.shape != (out_channels,):
-        raise ShapeError(
-            f"{op}: the bias must have shape ({out_channels},), got {format_shape(bias.shape)}"
-        )
+    out_channels, _, kh, kw = weight.shape
+    _check_groups(op, input, c, weight, bias, groups)
     stride2 = _pair(stride, "stride")
     dilation2 = _pair(dilation, "dilation")
     if min(stride2) < 1 or min(dilation2) < 1:
@@ -125,6 +99,46 @@ def conv2d(
     )
     result = _conv2d_forward(x, weight, bias, plan)
     return result.squeeze(0) if unbatched else result
+
+
+def _check_operands(op: str, x: Tensor, weight: Tensor, bias: Tensor | None) -> None:
+    """The weight and bias are on the input's device, with its dtype."""
+    for other, what in ((weight, "weight"), (bias, "bias")):
+        if other is None:
+            continue
+        if other.device != x.device:
+            raise DeviceMismatchError(
+                f"{op}: the input is on {x.device} but the {what} is on {other.device}; "
+                "move the module with `model.to(device)` or the input with `x.to(device)`"
+            )
+        if other.dtype is not x.dtype:
+            raise DTypeError(
+                f"{op}: the input is {x.dtype} but the {what} is {other.dtype}; convert one "
+                "of them (e.g. `model.to(kg.float64)` or `x.float()`)"
+            )
+
+
+def _check_groups(
+    op: str, input: Tensor, c: int, weight: Tensor, bias: Tensor | None, groups: int
+) -> None:
+    """``groups`` divides the channels, the weight expects ``c`` input channels and the
+    bias has one value per output channel."""
+    out_channels, group_channels = weight.shape[:2]
+    if groups < 1 or c % groups or out_channels % groups:
+        raise ShapeError(
+            f"{op}: groups={groups} must divide both the input channels ({c}) and the output "
+            f"channels ({out_channels})"
+        )
+    if group_channels * groups != c:
+        raise ShapeError(
+            f"{op}: the input has {c} channels (shape {format_shape(input.shape)}) but the "
+            f"weight of shape {format_shape(weight.shape)} expects {group_channels * groups} "
+            f"(= {group_channels} per group x {groups} groups)"
+        )
+    if bias is not None and bias.shape != (out_channels,):
+        raise ShapeError(
+            f"{op}: the bias must have shape ({out_channels},), got {format_shape(bias.shape)}"
+        )
 
 
 class _ConvPlan:

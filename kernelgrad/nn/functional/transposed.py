@@ -9,7 +9,7 @@ channel dims swapped per group. The zeros cost ``stride**dims`` times the multip
 of a direct scatter; written this way every step is an existing differentiable
 operation and the convolution kernels do the work. The 3-d form folds depth into the
 2-d convolution: each output depth is one 2-d convolution over the ``kd`` input planes
-it reads, stacked as channels (``_conv3d_stride1``)."""
+it reads, stacked as channels (``convolution3d._conv3d_as_2d``, as ``conv3d``)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ from typing import Any
 
 from ...errors import ArgumentError, DTypeError, ShapeError, format_shape
 from ...ops.movement import pad as _pad_constant
-from ...ops.movement import stack
 from ...tensor import Tensor
 from ._layout import _batched, _pair, _single, _triple
 from .convolution import conv2d
+from .convolution3d import _conv3d_as_2d
 
 
 def _spread(x: Tensor, dim: int, stride: int) -> Tensor:
@@ -47,24 +47,6 @@ def _pad_or_crop(x: Tensor, dim: int, before: int, after: int) -> Tensor:
         amounts = [0, 0] * (x.ndim - dim - 1) + [before, after]
         x = _pad_constant(x, tuple(amounts), 0.0)
     return x
-
-
-def _conv3d_stride1(
-    x: Tensor, weight: Tensor, bias: Tensor | None, dilation: tuple[int, int, int], groups: int
-) -> Tensor:
-    """A stride-1, unpadded 3-d convolution of (N, C, D, H, W) with (O, C / groups, kd,
-    kh, kw), as one 2-d convolution: output depth d reads input planes d + t * dilation
-    for t < kd, stacked as channels (c, t) of an (N * OD, C * kd, H, W) input, which is
-    what the weight reshaped to (O, C / groups * kd, kh, kw) expects, group by group."""
-    n, _, depth, _, _ = x.shape
-    out_channels, _, kd, _, _ = weight.shape
-    out_depth = depth - dilation[0] * (kd - 1)
-    planes = [x.narrow(2, t * dilation[0], out_depth).permute(0, 2, 1, 3, 4) for t in range(kd)]
-    stacked = stack(planes, 3)  # (N, OD, C, kd, H, W)
-    stacked = stacked.reshape(n * out_depth, -1, *stacked.shape[4:])
-    flat_weight = weight.reshape(out_channels, -1, *weight.shape[3:])
-    result = conv2d(stacked, flat_weight, bias, 1, 0, dilation[1:], groups)
-    return result.reshape(n, out_depth, *result.shape[1:]).permute(0, 2, 1, 3, 4)
 
 
 def _conv_transpose(
@@ -128,7 +110,7 @@ def _conv_transpose(
     swapped = swapped.transpose(1, 2).reshape(groups * out_per_group, channels // groups, *kernel)
     flipped = swapped.flip(tuple(range(2, dims + 2)))
     if dims == 3:
-        result = _conv3d_stride1(x, flipped, bias, dilations, groups)
+        result = _conv3d_as_2d(x, flipped, bias, (1, 1, 1), 0, dilations, groups)
     else:
         result = conv2d(x, flipped, bias, 1, 0, dilations, groups)
     return result.squeeze(0) if unbatched else result

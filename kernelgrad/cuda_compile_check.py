@@ -217,6 +217,18 @@ def nn_layers(device: str) -> None:
     embedding(_tensor([[1, 2], [9, 1]], kg.int64, device)).sum().backward()
     functional.max_pool2d(images, 3, stride=2, padding=1).sum()
     functional.one_hot(labels, 5)
+    # recurrent layers over a packed batch: each cell's step kernels, forward and
+    # backward, with and without biases and an LSTM projection
+    steps = kg.randn(3, 2, 2, device=device, requires_grad=True)
+    recurrent = [
+        nn.LSTM(2, 3, proj_size=2, bidirectional=True), nn.LSTM(2, 3, bias=False),
+        nn.GRU(2, 3, bidirectional=True), nn.GRU(2, 3, bias=False),
+        nn.RNN(2, 3), nn.RNN(2, 3, nonlinearity="relu"),
+    ]  # fmt: skip
+    for layer in recurrent:
+        output, state = layer.to(device)(nn.utils.rnn.pack_padded_sequence(steps, [3, 2]))
+        h_n = state[0] if isinstance(state, tuple) else state
+        (output.data.sum() + h_n.sum()).backward()
 
 
 def optimizers(device: str) -> None:

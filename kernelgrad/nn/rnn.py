@@ -36,7 +36,7 @@ from typing import Any
 
 import kernelgrad as kg
 
-from ..errors import ArgumentError, DTypeError, ShapeError, format_shape
+from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, format_shape
 from ..ops.creation import empty, zeros
 from ..ops.movement import cat, stack
 from ..tensor import Tensor
@@ -208,10 +208,11 @@ class RNNBase(Module):
                 f"(seq, features) or a PackedSequence, got {got}"
             )
         self._check_features(input)
-        if input.shape[0] == 0 or (input.ndim == 3 and input.shape[1] == 0):
+        steps = input.shape[1 if self.batch_first and input.ndim == 3 else 0]
+        if steps == 0:
             raise ShapeError(
-                f"{type(self).__name__}: the input of shape {format_shape(input.shape)} has "
-                "no time steps or no sequences"
+                f"{type(self).__name__}: expected a sequence length larger than 0, got an "
+                f"input of shape {format_shape(input.shape)}"
             )
         unbatched = input.ndim == 2
         if unbatched:
@@ -230,10 +231,21 @@ class RNNBase(Module):
             return zeros(expected, dtype=like.dtype, device=like.device)
         if unbatched:
             given = given.unsqueeze(1)
+        name = type(self).__name__
+        if given.device != like.device:
+            raise DeviceMismatchError(
+                f"{name}: {what} is on {given.device} but the input is on {like.device}; move "
+                f"it (`{what}.to({str(like.device)!r})`)"
+            )
+        if given.dtype != like.dtype:
+            raise DTypeError(
+                f"{name}: {what} is {given.dtype} but the input is {like.dtype}; convert it "
+                f"(`{what}.to({like.dtype})`)"
+            )
         if given.shape != expected:
             shown = expected[:1] + expected[2:] if unbatched else expected
             raise ShapeError(
-                f"{type(self).__name__}: {what} must have shape {format_shape(shown)} "
+                f"{name}: {what} must have shape {format_shape(shown)} "
                 f"(num_layers * num_directions, {'' if unbatched else 'batch, '}"
                 f"{feature_name}), got "
                 f"{format_shape(given.shape if not unbatched else given.squeeze(1).shape)}"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kernelgrad as kg
-from kernelgrad.errors import ArgumentError, BackwardError, ShapeError
+from kernelgrad.errors import ArgumentError, BackwardError, DTypeError, ShapeError
 from tests.helpers import assert_close, check_grad
 
 SEQ, BATCH, FEATURES, HIDDEN = 3, 2, 3, 4
@@ -310,6 +310,21 @@ def test_packed_sequences_match_pytorch(kind, options, lengths):
         theirs.zero_grad()
         ours.zero_grad()
         _compare_with_pytorch(torch, theirs, ours, kind, x, states, rng)
+
+
+def test_empty_batches_and_bad_inputs():
+    gru = kg.nn.GRU(2, 3, bidirectional=True)
+    x = kg.randn(3, 0, 2, requires_grad=True)  # no sequences: empty results, as PyTorch
+    output, h_n = gru(x)
+    assert output.shape == (3, 0, 6) and h_n.shape == (2, 0, 3)
+    output.sum().backward()
+    assert x.grad.shape == (3, 0, 2)
+    with pytest.raises(ShapeError, match="sequence length larger than 0"):
+        kg.nn.LSTM(2, 3, batch_first=True)(kg.randn(2, 0, 2))
+    with pytest.raises(DTypeError, match=r"h_0 is kg.float64 but the input is kg.float32"):
+        kg.nn.LSTM(2, 3)(
+            kg.randn(4, 2, 2), (kg.zeros(1, 2, 3, dtype=kg.float64), kg.zeros(1, 2, 3))
+        )
 
 
 def test_packed_input_errors_name_the_problem():

@@ -338,6 +338,7 @@ class _LSTMLayer(Function):
         d_h_view, d_c_view = d_h._view(), d_c._view()
         w_hh_view = w_hh._view()
         w_hr_view = w_hr._view() if w_hr is not None else None
+        d_unprojected_view = d_unprojected._view() if d_unprojected is not None else None
         for step in reversed(steps.order()):
             rows = steps.sizes[step]
             previous, output = steps.previous_slot(step), steps.output_slot(step)
@@ -348,7 +349,7 @@ class _LSTMLayer(Function):
                 backend.elementwise(
                     add, [total], [_rows(output_steps[step], rows), d_h_rows], [hs.dtype] * 2
                 )
-                cell_h = _rows(d_unprojected._view(), rows)
+                cell_h = _rows(d_unprojected_view, rows)
                 backend.matmul(cell_h, total, w_hr_view)
                 d_h_parts = [cell_h, 0.0]
             else:
@@ -385,12 +386,14 @@ class _GRULayer(Function):
     def forward(ctx, steps, x, h0, w_ih, w_hh, b_ih, b_hh):
         hidden = w_hh.shape[1]
         bias = None
-        bias_n: Any = 0.0
+        # n's hidden bias for a step of each size: a (rows, hidden) broadcast view, or 0
+        bias_n: dict[int, Any] = dict.fromkeys(steps.sizes, 0.0)
         if b_ih is not None:
             # r's and z's hidden biases are plain sums: fold them into the projection
             no_bias = zeros((hidden,), dtype=x.dtype, device=x.device)
             bias = b_ih + cat([b_hh[: 2 * hidden], no_bias])
-            bias_n = b_hh[2 * hidden :]
+            for rows in bias_n:
+                bias_n[rows] = b_hh[2 * hidden :]._broadcast_view((rows, hidden))
         x_flat, gates = _projection(x, w_ih, bias)  # becomes r, z, n
         hs = _state_buffer(steps, h0)
         hidden_n = empty((steps.count, steps.batch, hidden), dtype=x.dtype, device=x.device)
@@ -408,14 +411,10 @@ class _GRULayer(Function):
             h_previous = _rows(h_slots[previous], rows)
             backend.matmul(product, h_previous, w_hh_t)
             three = _gates(_rows(gate_steps[step], rows), 3)
-            if isinstance(bias_n, Tensor):
-                bias_view = bias_n._broadcast_view((rows, hidden))
-            else:
-                bias_view = bias_n
             backend.elementwise(
                 kernel,
                 [_rows(h_slots[output], rows), *three, _rows(n_steps[step], rows)],
-                [*three, *_gates(product, 3), bias_view, h_previous],
+                [*three, *_gates(product, 3), bias_n[rows], h_previous],
                 compute,
             )
         ctx.steps = steps

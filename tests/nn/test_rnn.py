@@ -386,7 +386,7 @@ def test_a_compiled_training_step_equals_eager_steps(kind, device):
     def make():
         kg.manual_seed(6)
         options = {"proj_size": 2} if kind == "LSTM" else {}
-        layer = getattr(kg.nn, kind)(2, 3, bidirectional=True, **options)
+        layer = getattr(kg.nn, kind)(2, 3, **options)
         layer.to(device)
         return layer, kg.optim.SGD(layer.parameters(), lr=0.5)
 

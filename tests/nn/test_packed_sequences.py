@@ -91,3 +91,18 @@ def test_torch_style_imports_reach_the_packing_functions():
     assert rnn_utils is kg.nn.utils.rnn
     assert pack_padded_sequence is kg.nn.utils.rnn.pack_padded_sequence
     assert PackedSequence is kg.nn.utils.rnn.PackedSequence
+
+
+def test_packed_sequences_move_and_convert(device):
+    from kernelgrad.nn.utils.rnn import pack_sequence
+
+    packed = pack_sequence([kg.ones(2, 1), kg.ones(3, 1)], enforce_sorted=False)
+    moved = packed.to(device)
+    assert moved.sorted_indices.device == moved.unsorted_indices.device == moved.data.device
+    assert str(moved.batch_sizes.device) == "cpu"  # as PyTorch keeps it
+    assert moved.is_cuda == (device == "cuda")
+    converted = moved.double()
+    assert converted.data.dtype == kg.float64
+    assert converted.sorted_indices.cpu().tolist() == [1, 0]
+    assert moved.cpu().data.tolist() == packed.data.tolist()
+    assert packed.to("cpu") is packed

@@ -81,7 +81,14 @@ class PackedSequence(_Fields):
     def to(self, *args: Any, **kwargs: Any) -> PackedSequence:
         """``data.to(...)``; the indices follow the data's device, ``batch_sizes`` stays
         on the CPU."""
-        data = self.data.to(*args, **kwargs)
+        return self._with_data(self.data.to(*args, **kwargs))
+
+    def cuda(self, device: Any = None) -> PackedSequence:
+        return self._with_data(self.data.cuda(device))
+
+    def _with_data(self, data: Tensor) -> PackedSequence:
+        """The same sequences with ``data`` (converted or moved): the indices follow
+        its device."""
         if data is self.data:
             return self
         indices = [
@@ -89,9 +96,6 @@ class PackedSequence(_Fields):
             for t in (self.sorted_indices, self.unsorted_indices)
         ]
         return type(self)(data, self.batch_sizes, *indices)
-
-    def cuda(self, *args: Any, **kwargs: Any) -> PackedSequence:
-        return self.to(self.data.cuda(*args, **kwargs).device)
 
     def cpu(self) -> PackedSequence:
         return self.to("cpu")

@@ -8,9 +8,10 @@ fresh process of its own with the same thread count (see ``_timing.py``).
     python benchmarks/bench_lstm.py [--seq 35] [--batch 20] [--hidden 200] [--vocab 1000]
                                     [--steps 5] [--repeats 3] [--threads 2]
 
-Prints milliseconds per training step for each and the ratio. kernelgrad runs each time
-step as one matrix product plus one fused gate kernel (forward and backward), with the
-input projection of all steps as one matrix product; the time steps are a Python loop.
+Prints milliseconds per training step for each and the ratio. kernelgrad runs each LSTM
+layer as one autograd node (``kernelgrad/nn/_recurrence.py``): the input projection of
+all steps is one matrix product, each time step one matrix product plus one fused cell
+kernel forward and again backward, and the weight gradients one matrix product each.
 """
 
 from __future__ import annotations

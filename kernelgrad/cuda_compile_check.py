@@ -233,6 +233,18 @@ def nn_layers(device: str) -> None:
     encoded = conv3d(upsampled).sum()
     area = functional.interpolate(volume, size=(1, 3, 1), mode="area").sum()
     (resized.sum() + area + encoded).backward()
+    # recurrent layers over a packed batch: each cell's step kernels, forward and
+    # backward, with and without biases and an LSTM projection
+    steps = kg.randn(3, 2, 2, device=device, requires_grad=True)
+    recurrent = [
+        nn.LSTM(2, 3, proj_size=2, bidirectional=True), nn.LSTM(2, 3, bias=False),
+        nn.GRU(2, 3, bidirectional=True), nn.GRU(2, 3, bias=False),
+        nn.RNN(2, 3), nn.RNN(2, 3, nonlinearity="relu"),
+    ]  # fmt: skip
+    for layer in recurrent:
+        output, state = layer.to(device)(nn.utils.rnn.pack_padded_sequence(steps, [3, 2]))
+        h_n = state[0] if isinstance(state, tuple) else state
+        (output.data.sum() + h_n.sum()).backward()
 
 
 def optimizers(device: str) -> None:

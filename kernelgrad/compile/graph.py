@@ -52,6 +52,13 @@ def lift(view: ViewRef, shape: tuple[int, ...]) -> ViewRef:
     return ViewRef(view.slot, shape, strides, view.offset, view.dtype)
 
 
+def _lifts_to(view: ViewRef, shape: tuple[int, ...]) -> bool:
+    """Whether :func:`lift` can broadcast ``view`` to ``shape`` (a reader may see the
+    buffer with another rank, e.g. through a reshape, which no broadcast gives)."""
+    pad = len(shape) - len(view.shape)
+    return pad >= 0 and all(size in (1, target) for size, target in zip(view.shape, shape[pad:]))
+
+
 def _covers(view: ViewRef, slot: Slot) -> bool:
     return (
         view.offset == 0
@@ -244,7 +251,9 @@ class Analysis:
                     ok = all(_same_view(v, produced) and v.shape == shape for v in reads)
                 if not ok:
                     return False
-            elif not all(_same_view(v, lift(produced, shape)) for v in reads):
+            elif not _lifts_to(produced, shape) or not all(
+                _same_view(v, lift(produced, shape)) for v in reads
+            ):
                 return False
         # the producers' inputs must not alias what the kernel writes
         root = self.ops[group.root]
@@ -256,7 +265,9 @@ class Analysis:
                 target = written[view.slot]
                 if root.kind == "reduce" or with_reduction:
                     return False
-                if not _same_view(lift(view, target.shape), target):
+                if not _lifts_to(view, target.shape) or not _same_view(
+                    lift(view, target.shape), target
+                ):
                     return False
         return True
 

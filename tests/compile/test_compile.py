@@ -268,6 +268,17 @@ def test_views_and_aliased_arguments(device):
     assert len(compiled.plans) == 1
 
 
+def test_a_result_read_through_a_reshape_is_not_fused_into_its_reader(device):
+    # the reader's loop has another rank than the producer's: no broadcast relates them
+    def f(x):
+        return (x * 2).reshape(-1) + 1
+
+    compiled = kg.compile(f)
+    x = kg.tensor(np.arange(24.0).reshape(2, 3, 4), dtype=kg.float32, device=device)
+    for _ in range(3):
+        assert_close(compiled(x), f(x))
+
+
 def test_in_place_updates_of_arguments_are_replayed(device):
     def accumulate(total, x):
         total.add_(x * x)

@@ -1,4 +1,5 @@
-"""``kg.nn.utils``: gradient clipping (PyTorch's ``torch.nn.utils``).
+"""``kg.nn.utils``: gradient clipping and packed sequences (PyTorch's ``torch.nn.utils``;
+``kg.nn.utils.rnn`` is ``torch.nn.utils.rnn``).
 
 >>> import kernelgrad as kg
 >>> layer = kg.nn.Linear(2, 1)
@@ -8,6 +9,7 @@
 True
 """
 
+from . import rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_, get_total_norm
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "rnn"]

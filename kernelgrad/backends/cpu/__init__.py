@@ -531,18 +531,23 @@ class CPUBackend:
         )
         small = n_out * n_red < PARALLEL_THRESHOLD
         # Reducing over outer dims while the kept elements are contiguous: accumulate
-        # whole blocks of columns at once (vectorised), one pass over the input (small
-        # problems too, on the calling thread: a 128x256 bias gradient 43 -> 6 us).
-        # A block is at least COLUMN_BLOCK columns, and as wide as one thread's share of
-        # the row: each work item then streams long runs of memory (4096x4096 over dim
-        # 0: 8.9 ms in blocks of 256, 6.6 ms in blocks of 2048 on 2 threads).
-        if kstrides[-1] == 1 and kshape[-1] >= 8 and min(abs(s) for s in rstrides) > 1:
-            if small:
-                kernel, block = module.columns_serial, COLUMN_BLOCK
-            else:
-                threads = self._numba.get_num_threads()
-                kernel, block = module.columns, max(COLUMN_BLOCK, -(-kshape[-1] // threads))
-            return n_out, f"reduce_{kind}(columns)", kernel, shapes, block, 1, acc
+        # whole blocks of columns at once (vectorised), one pass over the input, in
+        # blocks of at least COLUMN_BLOCK columns and as wide as one thread's share of
+        # the row, so that each work item streams long runs of memory (4096x4096 over
+        # dim 0: 8.9 ms in blocks of 256, 6.6 ms in blocks of 2048 on 2 threads). Small
+        # problems keep the general serial kernel: a column form on the calling thread
+        # is 4-5x faster for a 128x256 bias gradient (43 -> 9 us) but costs another
+        # 0.9 s of compiling in a first training step (the serial kernels compile in the
+        # calling process; docs/kernels.md, "compile workers").
+        if (
+            not small
+            and kstrides[-1] == 1
+            and kshape[-1] >= 8
+            and min(abs(s) for s in rstrides) > 1
+        ):
+            threads = self._numba.get_num_threads()
+            block = max(COLUMN_BLOCK, -(-kshape[-1] // threads))
+            return n_out, f"reduce_{kind}(columns)", module.columns, shapes, block, 1, acc
 
         threads = self._numba.get_num_threads()
         nsplit = 1

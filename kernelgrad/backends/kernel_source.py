@@ -61,6 +61,7 @@ class KernelInfo:
     global_types: dict[str, str] = field(default_factory=dict)
     has_return: bool = False
     uses_private: bool = False
+    has_loops: bool | None = None  # filled on first use by kernel_work.work_per_item
 
 
 # --- errors ------------------------------------------------------------------------------

@@ -33,6 +33,20 @@ class _UnknownError(Exception):
     pass
 
 
+def work_per_item(info: Any, values: Sequence[Any]) -> int:
+    """:func:`item_work` of a kernel's ``KernelInfo``: 1 at once for a body without
+    loops (an elementwise kernel: most launches), found once and kept on the info."""
+    if info.has_loops is None:
+        info.has_loops = any(
+            isinstance(node, (ast.For, ast.While))
+            for statement in info.body
+            for node in ast.walk(statement)
+        )
+    if not info.has_loops:
+        return 1
+    return item_work(info.params, info.body, values)
+
+
 def item_work(params: Sequence[str], body: list[ast.stmt], values: Sequence[Any]) -> int:
     """Estimated units of work of one item of a kernel whose parameters ``params`` take
     ``values`` (the launch's argument values: arrays and numbers), at least 1."""

@@ -40,7 +40,7 @@ from ..kernel_source import (
     source_lines,
     unravel,
 )
-from ..kernel_work import item_work
+from ..kernel_work import work_per_item
 from .kernel_guards import Hoisted, hoist_guard
 
 _NUMBA_OPTIONS = "cache=True, error_model='numpy', nogil=True"
@@ -282,7 +282,7 @@ def _launcher_and_prefix(program: KernelProgram, launch: KernelLaunch) -> tuple[
     if spread is None:
         from . import PARALLEL_THRESHOLD
 
-        info = program.info
-        work = items * item_work(info.params, info.body, launch.arguments)
-        spread = work >= PARALLEL_THRESHOLD
+        spread = items >= PARALLEL_THRESHOLD or (
+            items * work_per_item(program.info, launch.arguments) >= PARALLEL_THRESHOLD
+        )
     return (parallel if spread else serial), prefix

@@ -37,6 +37,13 @@ def loaded_backends() -> dict[Device, Backend]:
     return dict(_INSTANCES)
 
 
+def kernel_launches_recorded() -> bool:
+    """Whether the CUDA compile check's recording is active (every launch must then go
+    through :func:`record_kernel_launch`)."""
+    recording: Any = importlib.import_module("kernelgrad.backends.cuda.recording")
+    return bool(recording.active())
+
+
 def record_kernel_launch(program: KernelProgram, launch: KernelLaunch) -> None:
     """Report a ``@kg.kernel`` launch, on any device, in its CUDA form to the CUDA compile
     check's recording when one is active (``backends/cuda/recording.py``, docs/cuda.md):

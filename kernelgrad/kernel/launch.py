@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import autograd
-from ..backends import get_backend, record_kernel_launch
+from ..backends import get_backend, kernel_launches_recorded, record_kernel_launch
 from ..backends.base import KernelLaunch, View
 from ..debug import compile_action, compile_counts, debug_level, log
 from ..device import Device, as_device
@@ -115,6 +115,7 @@ class Kernel:
             check_static(self.info, self.static)
         self._static_at = [self.info.params.index(name) for name in self.static]
         self._forms: dict[tuple, Kernel] = {}  # per static values: a specialised Kernel
+        self._eager: dict[tuple, tuple] = {}  # launches remembered by Kernel.launch
 
     def __repr__(self) -> str:
         return f"<kg.kernel {self.info.name}({', '.join(self.info.params)})>"
@@ -134,7 +135,26 @@ class Kernel:
         self.launch(args, ndrange, workgroup, device)
 
     def launch(self, args: Sequence[Any], ndrange: Any, workgroup: Any, device: Any) -> None:
-        """Check, convert and launch (what calling the kernel does)."""
+        """Check, convert and launch (what calling the kernel does). A launch like an
+        earlier one (the same argument dtypes, shapes, strides, devices, gradient
+        flags, integers, ndrange and workgroup) reuses that one's checks and
+        conversions where the backend has ``prepare_kernel`` (see :meth:`_eager_key`)."""
+        key = None
+        if not _trace().LAUNCH_HOOKS and not debug_level() and not kernel_launches_recorded():
+            key = self._eager_key(args, ndrange, workgroup, device)
+            entry = self._eager.get(key, _NEW) if key is not None else None
+            if entry is None:  # a launch that cannot be remembered (see _remember)
+                key = None
+            elif entry is not _NEW:
+                _launch_prepared(entry, args)
+                return
+        self._launch_checked(args, ndrange, workgroup, device)
+        if key is not None:
+            self._remember(key, args, ndrange, workgroup, device)
+
+    def _launch_checked(
+        self, args: Sequence[Any], ndrange: Any, workgroup: Any, device: Any
+    ) -> None:
         sizes, group = self._launch_shape(len(args), ndrange, workgroup)
         for counter in _trace().LAUNCH_HOOKS:
             counter.count += 1
@@ -148,6 +168,65 @@ class Kernel:
             backend.launch_kernel(program, launch)
         finally:
             self._finish(converted)
+
+    def _eager_key(
+        self, args: Sequence[Any], ndrange: Any, workgroup: Any, device: Any
+    ) -> tuple | None:
+        """What a launch's checks and conversions depend on, or None where a launch is
+        not cached (arguments other than tensors and Python numbers, an ndrange or
+        workgroup other than ints and tuples of ints)."""
+        key: list[Any] = [autograd._mode.enabled, device]
+        for sizes in (ndrange, workgroup):
+            kind = type(sizes)
+            if kind is tuple:
+                key.append(sizes)
+            elif kind is int or sizes is None:
+                key.append((sizes,))
+            else:
+                return None
+        tensor_class = _tensor_class()
+        for value in args:
+            kind = type(value)
+            if kind is int or kind is bool:
+                key.append((kind, value))
+            elif kind is float:
+                key.append(float)
+            elif isinstance(value, tensor_class):
+                storage = value._storage
+                key.append(
+                    (value.dtype, value.shape, value._strides, storage.backend, value.requires_grad)
+                )
+            else:
+                return None
+        try:
+            return tuple(key)
+        except TypeError:  # pragma: no cover - an unhashable device argument
+            return None
+
+    def _remember(
+        self, key: tuple, args: Sequence[Any], ndrange: Any, workgroup: Any, device: Any
+    ) -> None:
+        """Keep this (successful) launch's checks and conversions under ``key`` (None
+        where the backend cannot prepare it, so that the next launch does not try)."""
+        if len(self._eager) >= 256:
+            self._eager.clear()
+        with autograd.no_grad():
+            prepared = self.prepare(args, ndrange, workgroup, device)
+        if prepared is None:
+            self._eager[key] = None
+            return
+        recipe = []
+        tensor_class = _tensor_class()
+        for position, value in enumerate(args):
+            if isinstance(value, tensor_class):
+                recipe.append(_FLAT if prepared.flatten[position] else _TENSOR)
+            elif type(value) is float and type(prepared.arguments[position]) is np.float32:
+                recipe.append(_FLOAT32)  # the float32 rule (see _narrow_floats)
+            else:
+                recipe.append(_AS_IS)
+        written = [p for p, name in enumerate(self.info.params) if name in self.info.written]
+        written = [p for p in written if isinstance(args[p], tensor_class)]
+        self._eager[key] = (prepared, recipe, written)
 
     def prepare(
         self, args: Sequence[Any], ndrange: Any, workgroup: Any, device: Any
@@ -405,6 +484,31 @@ class Kernel:
                     f"{label:<4} kernel {self.info.name:<20} ndrange={sizes!s:<16} "
                     f"{elapsed * 1e6:9.1f} us"
                 )
+
+
+# how _launch_prepared makes each argument's value (see Kernel._remember)
+_TENSOR, _FLAT, _FLOAT32, _AS_IS = range(4)
+_NEW = object()  # Kernel._eager has no entry for a key yet
+
+
+def _launch_prepared(entry: tuple, args: Sequence[Any]) -> None:
+    """A launch like the one ``entry`` remembers: only the tensors' arrays are made
+    again (their buffers and offsets change; their layouts are the key's)."""
+    prepared, recipe, written = entry
+    kernel_array = prepared.backend.kernel_array
+    values = []
+    for value, how in zip(args, recipe):
+        if how == _TENSOR:
+            values.append(kernel_array(_view(value, False)))
+        elif how == _FLAT:
+            values.append(kernel_array(_view(value, True)))
+        elif how == _FLOAT32:
+            values.append(np.float32(value))
+        else:
+            values.append(value)
+    prepared.call(values)
+    for position in written:
+        args[position]._storage.version += 1
 
 
 def _view(tensor: Any, flatten: bool) -> View:

@@ -83,7 +83,9 @@ def test_few_items_with_long_loops_run_the_parallel_form(monkeypatch):
     out = kg.zeros(64)
     _row_norms(out, kg.tensor(wide), ndrange=64)
     np.testing.assert_allclose(out.numpy(), (wide * wide).sum(1), rtol=1e-4)
+    made = len(chosen)  # (the launch, and the launch remembered for the next ones)
     narrow = rng.standard_normal((64, 4)).astype(np.float32)  # 64 items x 4 trips
     _row_norms(out, kg.tensor(narrow), ndrange=64)
     np.testing.assert_allclose(out.numpy(), (narrow * narrow).sum(1), rtol=1e-5)
-    assert chosen == ["parallel", "serial"]
+    assert set(chosen[:made]) == {"parallel"}
+    assert set(chosen[made:]) == {"serial"}

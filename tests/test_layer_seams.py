@@ -18,9 +18,6 @@ from kernelgrad.backends.base import backend_capability
 from kernelgrad.backends.cpu import CPUBackend
 
 PACKAGE = Path(kg.__file__).resolve().parent
-# The convolution choice still branches on the device type (it is being reworked for wide
-# convolutions, which will ask the backend instead); every other file keeps the seam.
-KNOWN_DEVICE_BRANCHES = {PACKAGE / "nn" / "functional" / "convolution.py"}
 
 
 def _layer_files() -> list[Path]:
@@ -54,7 +51,7 @@ def test_nn_and_optim_do_not_import_compile_or_branch_on_device_types() -> None:
             where = f"{path.relative_to(PACKAGE)}:{getattr(node, 'lineno', '?')}"
             if _imports_compile(node):
                 found.append(f"{where} imports the compile layer")
-            if _is_device_type(node) and path not in KNOWN_DEVICE_BRANCHES:
+            if _is_device_type(node):
                 found.append(f"{where} reads .device.type")
     assert not found, "\n".join(found)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import autograd
+from ...backends.base import backend_capability
 from ...errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, format_shape
 from ...ops.creation import empty, zeros
 from ...ops.elementwise import copy_into
@@ -203,6 +204,15 @@ def _same_strides(t: Tensor, strides: tuple[int, ...]) -> bool:
     return all(size == 1 or a == b for size, a, b in zip(t.shape, t._strides, strides))
 
 
+def _row_kernels(x: Tensor) -> bool:
+    """Whether the one-item-per-row kernels of ``_conv_kernels.py`` (a loop over a row's
+    columns inside each item) suit ``x``'s backend: where launches are not run by
+    cooperating groups of threads (the CPU), each item is one loop iteration and a row
+    per item is the fast form; on a GPU it would leave most threads idle, so the strided
+    tensor operations below are used instead."""
+    return not backend_capability(x._backend, "work_groups")
+
+
 def _padded_chwn(x: Tensor, plan: _ConvPlan) -> Tensor:
     """The zero-padded input as a (C, hp, wp, N) tensor with contiguous memory: the input
     itself when it is stored that way and needs no padding, else a copy."""
@@ -211,7 +221,7 @@ def _padded_chwn(x: Tensor, plan: _ConvPlan) -> Tensor:
         view = make_view(x, (c, h, w, n), (h * w * n, w * n, n, 1), x._offset)
         view._base = None
         return view
-    if x.device.type == "cpu":
+    if _row_kernels(x):
         from .. import _conv_kernels as kernels
 
         xq = empty((c, plan.hp, plan.wp, n), dtype=x.dtype, device=x.device)
@@ -246,11 +256,7 @@ DIRECT_MAX_TAPS = 160
 
 
 def _use_direct(x: Tensor, plan: _ConvPlan) -> bool:
-    return (
-        x.device.type == "cpu"
-        and plan.stride == (1, 1)
-        and plan.taps // plan.groups <= DIRECT_MAX_TAPS
-    )
+    return _row_kernels(x) and plan.stride == (1, 1) and plan.taps // plan.groups <= DIRECT_MAX_TAPS
 
 
 def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvPlan) -> Tensor:
@@ -395,7 +401,7 @@ def _col2im(grad_cols: Tensor, plan: _ConvPlan) -> Tensor:
     dh, dw = plan.dilation
     sh, sw = plan.stride
     hp, wp, oh, ow = plan.hp, plan.wp, plan.oh, plan.ow
-    if grad_cols.device.type == "cpu":
+    if _row_kernels(grad_cols):
         from .. import _conv_kernels as kernels
 
         grad_xq = empty((c, hp, wp, n), dtype=grad_cols.dtype, device=grad_cols.device)

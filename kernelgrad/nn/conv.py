@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ArgumentError, UnsupportedError
+from ..errors import ArgumentError
 from ..ops.creation import empty
 from ..tensor import Tensor
 from . import functional as F
@@ -13,6 +13,9 @@ from . import init
 from .module import Module, Parameter
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
+
+
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _tuple(value: Any, n: int) -> tuple:
@@ -44,8 +47,17 @@ class _ConvNd(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        if padding_mode != "zeros":
-            raise UnsupportedError(f"padding_mode={padding_mode!r} is not supported (only 'zeros')")
+        if padding_mode not in PADDING_MODES:
+            raise ArgumentError(
+                f"{type(self).__name__}: padding_mode must be one of "
+                f"{', '.join(map(repr, PADDING_MODES))}, got {padding_mode!r}"
+            )
+        if isinstance(padding, str) and padding not in ("same", "valid"):
+            raise ArgumentError(
+                f"{type(self).__name__}: padding must be an int, a tuple, 'same' or 'valid', "
+                f"got {padding!r}"
+            )
+        self.padding_mode = padding_mode
         if groups < 1 or in_channels % groups or out_channels % groups:
             raise ArgumentError(
                 f"groups={groups} must divide in_channels={in_channels} and "
@@ -82,7 +94,28 @@ class _ConvNd(Module):
             text += f", groups={self.groups}"
         if self.bias is None:
             text += ", bias=False"
+        if self.padding_mode != "zeros":
+            text += f", padding_mode={self.padding_mode!r}"
         return text
+
+    def _padded(self, input: Tensor) -> tuple[Tensor, Any]:
+        """The input and the padding the convolution itself applies: unchanged for
+        ``padding_mode="zeros"``; otherwise the input padded by ``F.pad`` in that mode
+        (``"reflect"``, ``"replicate"``, ``"circular"``) and no padding left, as in
+        PyTorch."""
+        if self.padding_mode == "zeros":
+            return input, self.padding
+        amounts: list[int] = []  # F.pad's (before, after) pairs, from the last dim back
+        for d in reversed(range(self._dims)):
+            if self.padding == "valid":
+                before = after = 0
+            elif self.padding == "same":
+                total = self.dilation[d] * (self.kernel_size[d] - 1)
+                before, after = total // 2, total - total // 2
+            else:
+                before = after = self.padding[d]
+            amounts += [before, after]
+        return F.pad(input, amounts, mode=self.padding_mode), 0
 
 
 class Conv2d(_ConvNd):
@@ -100,9 +133,8 @@ class Conv2d(_ConvNd):
     _dims = 2
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.conv2d(
-            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
+        x, padding = self._padded(input)
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class Conv1d(_ConvNd):
@@ -116,9 +148,11 @@ class Conv1d(_ConvNd):
     _dims = 1
 
     def forward(self, input: Tensor) -> Tensor:
-        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        x, padding = self._padded(input)
+        if isinstance(padding, tuple):
+            padding = padding[0]
         return F.conv1d(
-            input,
+            x,
             self.weight,
             self.bias,
             self.stride[0],
@@ -143,9 +177,8 @@ class Conv3d(_ConvNd):
     _dims = 3
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.conv3d(
-            input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
+        x, padding = self._padded(input)
+        return F.conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class _ConvTransposeNd(_ConvNd):

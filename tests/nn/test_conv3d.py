@@ -9,7 +9,7 @@ import pytest
 
 import kernelgrad as kg
 import kernelgrad.nn.functional as F
-from kernelgrad.errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
+from kernelgrad.errors import ArgumentError, DTypeError, ShapeError
 from kernelgrad.torch_alias import aliased
 from tests.helpers import assert_close, check_grad
 
@@ -163,8 +163,8 @@ def test_conv3d_errors():
         F.conv3d(x.long(), w.long())
     with pytest.raises(ValueError, match="groups=2 must divide"):
         kg.nn.Conv3d(3, 2, 3, groups=2)
-    with pytest.raises(UnsupportedError, match="padding_mode='reflect'"):
-        kg.nn.Conv3d(1, 1, 3, padding_mode="reflect")  # as Conv2d
+    with pytest.raises(ArgumentError, match="padding_mode must be one of"):
+        kg.nn.Conv3d(1, 1, 3, padding_mode="mirror")
 
 
 def test_conv3d_through_the_torch_alias():

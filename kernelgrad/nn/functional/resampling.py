@@ -5,7 +5,8 @@ Each spatial dim is resampled on its own (the modes are separable): nearest mode
 one source index per output position (one ``take``), linear modes blend two source
 indices and bicubic four (one ``take`` of all of them, then a weighted sum), with
 weights that depend only on the sizes; ``area`` averages windows (adaptive average
-pooling: a product with an averaging matrix per dim). The indices and weights are
+pooling: a product with an averaging matrix per dim), and ``antialias=True`` (bilinear,
+bicubic) multiplies by a weight matrix per dim whose filter is stretched when shrinking. The indices and weights are
 built on the host from the sizes alone; the data stays on its device, and the gradient
 is that of ``take`` (an ``index_add``) or of the product."""
 
@@ -28,6 +29,7 @@ _LINEAR_MODES = {"linear": 3, "bilinear": 4, "trilinear": 5}
 _INTERPOLATING_MODES = {**_LINEAR_MODES, "bicubic": 4}  # the modes with align_corners
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
 CUBIC_A = -0.75  # PyTorch's (and OpenCV's) cubic convolution coefficient
+ANTIALIAS_CUBIC_A = -0.5  # PyTorch's (and Pillow's) coefficient for antialiased bicubic
 
 
 def _sizes(
@@ -122,11 +124,59 @@ def _check_mode(input: Tensor, mode: str, align_corners: bool | None, antialias:
         raise ArgumentError(
             f"interpolate: antialias=True is only for modes bilinear and bicubic, not {mode!r}"
         )
-    if antialias:
-        raise UnsupportedError(
-            f"interpolate: antialias=True is not supported (mode {mode!r}); without it, "
-            "downsampling takes each output from the nearest 2 or 4 inputs per dim"
-        )
+
+
+def _antialias_filter(mode: str, x: np.ndarray) -> np.ndarray:
+    """The filter of an antialiased mode at distances ``x`` (in output pixels): the
+    triangle for bilinear, Keys' cubic with A = -0.5 for bicubic (PyTorch's and
+    Pillow's choice for antialiasing, unlike the plain bicubic mode's -0.75)."""
+    x = np.abs(x)
+    if mode == "bilinear":
+        return np.maximum(1.0 - x, 0.0)
+    a = ANTIALIAS_CUBIC_A
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+def _antialias_matrix(
+    size_in: int, size_out: int, scale: float | None, align_corners: bool, mode: str
+) -> np.ndarray:
+    """(size_out, size_in) weights of antialiased resampling along one dim, as PyTorch
+    computes them: when shrinking by ``s`` the filter is stretched ``s`` times (it
+    averages every input under it, not only the nearest 2 or 4), and each row's weights
+    are normalised to sum to 1 (so the borders renormalise instead of clamping)."""
+    if align_corners:
+        step = (size_in - 1) / (size_out - 1) if size_out > 1 else 0.0
+    else:
+        step = scale if scale is not None else size_in / size_out
+    taps = 2 if mode == "bilinear" else 4
+    stretch = max(step, 1.0)
+    support = taps / 2 * stretch
+    matrix = np.zeros((size_out, size_in))
+    for i in range(size_out):
+        center = step * (i + 0.5)
+        first = max(int(center - support + 0.5), 0)
+        last = min(int(center + support + 0.5), size_in)
+        positions = np.arange(first, last)
+        weights = _antialias_filter(mode, (positions - center + 0.5) / stretch)
+        total = weights.sum()
+        if total != 0:
+            matrix[i, first:last] = weights / total
+    return matrix
+
+
+def _antialias(
+    x: Tensor, sizes: list[int], scales: list[float | None], align_corners: bool, mode: str
+) -> Tensor:
+    """Antialiased bilinear or bicubic resampling: per spatial dim, a product with the
+    dim's weight matrix (the gradient is the product's)."""
+    for offset, (size_out, scale) in enumerate(zip(sizes, scales)):
+        dim = 2 + offset
+        weights = _antialias_matrix(x.shape[dim], size_out, scale, align_corners, mode)
+        matrix = tensor_from(weights.T, dtype=x.dtype, device=x.device)
+        x = (x.transpose(dim, -1) @ matrix).transpose(dim, -1)
+    return x
 
 
 def _area(x: Tensor, sizes: list[int]) -> Tensor:
@@ -182,7 +232,8 @@ def interpolate(
     (4-d), ``"trilinear"`` (5-d) with ``align_corners``, and ``"area"`` (adaptive
     average pooling). ``scale_factor`` gives the output size ``floor(size *
     scale_factor)`` and, unless ``recompute_scale_factor``, the scale that maps output
-    positions to input positions. ``antialias=True`` is not supported.
+    positions to input positions. ``antialias=True`` (bilinear, bicubic) stretches the
+    filter when shrinking so that every input under it counts, as PyTorch does.
 
     >>> import kernelgrad as kg
     >>> x = kg.tensor([[[1.0, 2.0]]])
@@ -195,6 +246,8 @@ def interpolate(
         raise ShapeError(f"interpolate: the output size {tuple(sizes)} must be positive")
     if mode == "area":
         return _area(input, sizes)
+    if antialias:
+        return _antialias(input, sizes, scales, bool(align_corners), mode)
     result = input
     for offset, (size_out, scale) in enumerate(zip(sizes, scales)):
         result = _resample_dim(result, 2 + offset, size_out, scale, bool(align_corners), mode)

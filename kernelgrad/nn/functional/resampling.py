@@ -6,9 +6,10 @@ one source index per output position (one ``take``), linear modes blend two sour
 indices and bicubic four (one ``take`` of all of them, then a weighted sum), with
 weights that depend only on the sizes; ``area`` averages windows (adaptive average
 pooling: a product with an averaging matrix per dim), and ``antialias=True`` (bilinear,
-bicubic) multiplies by a weight matrix per dim whose filter is stretched when shrinking. The indices and weights are
-built on the host from the sizes alone; the data stays on its device, and the gradient
-is that of ``take`` (an ``index_add``) or of the product."""
+bicubic) multiplies by a weight matrix per dim whose filter is stretched when
+shrinking. The indices and weights are built on the host from the sizes alone; the
+data stays on its device, and the gradient is that of ``take`` (an ``index_add``) or of
+the product."""
 
 from __future__ import annotations
 

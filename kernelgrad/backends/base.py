@@ -62,6 +62,13 @@ cannot; a replay calls it on every call for views whose buffers never change.
 (``launch.arguments``, or the same list with some arrays replaced by ``kernel_array`` of
 other buffers of the same layouts) that runs the ``@kg.kernel`` launch. The CPU backend
 has all four; without them every replay step goes through the primitive.
+
+One more serves eager ops: ``prepare_flat_elementwise(fn, kinds, compute_dtypes,
+out_dtype, shape)`` (``kinds``: ``"array"`` or ``"scalar"`` per input) returns
+``launch(out_buffer, *operands)``, each array input passed as its buffer and its offset,
+each scalar as a number, for a new contiguous output from contiguous inputs of that
+shape; or None. ``ops/elementwise.apply`` asks for it once per cached decision and calls
+it instead of ``elementwise`` unless the instance's ``elementwise`` is wrapped.
 """
 
 from __future__ import annotations

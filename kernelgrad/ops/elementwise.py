@@ -168,8 +168,8 @@ _PLAN_LIMIT = 4096  # distinct keys kept; the cache starts again when full
 class _Plan:
     """The decisions of one ``apply`` key (see above)."""
 
-    __slots__ = ("compute_dtypes", "first", "input_strides", "numel", "op", "out_dtype",
-                 "scalar_checks", "shape", "strides")  # fmt: skip
+    __slots__ = ("compute_dtypes", "first", "flat", "input_strides", "numel", "op",
+                 "out_dtype", "scalar_checks", "shape", "strides")  # fmt: skip
 
     def __init__(self, op: ElementwiseOp, operands: Sequence[Any], compute_dtypes: list[DType],
                  out_dtype: DType, shape: tuple[int, ...]) -> None:  # fmt: skip
@@ -192,6 +192,20 @@ class _Plan:
             not isinstance(x, Tensor) and not dtype.is_floating_point
             for x, dtype in zip(operands, compute_dtypes)
         )
+        self.flat = None  # the backend's launcher for contiguous operands (set_flat)
+
+    def set_flat(self, backend: Any, out: Tensor | None) -> None:
+        """Ask the backend for a launcher of this op's common case, a new result from
+        contiguous inputs of its own shape and scalars (``prepare_flat_elementwise``,
+        optional in the Backend protocol); ``apply`` then hands it buffers, offsets and
+        numbers, with no views in between."""
+        prepare = getattr(backend, "prepare_flat_elementwise", None)
+        if prepare is None or out is not None or self.op.scalar.nout != 1:
+            return
+        if any(s is not None and s != self.strides for s in self.input_strides):
+            return  # a broadcast or strided input: the general path
+        kinds = tuple("scalar" if s is None else "array" for s in self.input_strides)
+        self.flat = prepare(self.op.scalar, kinds, self.compute_dtypes, self.out_dtype, self.shape)
 
 
 def _plan_key(op: ElementwiseOp, operands: Sequence[Any], out: Tensor | None) -> tuple | None:
@@ -239,6 +253,19 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         buffer = backend.empty(plan.numel, out_dtype)
         strides = plan.strides
         result = Tensor._make(Storage(buffer, like.device, backend), shape, strides, 0, out_dtype)
+        flat = plan.flat
+        # the launcher, unless something watches the backend's primitives (kg.compile's
+        # trace, count_launches): those wrap ``elementwise`` on the instance
+        if flat is not None and "elementwise" not in backend.__dict__:
+            arguments = []
+            for x in operands:
+                if isinstance(x, Tensor):
+                    arguments += (x._storage.buffer, x._offset)
+                else:
+                    arguments.append(x)
+            flat(buffer, *arguments)
+            _after(op, operands, result)
+            return result
         output = _new_view(View, (buffer, shape, strides, 0, out_dtype))
     else:
         result = out
@@ -251,12 +278,18 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         for x, strides in zip(operands, plan.input_strides)
     ]
     backend.elementwise(op.scalar, [output], inputs, compute_dtypes)
-    if op.vjp is not None and out is None and autograd._mode.enabled:
+    if out is None:
+        _after(op, operands, result)
+    return result
+
+
+def _after(op: ElementwiseOp, operands: Sequence[Any], result: Tensor) -> None:
+    """Record the backward of a new result when grad mode is on and an input needs it."""
+    if op.vjp is not None and autograd._mode.enabled:
         for x in operands:
             if getattr(x, "requires_grad", False):
                 _record(op, operands, [x for x in operands if isinstance(x, Tensor)], result)
                 break
-    return result
 
 
 # Calling an op is applying it, without a frame in between (``ElementwiseOp.__call__``
@@ -325,7 +358,8 @@ def _apply_first(
     if key is not None:
         if len(_PLANS) >= _PLAN_LIMIT:
             _PLANS.clear()
-        _PLANS[key] = _Plan(op, operands, compute_dtypes, out_dtype, shape)
+        plan = _PLANS[key] = _Plan(op, operands, compute_dtypes, out_dtype, shape)
+        plan.set_flat(result._backend, out)
     result._backend.elementwise(op.scalar, [result._view()], inputs, compute_dtypes)
     if op.vjp is not None and out is None and autograd.needs_grad(*tensors):
         _record(op, operands, tensors, result)

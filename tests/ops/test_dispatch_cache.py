@@ -202,3 +202,99 @@ def test_in_place_checks_follow_shape_and_dtype(device: str) -> None:
     shared = kg.arange(4.0, device=device)
     shared.add_(shared.flip(0))  # overlapping operand: checked on every call
     assert shared.cpu().tolist() == [3.0, 3.0, 3.0, 3.0]
+
+
+# --- the CPU's direct launcher (``prepare_flat_elementwise``) -----------------------------------
+def _counting_elementwise(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Count calls of the CPU backend's general ``elementwise`` (patched on the class, so
+    the direct launcher stays allowed: only a wrapper on the instance turns it off)."""
+    calls: list[str] = []
+    backend_class = type(kg.zeros(1)._backend)
+    original = backend_class.elementwise
+
+    def counted(self, fn, outputs, inputs, compute_dtypes):
+        calls.append(fn.name)
+        return original(self, fn, outputs, inputs, compute_dtypes)
+
+    monkeypatch.setattr(backend_class, "elementwise", counted)
+    return calls
+
+
+def test_repeated_contiguous_ops_take_the_direct_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counting_elementwise(monkeypatch)
+    values = _values((40,))
+    a, b = kg.tensor(values[:20]), kg.tensor(values[20:])
+    window = kg.tensor(values)[5:25]  # contiguous, at an offset into a longer buffer
+    for _ in range(2):
+        np.testing.assert_array_equal((a + b).numpy(), values[:20] + values[20:])
+        np.testing.assert_array_equal((a * window).numpy(), values[:20] * values[5:25])
+        np.testing.assert_array_equal(kg.relu(window).numpy(), np.maximum(values[5:25], 0))
+        np.testing.assert_allclose((a * 2.5 - 1).numpy(), values[:20] * 2.5 - 1, rtol=1e-6)
+    assert calls[:5] == ["add", "mul", "relu", "mul", "sub"]  # the first calls decide
+    assert len(calls) == 5  # the repeats never reach the general path
+    assert len(elementwise._PLANS) == 5
+    assert all(plan.flat is not None for plan in elementwise._PLANS.values())
+
+
+def test_the_direct_launcher_converts_scalars_and_mixed_dtypes() -> None:
+    integers = kg.tensor(np.arange(6, dtype=np.int32))
+    floats = kg.tensor(_values((6,)))
+    for _ in range(2):
+        assert (integers + floats).dtype == kg.float32
+        np.testing.assert_allclose((integers + floats).numpy(), np.arange(6) + floats.numpy())
+        shifted = integers + 7
+        assert shifted.dtype == kg.int32
+        np.testing.assert_array_equal(shifted.numpy(), np.arange(6) + 7)
+        # the scalar's value is read on every call, and still checked against the dtype
+    np.testing.assert_array_equal((integers + 9).numpy(), np.arange(6) + 9)
+    with pytest.raises(ArgumentError, match=r"cannot be converted to kg\.int32"):
+        integers + 2**40
+
+
+def test_the_direct_launcher_runs_the_parallel_form_and_records_gradients() -> None:
+    from kernelgrad.backends.cpu import PARALLEL_THRESHOLD
+
+    n = PARALLEL_THRESHOLD + 3
+    values = _values((n,))
+    x = kg.tensor(values, requires_grad=True)
+    for _ in range(2):
+        y = (x * x).sum()
+        np.testing.assert_allclose(
+            y.item(), float((values.astype(np.float64) ** 2).sum()), rtol=1e-4
+        )
+        x.grad = None
+        y.backward()
+        np.testing.assert_allclose(x.grad.numpy(), 2 * values, rtol=1e-6)
+    with kg.no_grad():
+        assert not (x * x).requires_grad
+
+
+def test_watchers_of_the_backend_still_see_every_launch() -> None:
+    a, b = kg.ones(8), kg.ones(8)
+    _ = a + b  # decided, with a direct launcher
+    with kg.compile.count_launches() as counter:
+        _ = a + b
+        _ = a + b
+    assert counter.count == 2 and counter.names == ["add", "add"]
+
+    @kg.compile
+    def twice(x, y):
+        return (x + y) * 2
+
+    np.testing.assert_array_equal(twice(a, b).numpy(), np.full(8, 4.0))
+    np.testing.assert_array_equal(twice(a, b * 3).numpy(), np.full(8, 8.0))
+
+
+def test_the_direct_launcher_logs_launches_at_debug_level_2(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from kernelgrad.debug import set_debug_level
+
+    a, b = kg.ones(8), kg.ones(8)
+    _ = a - b
+    set_debug_level(2)
+    try:
+        _ = a - b
+    finally:
+        set_debug_level(0)
+    assert "cpu sub" in capfd.readouterr().err

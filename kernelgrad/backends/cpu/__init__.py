@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from math import prod
 from typing import Any
 
@@ -327,19 +327,93 @@ class CPUBackend:
                 if x.offset or len(source) != numel:
                     source = source[x.offset : x.offset + numel]
                 args.append(source)
-        key = (fn.key, *kinds, *compute_dtypes, out.dtype)
-        kernels = self._flat_kernels.get(key)
-        if kernels is None:
-            module = self._generated(
-                codegen.elementwise_source, fn, tuple(kinds), compute_dtypes, [out]
-            )
-            kernels = self._flat_kernels[key] = (module.flat_serial, module.flat)
+        kernels = self._flat_pair(fn, kinds, compute_dtypes, out.dtype)
         kernel = kernels[0] if numel < PARALLEL_THRESHOLD else kernels[1]
         if debug_level():
             _launch(fn.name, kernel, shape, numel, *args)
         else:
             kernel(numel, *args)
         return True
+
+    def _flat_pair(
+        self, fn: ScalarFunction, kinds: Sequence[str], compute_dtypes, out_dtype
+    ) -> tuple:
+        """(serial, parallel) flat kernels of ``fn`` for one output of ``out_dtype`` and
+        these operand kinds, looked up without building the generated module's key."""
+        key = (fn.key, *kinds, *compute_dtypes, out_dtype)
+        kernels = self._flat_kernels.get(key)
+        if kernels is None:
+            out = View(None, (0,), (1,), 0, out_dtype)  # codegen reads only the dtype
+            module = self._generated(
+                codegen.elementwise_source, fn, tuple(kinds), compute_dtypes, [out]
+            )
+            kernels = self._flat_kernels[key] = (module.flat_serial, module.flat)
+        return kernels
+
+    def prepare_flat_elementwise(
+        self, fn: ScalarFunction, kinds: tuple[str, ...], compute_dtypes, out_dtype, shape
+    ) -> Callable[..., None] | None:
+        """:meth:`elementwise` of a new contiguous output of ``shape`` from contiguous
+        arrays of that shape and scalars (``kinds``: ``"array"`` or ``"scalar"`` per
+        input), as a function ``launch(out_buffer, *operands)`` that takes each array
+        input as its buffer and offset (two arguments) and each scalar as a number. The
+        front end's eager ops call it with their decisions cached (``ops/elementwise.py``),
+        so a repeated ``a + b`` does no layout work at all. None where NumPy runs the
+        function (``fn.library``) or there is nothing to compute."""
+        numel = prod(shape)
+        if fn.library is not None or numel == 0:
+            return None
+        serial, parallel = self._flat_pair(fn, kinds, compute_dtypes, out_dtype)
+        kernel = serial if numel < PARALLEL_THRESHOLD else parallel
+        name = fn.name
+
+        def part(buffer: Any, offset: int) -> Any:
+            if offset == 0 and len(buffer) == numel:
+                return buffer  # a slice would be a new array object
+            return buffer[offset : offset + numel]
+
+        if kinds == ("array", "array"):
+
+            def launch(out: Any, a: Any, a_offset: int, b: Any, b_offset: int) -> None:
+                if a_offset or len(a) != numel:
+                    a = a[a_offset : a_offset + numel]
+                if b_offset or len(b) != numel:
+                    b = b[b_offset : b_offset + numel]
+                if debug_level():
+                    _launch(name, kernel, shape, numel, out, a, b)
+                else:
+                    kernel(numel, out, a, b)
+
+            return launch
+        if kinds == ("array",):
+
+            def launch(out: Any, a: Any, a_offset: int) -> None:
+                if a_offset or len(a) != numel:
+                    a = a[a_offset : a_offset + numel]
+                if debug_level():
+                    _launch(name, kernel, shape, numel, out, a)
+                else:
+                    kernel(numel, out, a)
+
+            return launch
+        converters = [dtype.numpy.type for dtype in compute_dtypes]
+
+        def launch(out: Any, *operands: Any) -> None:
+            args = [numel, out]
+            position = 0
+            for kind, convert in zip(kinds, converters):
+                if kind == "array":
+                    args.append(part(operands[position], operands[position + 1]))
+                    position += 2
+                else:
+                    args.append(convert(operands[position]))
+                    position += 1
+            if debug_level():
+                _launch(name, kernel, shape, *args)
+            else:
+                kernel(*args)
+
+        return launch
 
     def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
         """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each item with

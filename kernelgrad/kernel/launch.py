@@ -251,6 +251,27 @@ class Kernel:
         ]
         return PreparedLaunch(prepare(program, launch), list(launch.arguments), flatten, backend)
 
+    def prefetch(self, *args: Any, ndrange: Any, workgroup: Any = None, device: Any = None) -> None:
+        """Start compiling this kernel for a later launch whose arguments have the same
+        dtypes, ranks and static values as ``args`` (their sizes and contents do not
+        matter: small stand-ins will do), where the backend can do that in the background
+        (the CPU: a compile worker process, docs/kernels.md). Returns at once; does
+        nothing where the backend cannot, while ``kg.compile`` traces, or when the form
+        is compiled already. A layer calls it for the kernels its backward pass will
+        launch, so that they compile while the forward pass runs."""
+        if _trace().active_recorder() is not None:
+            return
+        sizes, group = self._launch_shape(len(args), ndrange, workgroup)
+        program, converted, backend = self._arguments(args, device)
+        prefetch = getattr(backend, "prefetch_kernel", None)
+        try:
+            if prefetch is not None:
+                launch = self._kernel_launch(converted, sizes, group, backend)
+                if launch is not None:
+                    prefetch(program, launch)
+        finally:
+            self._finish(converted)
+
     def _launch_shape(
         self, count: int, ndrange: Any, workgroup: Any
     ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:

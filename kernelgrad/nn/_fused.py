@@ -77,6 +77,20 @@ def launch_each(
                 out._storage.version += 1
 
 
+def prefetch(fn: ScalarFunction, like: Tensor, layouts: Sequence[str]) -> None:
+    """Have ``fn``'s kernel, every operand an array of ``like``'s dtype, compiled ahead
+    for each of ``layouts`` (``"contiguous"``, ``"rows"``: strided with contiguous rows,
+    ``"strided"``) where the backend can (``prefetch_elementwise``: a compile worker on
+    the CPU); returns at once. A layer calls it for a kernel its backward pass will
+    launch, so that it compiles while the forward pass goes on."""
+    prefetch_elementwise = getattr(like._backend, "prefetch_elementwise", None)
+    if prefetch_elementwise is None or tracing.active_recorder() is not None:
+        return
+    dtype = like.dtype
+    inputs = [dtype] * fn.nin
+    prefetch_elementwise(fn, ("array",) * fn.nin, inputs, [dtype] * fn.nout, inputs, layouts)
+
+
 def _views(fn: ScalarFunction, outputs: Sequence[Tensor], inputs: Sequence[Any]) -> tuple:
     """The backend views of one launch, after checking counts, devices and shapes."""
     if len(outputs) != fn.nout:

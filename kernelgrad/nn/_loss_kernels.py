@@ -37,6 +37,7 @@ from typing import Any
 import kernelgrad as kg
 
 from ..backends.base import backend_capability
+from ..ops.creation import empty
 
 # The largest workgroup of the CUDA forms (shared arrays have a constant size).
 GROUP = 256
@@ -285,6 +286,26 @@ def row_statistics(
     else:
         width = _width(classes, x)
         _grouped_rows(x.dtype)(*arguments, width, ndrange=rows * width, workgroup=width)
+
+
+def prefetch_gradient(
+    x, target, classes, rows, ignore_index, smoothing, has_weight, per_row, mean
+) -> None:  # fmt: skip
+    """Have the gradient kernel that :func:`gradient` will launch for these settings
+    compiled ahead where the backend can (``Kernel.prefetch``), while the forward pass
+    goes on. One-element stand-ins carry the dtypes."""
+    if backend_capability(x._backend, "work_groups"):
+        return  # the grouped form: nothing compiles ahead on such backends today
+
+    def stand_in(dtype=x.dtype):
+        return empty(1, dtype=dtype, device=x.device)
+
+    arrays = (stand_in(), stand_in(), stand_in(target.dtype), stand_in(), stand_in())
+    arrays += (stand_in(), stand_in(), stand_in())
+    cross_entropy_grad.prefetch(
+        *arrays, classes, float(classes), rows, ignore_index, smoothing, has_weight,
+        per_row, mean, ndrange=rows,
+    )  # fmt: skip
 
 
 def gradient(

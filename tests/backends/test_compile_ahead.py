@@ -155,3 +155,130 @@ def test_a_dead_worker_fails_its_jobs_with_a_message():
     worker.process.wait(timeout=60)
     with pytest.raises(RuntimeError, match="the compile worker process ended"):
         worker.compile(("m", "/nonexistent.py", "f", ()))
+
+
+# --- serial forms compiled ahead (prefetch) ---------------------------------------------------
+PREFETCH_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import kernelgrad as kg
+    import kernelgrad.nn.functional as F
+    from kernelgrad.backends.cpu import compile_ahead
+
+    rng = np.random.default_rng(1)
+    x = kg.tensor(rng.standard_normal((4, 3, 12, 12), dtype=np.float32), requires_grad=True)
+    w = kg.tensor(rng.standard_normal((4, 3, 5, 5), dtype=np.float32), requires_grad=True)
+    fc = kg.tensor(rng.standard_normal((64, 5), dtype=np.float32), requires_grad=True)
+    labels = kg.tensor(rng.integers(0, 5, 4))
+
+    loss = F.cross_entropy(F.max_pool2d_relu(F.conv2d(x, w), 2).flatten(1) @ fc, labels)
+    compile_ahead.wait_for_workers(600)  # every form asked for ahead is compiled now
+    loss.backward()
+
+    forms = {}
+    for name, module in list(sys.modules.items()):
+        for attribute in ("kernel_serial", "rows_serial", "strided_serial"):
+            form = getattr(module, attribute, None)
+            if isinstance(form, compile_ahead.WorkerCompiled):
+                forms[f"{name}.{attribute}"] = [
+                    form.job is None, sum(form.dispatcher.stats.cache_hits.values()),
+                    sum(form.dispatcher.stats.cache_misses.values()),
+                ]
+    for program in (kg.nn._conv_kernels.conv_weight_grad_direct,
+                    kg.nn._conv_kernels.conv_input_grad_direct):
+        for form in program._forms.values():
+            for parallel, serial in form.launchers.values():
+                if isinstance(serial, compile_ahead.WorkerCompiled):
+                    forms[f"{program.info.name}.kernel_serial"] = [
+                        serial.job is None, sum(serial.dispatcher.stats.cache_hits.values()),
+                        sum(serial.dispatcher.stats.cache_misses.values()),
+                    ]
+    grads = [t.grad.numpy().ravel().tolist() for t in (x, w, fc)]
+    print(json.dumps({"forms": forms, "grads": grads}))
+    """
+)
+
+
+def _run_prefetch_script(tmp_path, workers: str) -> dict:
+    cache = tmp_path / f"cache-{workers}"
+    env = dict(os.environ, KERNELGRAD_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env["KG_COMPILE_WORKERS"] = workers
+    script = tmp_path / "prefetch.py"
+    script.write_text(PREFETCH_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_forward_pass_has_its_gradient_kernels_compiled_ahead(tmp_path):
+    """With an empty cache, the convolution's and the max-pool's gradient kernels are
+    compiled by the worker during the forward pass; the backward pass loads them from
+    the disk cache (no compile of its own) and gets PyTorch's gradients."""
+    ahead = _run_prefetch_script(tmp_path, "1")
+    forms = ahead["forms"]
+    assert any("conv_weight_grad_direct" in name for name in forms), forms
+    assert any("conv_input_grad_direct" in name for name in forms), forms
+    assert any("max_window_relu_grad" in name for name in forms), forms
+    for name, (waited, hits, misses) in forms.items():
+        if "max_window_relu_grad" in name and hits == 0 and misses == 0:
+            continue  # a layout this model's backward pass did not use
+        assert waited and hits >= 1 and misses == 0, (name, forms)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x = torch.tensor(rng.standard_normal((4, 3, 12, 12), dtype=np.float32), requires_grad=True)
+    w = torch.tensor(rng.standard_normal((4, 3, 5, 5), dtype=np.float32), requires_grad=True)
+    fc = torch.tensor(rng.standard_normal((64, 5), dtype=np.float32), requires_grad=True)
+    labels = torch.tensor(rng.integers(0, 5, 4))
+    pooled = torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(x, w), 2).relu()
+    torch.nn.functional.cross_entropy(pooled.flatten(1) @ fc, labels).backward()
+    for ours, theirs in zip(ahead["grads"], (x, w, fc)):
+        np.testing.assert_allclose(ours, theirs.grad.numpy().ravel(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_form_asked_for_ahead_loads_the_workers_result(monkeypatch):
+    monkeypatch.setenv("KG_COMPILE_WORKERS", "1")
+    module = load_module(SOURCE + "# ahead\n", "test_compile_ahead")
+    x = np.arange(4, dtype=np.float64)
+    out = np.zeros_like(x)
+    waiting = compile_ahead.prefetch(module, "kernel_serial", (out, x))
+    if waiting is None:  # compiled into this cache by an earlier run of the suite
+        assert module.kernel_serial._cache.load_overload(
+            (module.kernel_serial.typeof_pyval(out),) * 2, module.kernel_serial.targetctx
+        )
+        return
+    assert isinstance(waiting, compile_ahead.WorkerCompiled)
+    assert waiting.job.result(timeout=600) >= 0
+    waiting(out, x)
+    np.testing.assert_array_equal(out, x + 1.0)
+    assert waiting.job is None
+    assert sum(waiting.dispatcher.stats.cache_hits.values()) == 1  # loaded, not compiled
+    # compiled now: asking again does nothing
+    assert compile_ahead.prefetch(module, "kernel_serial", (out, x)) is None
+
+
+def test_a_request_still_queued_is_withdrawn_and_the_caller_compiles():
+    module = load_module(SOURCE + "# queued\n", "test_compile_ahead")
+    job: compile_ahead.concurrent.futures.Future = compile_ahead.concurrent.futures.Future()
+    waiting = compile_ahead.WorkerCompiled(module.kernel_serial, job, "test.kernel_serial")
+    x = np.ones(3)
+    out = np.zeros(3)
+    waiting(out, x)
+    assert job.cancelled()  # a worker taking it from the queue now skips it
+    np.testing.assert_array_equal(out, 2.0)
+    assert repr(waiting) == "<WorkerCompiled test.kernel_serial>"
+    assert waiting.signatures  # attributes are the form's
+
+
+def test_forms_asked_for_ahead_go_before_parallel_forms_in_the_queue():
+    pool = compile_ahead._Pool(1)
+    pool.workers.append(object())  # as if started: no worker takes jobs from the queue
+    module = load_module(SOURCE + "# order\n", "test_compile_ahead")
+    later = pool.submit(module, "kernel", (), priority=compile_ahead.LATER)
+    first = pool.submit(module, "kernel_serial", (), priority=compile_ahead.URGENT)
+    second = pool.submit(module, "kernel_serial", (1,), priority=compile_ahead.URGENT)
+    order = [pool.jobs.get()[2][0] for _ in range(3)]
+    assert order == [first, second, later]

@@ -415,6 +415,43 @@ class CPUBackend:
 
         return launch
 
+    def prefetch_elementwise(
+        self, fn: ScalarFunction, kinds: tuple[str, ...], compute_dtypes, out_dtypes,
+        array_dtypes, layouts: Sequence[str],
+    ) -> None:  # fmt: skip
+        """Compile ``fn``'s kernel ahead in a compile worker (``compile_ahead.prefetch``)
+        for one operand pattern (``kinds``: ``"array"`` or ``"scalar"`` per input;
+        ``array_dtypes``: the input arrays' dtypes) and each of ``layouts``:
+        ``"contiguous"``, ``"rows"`` (strided, each row contiguous) or ``"strided"``.
+        The serial forms are the ones compiled: a first launch runs the serial form
+        until the worker has the parallel one. Returns at once."""
+        from .compile_ahead import ParallelTwin
+        from .compile_ahead import prefetch as compile_ahead
+
+        stand_ins = [View(None, (0,), (1,), 0, dtype) for dtype in out_dtypes]
+        module = self._generated(
+            codegen.elementwise_source, fn, tuple(kinds), compute_dtypes, stand_ins
+        )
+        arrays = [np.empty(1, dtype=d.numpy) for d in (*out_dtypes, *array_dtypes)]
+        scalars = [d.numpy.type(0) for kind, d in zip(kinds, compute_dtypes) if kind == "scalar"]
+        count = len(arrays)
+        for layout in layouts:
+            form = {"contiguous": "flat", "rows": "rows", "strided": "strided"}[layout]
+            if form == "flat":
+                args = (1, *_interleave(arrays, kinds, scalars, len(out_dtypes)))
+            else:
+                shape, offsets = np.ones(2, dtype=np.int64), np.zeros(count, dtype=np.int64)
+                strides = np.ones((count, 2), dtype=np.int64)
+                args = (shape, offsets, strides, 1, 1)
+                args += (*_interleave(arrays, kinds, scalars, len(out_dtypes)),)
+            waiting = compile_ahead(module, f"{form}_serial", args)
+            if waiting is None:
+                continue
+            setattr(module, f"{form}_serial", waiting)
+            twin = getattr(module, form)
+            if isinstance(twin, ParallelTwin):
+                twin.serial = waiting
+
     def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
         """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each item with
         its own shape). Items below the parallel threshold whose views are all contiguous
@@ -747,6 +784,13 @@ class CPUBackend:
         from . import kernel_module
 
         return kernel_module.prepare(program, launch)
+
+    def prefetch_kernel(self, program: Any, launch: Any) -> None:
+        """Compile the form :meth:`launch_kernel` would run for this launch ahead, in a
+        compile worker (``kernel_module.prefetch``); returns at once."""
+        from . import kernel_module
+
+        kernel_module.prefetch(program, launch)
 
     # --- kg.compile's fused reductions (fused_reduce.py) --------------------------------
     def fused_reduce(self, reduction: Any) -> Any:

@@ -15,6 +15,14 @@ twin instead. Once the worker has written the compiled code into Numba's disk ca
 the next call loads it from there and runs in parallel. The two forms compute the same
 thing in the same order, so results do not depend on which one ran.
 
+A layer that knows which kernel it will launch next can also have its serial form
+compiled ahead (:func:`prefetch`, reached through ``Kernel.prefetch`` and the backend's
+``prefetch_kernel``): a convolution's forward pass asks for its gradient kernels, so the
+worker compiles them while the caller is still busy with the forward pass. These
+requests go before any parallel form in the queue. The call that needs such a form
+waits for the worker if it has started (it began earlier than the caller could), and
+compiles it itself if the request is still queued.
+
 ``KG_COMPILE_WORKERS`` sets the number of worker processes (default: the cores less
 one, at most 4; ``0`` compiles every form in the calling process, as before).
 ``KG_DEBUG=1`` logs each hand-off and when the parallel form takes over.
@@ -151,6 +159,67 @@ def _on_disk(dispatcher: Any, types: tuple) -> bool:
         return False
 
 
+# --- serial forms compiled ahead ---------------------------------------------------------
+URGENT, LATER = 0, 1  # queue priorities: serial forms asked for ahead, then parallel forms
+
+
+def prefetch(module: ModuleType, name: str, args: tuple) -> WorkerCompiled | None:
+    """Have a worker compile ``module.<name>`` (a serial form) for the types of ``args``
+    before anything in the queue but other such requests. Returns the
+    :class:`WorkerCompiled` to call instead of the form (the caller puts it where the
+    form would be looked up), or None where there is nothing to do: no workers, a
+    module a worker cannot import, a form compiled or on the disk already."""
+    dispatcher = getattr(module, name)
+    if isinstance(dispatcher, WorkerCompiled) or worker_count() == 0:
+        return None  # asked for already, or no workers
+    if not _is_file_module(module):
+        return None
+    types = tuple(dispatcher.typeof_pyval(a) for a in args)
+    if types in dispatcher.overloads or _on_disk(dispatcher, types):
+        return None
+    job = _pool().submit(module, name, types, priority=URGENT)
+    if debug_level() >= 1:
+        log(f"{_short_name(module.__name__)}.{name}: compiling ahead in a worker process")
+    return WorkerCompiled(dispatcher, job, f"{_short_name(module.__name__)}.{name}")
+
+
+class WorkerCompiled:
+    """A form a worker was asked to compile ahead. Its first call waits for the worker
+    when the compile has started (it began earlier than this call could) and then loads
+    the result from Numba's disk cache; when the request is still queued it is
+    withdrawn and the form compiles here, as it would have without the request."""
+
+    __slots__ = ("dispatcher", "job", "label")
+
+    def __init__(self, dispatcher: Any, job: concurrent.futures.Future, label: str) -> None:
+        self.dispatcher = dispatcher
+        self.job: concurrent.futures.Future | None = job
+        self.label = label
+
+    def __call__(self, *args: Any) -> Any:
+        job = self.job
+        if job is not None:
+            self.job = None
+            if job.cancel():
+                outcome = "still queued: compiling it here"
+            else:
+                error = job.exception()
+                outcome = (
+                    f"compiled in a worker in {job.result():.2f} s"
+                    if error is None
+                    else f"the worker could not compile it ({error}); compiling it here"
+                )
+            if debug_level() >= 1:
+                log(f"{self.label}: {outcome}")
+        return self.dispatcher(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.dispatcher, name)
+
+    def __repr__(self) -> str:
+        return f"<WorkerCompiled {self.label}>"
+
+
 # --- the worker pool ---------------------------------------------------------------------
 
 
@@ -196,17 +265,22 @@ class _Pool:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.jobs: queue.PriorityQueue = queue.PriorityQueue()  # (priority, order, job)
+        self.order = 0
         self.workers: list[_Worker] = []
         self.pending: set[concurrent.futures.Future] = set()
         self.lock = threading.Lock()
 
-    def submit(self, module: ModuleType, function: str, types: tuple) -> concurrent.futures.Future:
+    def submit(
+        self, module: ModuleType, function: str, types: tuple, priority: int = LATER
+    ) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
         self.pending.add(future)
         future.add_done_callback(self.pending.discard)
-        self.jobs.put((future, (module.__name__, module.__file__, function, types)))
+        request = (module.__name__, module.__file__, function, types)
         with self.lock:
+            self.order += 1  # first in, first out within a priority
+            self.jobs.put((priority, self.order, (future, request)))
             if not self.workers:
                 for _ in range(self.size):
                     self.workers.append(_Worker())
@@ -218,7 +292,7 @@ class _Pool:
 
     def _feed(self, worker: _Worker) -> None:
         while True:
-            future, request = self.jobs.get()
+            _, _, (future, request) = self.jobs.get()
             if not future.set_running_or_notify_cancel():
                 continue
             try:

@@ -221,11 +221,15 @@ def _twins(launcher: list[str], options: str = "") -> list[str]:
     )
 
 
+def _launchers_key(launch: KernelLaunch) -> tuple:
+    return ("cpu", len(launch.sizes), launch.group is not None, launch.types, launch.narrow)
+
+
 def _launchers(program: KernelProgram, launch: KernelLaunch) -> tuple[Any, Any]:
     """(parallel, serial) compiled forms for this launch's rank, workgroup use and types."""
     info = program.info
     workgroup = launch.group is not None
-    key = ("cpu", len(launch.sizes), workgroup, launch.types, launch.narrow)
+    key = _launchers_key(launch)
     launchers = program.launchers.get(key)
     if launchers is None:
         from ...codecache import load_module
@@ -262,6 +266,32 @@ def prepare(program: KernelProgram, launch: KernelLaunch) -> Callable[[list[Any]
     return functools.partial(_call, launcher, tuple(prefix))
 
 
+def prefetch(program: KernelProgram, launch: KernelLaunch) -> None:
+    """Have a compile worker compile the serial form this launch would use, ahead of the
+    launch (``Backend.prefetch_kernel``; see ``compile_ahead.prefetch``). The parallel
+    form is handed to a worker at its first call anyway, and runs the serial one until
+    then, so the serial form is the one a first call waits for."""
+    import sys
+
+    from .compile_ahead import ParallelTwin, WorkerCompiled
+    from .compile_ahead import prefetch as compile_ahead
+
+    parallel, serial = _launchers(program, launch)
+    if isinstance(serial, WorkerCompiled) or program.info.injected:
+        return
+    module = sys.modules.get(serial.py_func.__module__)
+    if module is None:
+        return
+    prefix, _ = _prefix(launch)
+    waiting = compile_ahead(module, "kernel_serial", (*prefix, *launch.arguments))
+    if waiting is None:
+        return
+    key = _launchers_key(launch)
+    program.launchers[key] = (parallel, waiting)
+    if isinstance(parallel, ParallelTwin):
+        parallel.serial = waiting  # the twin runs the serial form until its own is ready
+
+
 def _call(launcher: Any, prefix: tuple, arguments: list[Any]) -> None:
     launcher(*prefix, *arguments)
 
@@ -270,14 +300,7 @@ def _launcher_and_prefix(program: KernelProgram, launch: KernelLaunch) -> tuple[
     """The compiled form to run (parallel or serial) and the arguments that come before
     the kernel's own: the ndrange's sizes, and with a workgroup its sizes and counts."""
     parallel, serial = _launchers(program, launch)
-    sizes, group = launch.sizes, launch.group
-    if group is None:
-        prefix = [*sizes]
-        items = prod(sizes)
-    else:
-        groups = [-(-n // w) for n, w in zip(sizes, group)]
-        prefix = [*sizes, *group, *groups]
-        items = prod(groups) * prod(group)
+    prefix, items = _prefix(launch)
     spread = program.parallel
     if spread is None:
         from . import PARALLEL_THRESHOLD
@@ -286,3 +309,13 @@ def _launcher_and_prefix(program: KernelProgram, launch: KernelLaunch) -> tuple[
             items * work_per_item(program.info, launch.arguments) >= PARALLEL_THRESHOLD
         )
     return (parallel if spread else serial), prefix
+
+
+def _prefix(launch: KernelLaunch) -> tuple[list[int], int]:
+    """The arguments before the kernel's own (the ndrange's sizes, and with a workgroup
+    its sizes and counts) and the number of work items."""
+    sizes, group = launch.sizes, launch.group
+    if group is None:
+        return [*sizes], prod(sizes)
+    groups = [-(-n // w) for n, w in zip(sizes, group)]
+    return [*sizes, *group, *groups], prod(groups) * prod(group)

@@ -339,6 +339,8 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
                 grad_x = _col2im(grad_cols, plan)
             return grad_x, grad_w, grad_b
 
+        if direct:
+            _prefetch_direct_backward(x, plan, need_x, need_w or need_b)
         saved: tuple[Tensor, ...] = (weight,) if bias is None else (weight, bias)
         if direct and xq._storage is x._storage:
             saved += (x,)  # the backward reads the input itself
@@ -357,13 +359,9 @@ def _conv2d_direct_backward(
 ) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
     from .. import _conv_kernels as kernels
 
-    n, c, groups = plan.n, plan.c, plan.groups
+    n, c = plan.n, plan.c
     out_channels = plan.out_channels
-    dh, dw = plan.dilation
-    geometry = (
-        c // groups, out_channels // groups, plan.kh, plan.kw, plan.hp, plan.wp, dh, dw,
-        plan.oh, n, plan.ow * n,
-    )  # fmt: skip
+    geometry = _direct_geometry(plan)
     grad_x = grad_w = grad_b = None
     dtype, device = grad_rows.dtype, grad_rows.device
     if need_w or need_b:
@@ -371,7 +369,7 @@ def _conv2d_direct_backward(
         grad_b = empty(out_channels, dtype=dtype, device=device)
         kernels.conv_weight_grad_direct(
             _flat(grad_w), grad_b, _flat(grad_rows), _flat(xq), _zero_of(dtype), *geometry,
-            plan.pairs, ndrange=plan.channel_items * (c // groups) * plan.kh,
+            plan.pairs, ndrange=_weight_grad_items(plan),
         )  # fmt: skip
         grad_w = grad_w if need_w else None
         grad_b = grad_b if need_b else None
@@ -383,6 +381,40 @@ def _conv2d_direct_backward(
         )  # fmt: skip
         grad_x = plan.input_view(grad_xq)
     return grad_x, grad_w, grad_b
+
+
+def _direct_geometry(plan: _ConvPlan) -> tuple[int, ...]:
+    """The sizes the direct gradient kernels take after their arrays."""
+    groups, dh, dw = plan.groups, *plan.dilation
+    return (
+        plan.c // groups, plan.out_channels // groups, plan.kh, plan.kw, plan.hp, plan.wp,
+        dh, dw, plan.oh, plan.n, plan.ow * plan.n,
+    )  # fmt: skip
+
+
+def _weight_grad_items(plan: _ConvPlan) -> int:
+    return plan.channel_items * (plan.c // plan.groups) * plan.kh
+
+
+def _prefetch_direct_backward(x: Tensor, plan: _ConvPlan, need_x: bool, need_wb: bool) -> None:
+    """Have the direct gradient kernels this convolution's backward pass will launch
+    compiled while the forward pass goes on (``Kernel.prefetch``: a compile worker on
+    the CPU; nothing once they are compiled). One-element stand-ins carry the dtypes."""
+    from .. import _conv_kernels as kernels
+
+    def stand_in() -> Tensor:
+        return empty(1, dtype=x.dtype, device=x.device)
+
+    geometry = _direct_geometry(plan)
+    if need_wb:
+        kernels.conv_weight_grad_direct.prefetch(
+            stand_in(), stand_in(), stand_in(), stand_in(), _zero_of(x.dtype), *geometry,
+            plan.pairs, ndrange=_weight_grad_items(plan),
+        )  # fmt: skip
+    if need_x:
+        kernels.conv_input_grad_direct.prefetch(
+            stand_in(), stand_in(), stand_in(), *geometry, ndrange=plan.c * plan.hp
+        )
 
 
 def _cat_columns(a: Tensor, b: Tensor) -> Tensor:

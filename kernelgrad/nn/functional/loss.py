@@ -175,6 +175,11 @@ def cross_entropy(
             result = stats[0].contiguous().reshape(out_shape)
 
     if needs_grad:
+        if rows:  # compiled while the forward pass goes on, where the backend can
+            kernels.prefetch_gradient(
+                logits, targets, classes, rows, ignore_index, smoothing, has_weight,
+                reduction == "none", reduction == "mean",
+            )  # fmt: skip
 
         def backward(grad: Tensor) -> tuple[Tensor, None]:
             if autograd.is_grad_enabled():  # create_graph: differentiable ops

@@ -268,6 +268,9 @@ def _max_pool2d(
         result = _window_reduce(xp, plan, _max_fn(plan.taps, relu))
     if autograd.needs_grad(x):
         pooled = result.detach()
+        # the gradient kernel reads windows with contiguous rows (batch innermost), or
+        # strided ones when the incoming gradient has another layout (after a flatten)
+        _fused.prefetch(_max_grad_fn(plan.taps, relu), x, ("rows", "strided"))
 
         def backward(grad: Tensor) -> tuple[Tensor]:
             _no_double_backward(op)

@@ -44,6 +44,7 @@ from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, Conv
 from .device_functions import UnsupportedLayerError, device_function
 from .dropout import Dropout, Dropout1d, Dropout2d
 from .embedding import Embedding
+from .fold import Fold, Unfold
 from .linear import Flatten, Identity, Linear, Unflatten
 from .loss import (
     BCELoss,
@@ -136,6 +137,8 @@ __all__ = [
     "LPPool1d",
     "LPPool2d",
     "LPPool3d",
+    "Unfold",
+    "Fold",
     "Upsample",
     "UpsamplingNearest2d",
     "UpsamplingBilinear2d",

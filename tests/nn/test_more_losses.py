@@ -19,7 +19,7 @@ import kernelgrad as kg
 import kernelgrad.nn.functional as F
 from kernelgrad.errors import ArgumentError, IndexingError, ShapeError, UnsupportedError
 from kernelgrad.torch_alias import aliased
-from tests.helpers import assert_close, check_grad
+from tests.helpers import as_numpy, assert_close, check_grad
 from tests.nn.reference import compare
 
 RNG = np.random.default_rng(7)
@@ -349,7 +349,7 @@ def test_kl_div_mean_warns_as_pytorch_does():
 def test_kl_div_of_a_zero_target_is_zero_and_of_a_negative_one_nan(device):
     logp = kg.tensor([-1.0, -2.0, -0.5], device=device, requires_grad=True)
     loss = F.kl_div(logp, kg.tensor([0.0, -0.5, 0.5], device=device), reduction="none")
-    values = loss.tolist()
+    values = loss.cpu().tolist()
     assert values[0] == 0.0 and math.isnan(values[1])
     assert values[2] == pytest.approx(0.5 * (math.log(0.5) + 0.5))
     loss[0].backward()
@@ -934,3 +934,164 @@ def test_pooling_errors():
         F.lp_pool2d(kg.ones(1, 1, 4, 4), 0, 2)
     with pytest.raises(ArgumentError, match="divisor_override"):
         F.avg_pool3d(x3, 2, divisor_override=0)
+
+
+# --- unfold and fold -------------------------------------------------------------------------
+def _unfold_reference(x, kernel, dilation, padding, stride):
+    """im2col by its definition: row (c, i, j) of column (a, b) is the padded input at
+    (a * s + i * d, b * s + j * d)."""
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = kernel, dilation, padding, stride
+    xp = np.pad(x, [(0, 0), (0, 0), (ph, ph), (pw, pw)])
+    n, c, h, w = xp.shape
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    cols = np.zeros((n, c, kh, kw, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, i, j] = xp[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh,
+                                  j * dw : j * dw + (ow - 1) * sw + 1 : sw]  # fmt: skip
+    return cols.reshape(n, c * kh * kw, oh * ow)
+
+
+def _fold_reference(cols, size, kernel, dilation, padding, stride):
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = kernel, dilation, padding, stride
+    n = cols.shape[0]
+    c = cols.shape[1] // (kh * kw)
+    hp, wp = size[0] + 2 * ph, size[1] + 2 * pw
+    oh, ow = (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
+    blocks = cols.reshape(n, c, kh, kw, oh, ow)
+    image = np.zeros((n, c, hp, wp))
+    for i in range(kh):
+        for j in range(kw):
+            for a in range(oh):
+                for b in range(ow):
+                    image[:, :, a * sh + i * dh, b * sw + j * dw] += blocks[:, :, i, j, a, b]
+    return image[:, :, ph : ph + size[0], pw : pw + size[1]]
+
+
+FOLD_CASES = [
+    ((2, 2), (1, 1), (0, 0), (1, 1)),
+    ((2, 3), (1, 2), (1, 0), (2, 1)),
+    ((3, 3), (1, 1), (1, 1), (2, 2)),
+]
+
+
+@pytest.mark.parametrize(("kernel", "dilation", "padding", "stride"), FOLD_CASES)
+def test_unfold_matches_references(kernel, dilation, padding, stride, device, reference):
+    options = {"dilation": dilation, "padding": padding, "stride": stride}
+    compare(
+        reference,
+        lambda x: F.unfold(x, kernel, **options),
+        lambda x: _unfold_reference(x, kernel, dilation, padding, stride),
+        lambda torch, x: torch.nn.functional.unfold(x, kernel, **options),
+        [RNG.standard_normal((2, 2, 5, 6))],
+        device,
+    )
+
+
+@pytest.mark.parametrize(("kernel", "dilation", "padding", "stride"), FOLD_CASES)
+def test_fold_matches_references(kernel, dilation, padding, stride, device, reference):
+    size = (5, 6)
+    options = {"dilation": dilation, "padding": padding, "stride": stride}
+    blocks = _unfold_reference(np.zeros((1, 2, *size)), kernel, dilation, padding, stride).shape
+    compare(
+        reference,
+        lambda x: F.fold(x, size, kernel, **options),
+        lambda x: _fold_reference(x, size, kernel, dilation, padding, stride),
+        lambda torch, x: torch.nn.functional.fold(x, size, kernel, **options),
+        [RNG.standard_normal((2, blocks[1], blocks[2]))],
+        device,
+    )
+
+
+def test_unfold_and_fold_of_unbatched_input_and_their_modules(device):
+    x = RNG.standard_normal((3, 4, 4))
+    cols = kg.nn.Unfold(2, padding=1)(kg.tensor(x, device=device))
+    assert_close(cols, _unfold_reference(x[None], (2, 2), (1, 1), (1, 1), (1, 1))[0])
+    image = kg.nn.Fold((4, 4), 2, padding=1)(cols)
+    expected = _fold_reference(as_numpy(cols)[None], (4, 4), (2, 2), (1, 1), (1, 1), (1, 1))[0]
+    assert_close(image, expected)
+    assert "kernel_size=2" in repr(kg.nn.Unfold(2))
+
+
+def test_fold_gradient_of_the_gradient():
+    cols = kg.tensor(RNG.standard_normal((1, 4, 4)), requires_grad=True)
+    image = F.fold(cols, (3, 3), 2)
+    (image * image).sum().backward(create_graph=True)
+    grad = cols.grad
+    cols.grad = None
+    grad.sum().backward()
+    # d/dcols sum(2 * unfold(fold(cols))) = 2 * unfold(fold(ones))
+    ones = np.ones((1, 4, 4))
+    unit = ((1, 1), (0, 0), (1, 1))
+    expected = 2 * _unfold_reference(_fold_reference(ones, (3, 3), (2, 2), *unit), (2, 2), *unit)
+    assert_close(cols.grad, expected)
+
+
+def test_unfold_and_fold_errors():
+    with pytest.raises(ShapeError, match="4-d"):
+        F.unfold(kg.ones(4, 4), 2)
+    with pytest.raises(ShapeError, match="does not fit"):
+        F.unfold(kg.ones(1, 1, 2, 2), 3)
+    with pytest.raises(ShapeError, match="not a multiple"):
+        F.fold(kg.ones(1, 5, 4), (3, 3), 2)
+    with pytest.raises(ShapeError, match="has 4 blocks"):
+        F.fold(kg.ones(1, 4, 5), (3, 3), 2)
+    with pytest.raises(ArgumentError, match="must be positive"):
+        F.unfold(kg.ones(1, 1, 4, 4), 2, stride=0)
+
+
+# --- Gumbel-softmax and in-place activations --------------------------------------------------
+def test_gumbel_softmax_samples_the_softmax_distribution(device, simulated):
+    kg.manual_seed(3)
+    logits = np.array([0.0, 1.0, 2.0])
+    rows = 200 if simulated else 20000
+    sample = F.gumbel_softmax(kg.tensor(np.tile(logits, (rows, 1)), device=device), hard=True)
+    frequencies = as_numpy(sample).mean(0)
+    assert (as_numpy(sample).sum(1) == 1).all() and set(np.unique(as_numpy(sample))) <= {0, 1}
+    tolerance = 0.1 if simulated else 0.02
+    np.testing.assert_allclose(frequencies, np.exp(logits) / np.exp(logits).sum(), atol=tolerance)
+
+
+def test_gumbel_softmax_soft_rows_are_distributions_and_hard_has_their_gradient():
+    logits = kg.tensor(RNG.standard_normal((4, 5)), requires_grad=True)
+    kg.manual_seed(11)
+    soft = F.gumbel_softmax(logits, tau=0.5, dim=0)
+    assert_close(soft.sum(0), np.ones(5))
+    weights = kg.tensor(RNG.standard_normal((4, 5)))
+    (soft * weights).sum().backward()
+    soft_grad = as_numpy(logits.grad).copy()
+    logits.grad = None
+    kg.manual_seed(11)  # the same noise
+    hard = F.gumbel_softmax(logits, tau=0.5, hard=True, dim=0)
+    assert_close(hard, (as_numpy(soft) == as_numpy(soft).max(0)).astype(np.float64))
+    (hard * weights).sum().backward()
+    assert_close(logits.grad, soft_grad)
+    with pytest.raises(ArgumentError, match="tau must be positive"):
+        F.gumbel_softmax(logits, tau=0.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "numpy_fn"),
+    [
+        ("relu_", (), lambda x: np.maximum(x, 0)),
+        ("elu_", (0.5,), lambda x: np.where(x > 0, x, 0.5 * np.expm1(np.minimum(x, 0)))),
+        ("leaky_relu_", (0.2,), lambda x: np.where(x > 0, x, 0.2 * x)),
+        ("hardtanh_", (-0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7)),
+        ("threshold_", (0.3, -2.0), lambda x: np.where(x > 0.3, x, -2.0)),
+    ],
+)
+def test_inplace_activations_write_into_the_input(name, args, numpy_fn, device):
+    x = RNG.standard_normal((3, 4))
+    leaf = kg.tensor(x, device=device, requires_grad=True)
+    work = leaf * 1.0
+    out = getattr(F, name)(work, *args)
+    assert out is work
+    assert_close(work, numpy_fn(x))
+    out.sum().backward()
+    eps = 1e-6
+    assert_close(leaf.grad, (numpy_fn(x + eps) - numpy_fn(x - eps)) / (2 * eps), atol=1e-5)
+
+
+def test_inplace_activation_of_a_leaf_that_requires_grad_is_refused():
+    with pytest.raises(RuntimeError, match="in place"):
+        F.elu_(kg.ones(2, requires_grad=True))

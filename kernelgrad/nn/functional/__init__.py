@@ -27,19 +27,24 @@ from __future__ import annotations
 from .activation import (
     celu,
     elu,
+    elu_,
     gelu,
     glu,
+    gumbel_softmax,
     hardshrink,
     hardsigmoid,
     hardswish,
     hardtanh,
+    hardtanh_,
     leaky_relu,
+    leaky_relu_,
     log_softmax,
     logsigmoid,
     mish,
     prelu,
     relu,
     relu6,
+    relu_,
     rrelu,
     selu,
     sigmoid,
@@ -52,6 +57,7 @@ from .activation import (
     tanh,
     tanhshrink,
     threshold,
+    threshold_,
 )
 from .adaptive_pooling import (
     adaptive_avg_pool1d,
@@ -64,6 +70,7 @@ from .attention import multi_head_attention_forward, scaled_dot_product_attentio
 from .convolution import conv1d, conv2d
 from .convolution3d import conv3d
 from .distance import cosine_similarity, pairwise_distance, pdist
+from .fold import fold, unfold
 from .layers import (
     batch_norm,
     channel_dropout,
@@ -137,6 +144,12 @@ __all__ = [
     "glu",
     "prelu",
     "rrelu",
+    "relu_",
+    "elu_",
+    "leaky_relu_",
+    "hardtanh_",
+    "threshold_",
+    "gumbel_softmax",
     "linear",
     "scaled_dot_product_attention",
     "multi_head_attention_forward",
@@ -163,6 +176,8 @@ __all__ = [
     "lp_pool2d",
     "lp_pool3d",
     "interpolate",
+    "unfold",
+    "fold",
     "upsample",
     "dropout",
     "dropout1d",

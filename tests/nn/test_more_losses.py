@@ -398,6 +398,11 @@ def test_gaussian_nll_accepts_homoscedastic_and_float_variances(device):
     )
 
 
+def test_gaussian_nll_with_a_float_var_keeps_finite_terms_finite():
+    loss = F.gaussian_nll_loss(kg.tensor([math.inf, 1.0]), kg.zeros(2), 1.0, reduction="none")
+    assert loss.tolist() == [math.inf, 0.5]
+
+
 def test_gaussian_nll_clamps_var_but_keeps_its_gradient():
     var = kg.tensor([0.0, 1.0], requires_grad=True)
     loss = F.gaussian_nll_loss(

@@ -9,6 +9,7 @@ from typing import Any
 from ... import autograd
 from ...errors import ArgumentError, IndexingError, ShapeError, UnsupportedError, format_shape
 from ...ops.creation import arange, empty, ones
+from ...ops.creation import full as _full
 from ...ops.elementwise import where
 from ...ops.indexing import take
 from ...tensor import Tensor
@@ -740,7 +741,7 @@ def gaussian_nll_loss(
     if isinstance(var, (int, float)):
         if var < 0:
             raise ArgumentError(f"{op}: var must be non-negative, got {var}")
-        var = input.detach() * 0.0 + float(var)
+        var = _full(input.shape, float(var), dtype=input.dtype, device=input.device)
     else:
         from .._range_check import check_within
 

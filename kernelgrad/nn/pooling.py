@@ -1,5 +1,6 @@
-"""Pooling layers: ``MaxPool1d/2d``, ``AvgPool1d/2d`` and ``AdaptiveAvgPool2d``; the
-resampling layers ``Upsample``, ``UpsamplingNearest2d`` and ``UpsamplingBilinear2d``."""
+"""Pooling layers: ``MaxPool1d/2d/3d``, ``AvgPool1d/2d/3d``, ``AdaptiveAvgPool1d/2d/3d``,
+``AdaptiveMaxPool1d/2d/3d`` and ``LPPool1d/2d/3d``; the resampling layers ``Upsample``,
+``UpsamplingNearest2d`` and ``UpsamplingBilinear2d``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,16 @@ __all__ = [
     "AvgPool1d",
     "AvgPool2d",
     "AdaptiveAvgPool2d",
+    "MaxPool3d",
+    "AvgPool3d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d",
+    "LPPool1d",
+    "LPPool2d",
+    "LPPool3d",
     "Upsample",
     "UpsamplingNearest2d",
     "UpsamplingBilinear2d",
@@ -194,3 +205,172 @@ class UpsamplingBilinear2d(Upsample):
 
     def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
         super().__init__(size, scale_factor, "bilinear", align_corners=True)
+
+
+class MaxPool3d(Module):
+    """Maximum over (kd, kh, kw) windows of (N, C, D, H, W) input (``stride`` defaults to
+    ``kernel_size``; ``return_indices`` is not supported).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.MaxPool3d(2)(kg.zeros(1, 3, 4, 8, 8)).shape
+    (1, 3, 2, 4, 4)
+    """
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        dilation: Any = 1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+    ) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.max_pool3d(
+            input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+            self.return_indices,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return (
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
+        )
+
+
+class AvgPool3d(Module):
+    """Mean over (kd, kh, kw) windows of (N, C, D, H, W) input (zero padding).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.AvgPool3d(2)(kg.ones(1, 1, 2, 2, 2)).tolist()
+    [[[[[1.0]]]]]
+    """
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool3d(
+            input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+            self.count_include_pad, self.divisor_override,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+    """Average pooling of (N, C, L) input to ``output_size`` cells."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
+    """Average pooling of (N, C, D, H, W) input to a fixed ``output_size``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.AdaptiveAvgPool3d((1, 2, 2))(kg.ones(2, 3, 4, 5, 6)).shape
+    (2, 3, 1, 2, 2)
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool2d(Module):
+    """Max pooling to a fixed ``output_size`` whatever the input size (``return_indices``
+    is not supported).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.AdaptiveMaxPool2d(3)(kg.ones(2, 4, 7, 5)).shape
+    (2, 4, 3, 3)
+    """
+
+    def __init__(self, output_size: Any, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
+    """Max pooling of (N, C, L) input to ``output_size`` cells."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
+    """Max pooling of (N, C, D, H, W) input to a fixed ``output_size``."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class LPPool2d(Module):
+    """Power-average pooling ``(sum x**p)**(1/p)`` over windows (``p = norm_type``).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.LPPool2d(2, 2)(kg.ones(1, 1, 2, 2)).tolist()
+    [[[[2.0]]]]
+    """
+
+    def __init__(
+        self, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
+    ) -> None:
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (
+            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"ceil_mode={self.ceil_mode}"
+        )
+
+
+class LPPool1d(LPPool2d):
+    """Power-average pooling of (N, C, L) input."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.lp_pool1d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(LPPool2d):
+    """Power-average pooling of (N, C, D, H, W) input."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.lp_pool3d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)

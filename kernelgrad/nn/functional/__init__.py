@@ -27,19 +27,24 @@ from __future__ import annotations
 from .activation import (
     celu,
     elu,
+    elu_,
     gelu,
     glu,
+    gumbel_softmax,
     hardshrink,
     hardsigmoid,
     hardswish,
     hardtanh,
+    hardtanh_,
     leaky_relu,
+    leaky_relu_,
     log_softmax,
     logsigmoid,
     mish,
     prelu,
     relu,
     relu6,
+    relu_,
     rrelu,
     selu,
     sigmoid,
@@ -52,10 +57,20 @@ from .activation import (
     tanh,
     tanhshrink,
     threshold,
+    threshold_,
+)
+from .adaptive_pooling import (
+    adaptive_avg_pool1d,
+    adaptive_avg_pool3d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    adaptive_max_pool3d,
 )
 from .attention import multi_head_attention_forward, scaled_dot_product_attention
 from .convolution import conv1d, conv2d
 from .convolution3d import conv3d
+from .distance import cosine_similarity, pairwise_distance, pdist
+from .fold import fold, unfold
 from .layers import (
     batch_norm,
     channel_dropout,
@@ -72,12 +87,22 @@ from .linear import linear
 from .loss import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
+    cosine_embedding_loss,
     cross_entropy,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
     huber_loss,
+    kl_div,
     l1_loss,
+    margin_ranking_loss,
     mse_loss,
+    multi_margin_loss,
+    multilabel_soft_margin_loss,
     nll_loss,
+    poisson_nll_loss,
     smooth_l1_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
 )
 from .pooling import (
     adaptive_avg_pool2d,
@@ -87,6 +112,7 @@ from .pooling import (
     max_pool2d,
     max_pool2d_relu,
 )
+from .pooling3d import avg_pool3d, lp_pool1d, lp_pool2d, lp_pool3d, max_pool3d
 from .resampling import interpolate, upsample
 from .transposed import conv_transpose1d, conv_transpose2d, conv_transpose3d
 
@@ -118,6 +144,12 @@ __all__ = [
     "glu",
     "prelu",
     "rrelu",
+    "relu_",
+    "elu_",
+    "leaky_relu_",
+    "hardtanh_",
+    "threshold_",
+    "gumbel_softmax",
     "linear",
     "scaled_dot_product_attention",
     "multi_head_attention_forward",
@@ -133,7 +165,19 @@ __all__ = [
     "avg_pool1d",
     "avg_pool2d",
     "adaptive_avg_pool2d",
+    "max_pool3d",
+    "avg_pool3d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    "lp_pool1d",
+    "lp_pool2d",
+    "lp_pool3d",
     "interpolate",
+    "unfold",
+    "fold",
     "upsample",
     "dropout",
     "dropout1d",
@@ -153,4 +197,17 @@ __all__ = [
     "l1_loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "kl_div",
+    "cosine_embedding_loss",
+    "margin_ranking_loss",
+    "hinge_embedding_loss",
+    "triplet_margin_loss",
+    "soft_margin_loss",
+    "multilabel_soft_margin_loss",
+    "gaussian_nll_loss",
+    "poisson_nll_loss",
+    "multi_margin_loss",
+    "cosine_similarity",
+    "pairwise_distance",
+    "pdist",
 ]

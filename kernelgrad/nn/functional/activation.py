@@ -72,8 +72,9 @@ def silu(input: Tensor) -> Tensor:
     return input * input.sigmoid()
 
 
-def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
-    """x where x > 0, else ``negative_slope * x``."""
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """x where x > 0, else ``negative_slope * x`` (``inplace`` is accepted for
+    compatibility and computes the same; ``leaky_relu_`` writes into the input)."""
     return where(input > 0, input, input * negative_slope)
 
 
@@ -247,3 +248,87 @@ def rrelu(
 
     slopes = rand(input.shape, dtype=input.dtype, device=input.device) * (upper - lower) + lower
     return where(input >= 0, input, input * slopes)
+
+
+# --- in-place variants: the result written into the input -------------------------------------
+# The input itself is returned, changed, as PyTorch's ``F.relu_`` and friends do; autograd
+# records the in-place write (a leaf that requires grad is refused, as in PyTorch).
+
+
+def _source(input: Tensor) -> Tensor:
+    """What an in-place variant computes from: a copy of the input when autograd records
+    (the out-of-place op may save its operand, which the write would then change)."""
+    return input.clone() if autograd.needs_grad(input) else input
+
+
+def relu_(input: Tensor) -> Tensor:
+    """``relu`` written into ``input``.
+
+    >>> import kernelgrad as kg
+    >>> x = kg.tensor([-1.0, 2.0])
+    >>> _ = kg.nn.functional.relu_(x)
+    >>> x.tolist()
+    [0.0, 2.0]
+    """
+    return input.relu_()
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``elu`` written into ``input``."""
+    return input.copy_(elu(_source(input), alpha))
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``leaky_relu`` written into ``input``."""
+    return input.copy_(leaky_relu(_source(input), negative_slope))
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """``hardtanh`` (a clamp to [min_val, max_val]) written into ``input``."""
+    return input.copy_(hardtanh(_source(input), min_val, max_val))
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """``threshold`` written into ``input``: elements not above ``threshold`` become
+    ``value``."""
+    source = _source(input)
+    return input.copy_(where(source > threshold, source, value))
+
+
+# --- Gumbel-softmax ----------------------------------------------------------------------------
+
+
+def gumbel_softmax(
+    logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1
+) -> Tensor:
+    """A differentiable sample from the categorical distribution of ``logits``:
+    ``softmax((logits + g) / tau)`` along ``dim``, with ``g`` standard Gumbel noise. With
+    ``hard`` the result is the one-hot vector of its largest entry, whose gradient is that
+    of the soft sample (the straight-through estimator). ``eps`` is unused, as in PyTorch.
+
+    >>> import kernelgrad as kg
+    >>> y = kg.nn.functional.gumbel_softmax(kg.zeros(2, 5), hard=True)
+    >>> y.sum(1).tolist()
+    [1.0, 1.0]
+    """
+    if tau <= 0:
+        raise ArgumentError(f"gumbel_softmax: tau must be positive, got {tau}")
+    if logits.ndim == 0:
+        raise ShapeError("gumbel_softmax: the logits need at least one dimension")
+    from ...ops.creation import arange, rand
+
+    uniform = rand(logits.shape, dtype=logits.dtype, device=logits.device)
+    # -log(Exp(1)) with Exp(1) = -log(1 - U), kept above 0 so the noise stays finite
+    exponential = (1.0 - uniform).log().neg().clamp(min=1e-30)
+    y_soft = ((logits - exponential.log()) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    d = dim % logits.ndim if -logits.ndim <= dim < logits.ndim else dim
+    if not 0 <= d < logits.ndim:
+        raise DimensionError(f"gumbel_softmax: dim {dim} is out of range for {logits.ndim} dims")
+    index = y_soft.detach().argmax(d, keepdim=True)
+    shape = [1] * logits.ndim
+    shape[d] = logits.shape[d]
+    positions = arange(logits.shape[d], device=logits.device).reshape(tuple(shape))
+    y_hard = (positions == index).to(logits.dtype)
+    return y_hard - y_soft.detach() + y_soft

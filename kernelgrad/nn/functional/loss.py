@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 from ... import autograd
 from ...errors import ArgumentError, IndexingError, ShapeError, UnsupportedError, format_shape
 from ...ops.creation import arange, empty, ones
+from ...ops.creation import full as _full
 from ...ops.elementwise import where
 from ...ops.indexing import take
 from ...tensor import Tensor
@@ -414,3 +416,397 @@ def binary_cross_entropy_with_logits(
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+# --- the other losses of torch.nn.functional, in tensor ops -----------------------------
+
+
+def _softplus(x: Tensor) -> Tensor:
+    """log(1 + exp(x)) without overflow."""
+    return (-x.abs()).exp().log1p() + x.relu()
+
+
+def kl_div(
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    log_target: bool = False,
+) -> Tensor:
+    """Kullback-Leibler divergence of ``target`` from the distribution whose
+    log-probabilities are ``input``: ``target * (log(target) - input)`` (0 where target
+    is 0), or ``exp(target) * (target - input)`` with ``log_target``. ``"batchmean"``
+    divides the sum by the batch size (the mathematical KL divergence); ``"mean"``
+    divides by the element count (PyTorch warns about it, and so does this).
+
+    >>> import kernelgrad as kg
+    >>> logp = kg.tensor([[0.5, 0.5]]).log()
+    >>> target = kg.tensor([[1.0, 0.0]])
+    >>> round(kg.nn.functional.kl_div(logp, target, reduction="batchmean").item(), 4)
+    0.6931
+    """
+    if reduction not in ("mean", "sum", "none", "batchmean"):
+        raise ArgumentError(
+            f"kl_div: reduction must be 'mean', 'batchmean', 'sum' or 'none', got {reduction!r}"
+        )
+    if reduction == "mean":
+        warnings.warn(
+            "kl_div: reduction 'mean' divides the total loss by both the batch size and the "
+            "support size; 'batchmean' divides only by the batch size, and aligns with the "
+            "KL divergence's definition",
+            stacklevel=2,
+        )
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        # xlogy(t, t) - t * input: 0 where t == 0, NaN where t < 0 (as PyTorch)
+        zero = target == 0
+        loss = where(zero, 0.0, target * where(zero, 1.0, target).log()) - target * input
+    if reduction == "batchmean":
+        total = loss.sum()
+        return total / input.shape[0] if input.ndim else total
+    return _reduce(loss, reduction, "kl_div")
+
+
+def _check_ndims(op: str, names: tuple[str, ...], *tensors: Tensor) -> None:
+    if len({t.ndim for t in tensors}) > 1:
+        shapes = ", ".join(f"{n} {format_shape(t.shape)}" for n, t in zip(names, tensors))
+        raise ShapeError(f"{op}: all inputs must have the same number of dimensions, got {shapes}")
+
+
+def margin_ranking_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """``max(0, -target * (input1 - input2) + margin)``: target 1 asks for input1 to rank
+    higher than input2, target -1 for the reverse.
+
+    >>> import kernelgrad as kg
+    >>> F = kg.nn.functional
+    >>> x1, x2 = kg.tensor([1.0, 1.0]), kg.tensor([2.0, 0.0])
+    >>> F.margin_ranking_loss(x1, x2, kg.tensor([1.0, 1.0])).item()
+    0.5
+    """
+    op = "margin_ranking_loss"
+    _check_reduction(reduction, op)
+    _check_ndims(op, ("input1", "input2", "target"), input1, input2, target)
+    loss = (-target * (input1 - input2) + margin).clamp(min=0.0)
+    return _reduce(loss, reduction, op)
+
+
+def hinge_embedding_loss(
+    input: Tensor,
+    target: Tensor,
+    margin: float = 1.0,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """``input`` where target is 1, ``max(0, margin - input)`` where target is -1 (as
+    PyTorch: other target values get both terms).
+
+    >>> import kernelgrad as kg
+    >>> F = kg.nn.functional
+    >>> target = kg.tensor([1.0, -1.0])
+    >>> F.hinge_embedding_loss(kg.tensor([0.3, 0.4]), target, reduction="none").tolist()
+    [0.30000001192092896, 0.6000000238418579]
+    """
+    op = "hinge_embedding_loss"
+    _check_reduction(reduction, op)
+    margin_term = where(target != 1, (margin - input).clamp(min=0.0), 0.0)
+    self_term = where(target != -1, input, 0.0)
+    return _reduce(margin_term + self_term, reduction, op)
+
+
+def soft_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """The two-class logistic loss ``log(1 + exp(-target * input))`` (target 1 or -1),
+    computed without overflow.
+
+    >>> import kernelgrad as kg
+    >>> round(kg.nn.functional.soft_margin_loss(kg.tensor([0.0]), kg.tensor([1.0])).item(), 4)
+    0.6931
+    """
+    op = "soft_margin_loss"
+    _check_reduction(reduction, op)
+    _check_same_shape(input, target, op)
+    return _reduce(_softplus(-target * input), reduction, op)
+
+
+def multilabel_soft_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """One-versus-all logistic loss of (N, C) scores against (N, C) 0/1 targets, averaged
+    over the C classes (``weight`` rescales them): one loss per sample.
+
+    >>> import kernelgrad as kg
+    >>> F = kg.nn.functional
+    >>> round(F.multilabel_soft_margin_loss(kg.zeros(1, 3), kg.tensor([[1.0, 0.0, 1.0]])).item(), 4)
+    0.6931
+    """
+    op = "multilabel_soft_margin_loss"
+    _check_reduction(reduction, op)
+    if input.ndim == 0:
+        raise ShapeError(f"{op}: the input needs a class dimension, got a 0-d tensor")
+    # -(t * logsigmoid(x) + (1 - t) * logsigmoid(-x)), with logsigmoid(x) = -softplus(-x)
+    loss = target * _softplus(-input) + (1.0 - target) * _softplus(input)
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(-1) / input.shape[-1]
+    return _reduce(loss, reduction, op)
+
+
+def multi_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    p: int = 1,
+    margin: float = 1.0,
+    weight: Tensor | None = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Multi-class hinge loss of (N, C) or (C,) scores against class indices:
+    ``sum_{j != y} max(0, margin - x[y] + x[j])**p / C`` per sample, times ``weight[y]``.
+
+    >>> import kernelgrad as kg
+    >>> F = kg.nn.functional
+    >>> round(F.multi_margin_loss(kg.tensor([[0.1, 0.2, 0.4, 0.8]]), kg.tensor([3])).item(), 4)
+    0.325
+    """
+    op = "multi_margin_loss"
+    _check_reduction(reduction, op)
+    if p not in (1, 2):
+        raise ArgumentError(f"{op}: only p == 1 and p == 2 are supported, got p={p!r}")
+    if input.ndim not in (1, 2):
+        raise ShapeError(
+            f"{op}: the input must be (N, C) or (C,), got shape {format_shape(input.shape)}"
+        )
+    x = input.reshape(1, -1) if input.ndim == 1 else input
+    t = target.reshape(-1)
+    if target.ndim > 1 or t.shape[0] != x.shape[0]:
+        raise ShapeError(
+            f"{op}: for an input of shape {format_shape(input.shape)} the target must hold "
+            f"{x.shape[0]} class indices (shape ({x.shape[0]},) or ()), got shape "
+            f"{format_shape(target.shape)}"
+        )
+    if target.dtype.is_floating_point:
+        raise ArgumentError(f"{op}: the target must hold integer class indices, got {target.dtype}")
+    classes = _class_count(input, op)
+    if weight is not None and weight.shape != (classes,):
+        raise ShapeError(
+            f"{op}: weight must have shape ({classes},), got {format_shape(weight.shape)}"
+        )
+    from .._range_check import check_within
+
+    check_within(
+        t,
+        0,
+        classes - 1,
+        lambda position: IndexingError(
+            f"{op}: the target class index at flat position {position} is out of range: the "
+            f"input has {classes} classes (valid targets: 0 to {classes - 1})"
+        ),
+    )
+    is_target = t.unsqueeze(1) == arange(classes, device=x.device)
+    picked = where(is_target, x, 0.0).sum(1, keepdim=True)
+    hinge = (x - picked + margin).clamp(min=0.0)
+    if p == 2:
+        hinge = hinge * hinge
+    loss = where(is_target, 0.0, hinge).sum(1) / classes
+    if weight is not None:
+        loss = loss * take(weight, 0, t)
+    if input.ndim == 1:
+        loss = loss.reshape(())
+    return _reduce(loss, reduction, op)
+
+
+def cosine_embedding_loss(
+    input1: Tensor,
+    input2: Tensor,
+    target: Tensor,
+    margin: float = 0.0,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """``1 - cos(x1, x2)`` where target is 1, ``max(0, cos(x1, x2) - margin)`` where it is
+    -1; the cosine over the last dim of (N, D) or (D,) inputs (eps 1e-12 added to each
+    squared norm, as PyTorch).
+
+    >>> import kernelgrad as kg
+    >>> F = kg.nn.functional
+    >>> x1, x2 = kg.tensor([[1.0, 0.0]]), kg.tensor([[0.0, 1.0]])
+    >>> F.cosine_embedding_loss(x1, x2, kg.tensor([1])).item()
+    1.0
+    """
+    op = "cosine_embedding_loss"
+    _check_reduction(reduction, op)
+    _check_ndims(op, ("input1", "input2"), input1, input2)
+    if target.ndim > 1 or input1.ndim != target.ndim + 1:
+        raise ShapeError(
+            f"{op}: a target of shape (N,) needs (N, D) inputs, a 0-d target (D,) inputs; "
+            f"got inputs {format_shape(input1.shape)} and {format_shape(input2.shape)} with "
+            f"target {format_shape(target.shape)}"
+        )
+    dim = target.ndim
+    epsilon = 1e-12
+    products = (input1 * input2).sum(dim)
+    squares1 = (input1 * input1).sum(dim) + epsilon
+    squares2 = (input2 * input2).sum(dim) + epsilon
+    cos = products / (squares1 * squares2).sqrt()
+    loss = where(target == 1, 1.0 - cos, 0.0) + where(
+        target == -1, (cos - margin).clamp(min=0.0), 0.0
+    )
+    return _reduce(loss, reduction, op)
+
+
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2,
+    eps: float = 1e-6,
+    swap: bool = False,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """``max(0, margin + d(anchor, positive) - d(anchor, negative))`` with ``d`` the
+    ``pairwise_distance`` (p-norm, eps); ``swap`` uses min(d(a, n), d(p, n)).
+
+    >>> import kernelgrad as kg
+    >>> F = kg.nn.functional
+    >>> a, pos, neg = kg.tensor([[0.0, 0.0]]), kg.tensor([[0.0, 1.0]]), kg.tensor([[0.0, 3.0]])
+    >>> round(F.triplet_margin_loss(a, pos, neg, eps=0.0).item(), 4)
+    0.0
+    """
+    from .distance import pairwise_distance
+
+    op = "triplet_margin_loss"
+    _check_reduction(reduction, op)
+    _check_ndims(op, ("anchor", "positive", "negative"), anchor, positive, negative)
+    if anchor.ndim not in (1, 2):
+        raise ShapeError(
+            f"{op}: the inputs must be (N, D) or (D,), got shape {format_shape(anchor.shape)}"
+        )
+    if margin <= 0:
+        raise ArgumentError(f"{op}: margin must be greater than 0, got {margin}")
+    positive_distance = pairwise_distance(anchor, positive, p, eps)
+    negative_distance = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        negative_distance = negative_distance.minimum(pairwise_distance(positive, negative, p, eps))
+    loss = (positive_distance - negative_distance + margin).clamp(min=0.0)
+    return _reduce(loss, reduction, op)
+
+
+def _straight_through_clamp(x: Tensor, minimum: float) -> Tensor:
+    """``x`` clamped at ``minimum`` in value, with the gradient of ``x`` itself (PyTorch
+    clamps in place under ``no_grad``)."""
+    return x + (x.detach().clamp(min=minimum) - x.detach())
+
+
+def gaussian_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    var: Tensor | float,
+    full: bool = False,
+    eps: float = 1e-6,
+    reduction: str = "mean",
+) -> Tensor:
+    """Negative log-likelihood of ``target`` under a Gaussian of mean ``input`` and
+    variance ``var``: ``0.5 * (log(var) + (input - target)**2 / var)`` (+ 0.5 * log(2 pi)
+    with ``full``); ``var`` is clamped at ``eps`` (without affecting its gradient). ``var``
+    has the input's shape, or one dimension of size 1 (or missing at the end), or is a
+    float.
+
+    >>> import kernelgrad as kg
+    >>> F = kg.nn.functional
+    >>> F.gaussian_nll_loss(kg.tensor([1.0]), kg.tensor([3.0]), kg.tensor([1.0])).item()
+    2.0
+    """
+    op = "gaussian_nll_loss"
+    if isinstance(var, (int, float)):
+        if var < 0:
+            raise ArgumentError(f"{op}: var must be non-negative, got {var}")
+        var = _full(input.shape, float(var), dtype=input.dtype, device=input.device)
+    else:
+        from .._range_check import check_within
+
+        check_within(
+            var.detach(),
+            0.0,
+            math.inf,
+            lambda position: ArgumentError(
+                f"{op}: var has a negative (or NaN) entry at flat position {position}; "
+                "variances must be non-negative"
+            ),
+        )
+    if var.shape != input.shape:
+        if input.shape[:-1] == var.shape:
+            var = var.unsqueeze(-1)
+        elif not (
+            input.ndim == var.ndim and sum(v for i, v in zip(input.shape, var.shape) if i != v) == 1
+        ):
+            raise ShapeError(
+                f"{op}: var of shape {format_shape(var.shape)} does not fit the input of shape "
+                f"{format_shape(input.shape)}: give the input's shape, that shape with one "
+                "dimension of size 1, or without its last dimension"
+            )
+    _check_reduction(reduction, op)
+    var = _straight_through_clamp(var, eps)
+    difference = input - target
+    loss = 0.5 * (var.log() + difference * difference / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction, op)
+
+
+def poisson_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    log_input: bool = True,
+    full: bool = False,
+    size_average: Any = None,
+    eps: float = 1e-8,
+    reduce: Any = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """Negative log-likelihood of ``target`` under a Poisson distribution of rate
+    ``exp(input)`` (``log_input``) or ``input``: ``exp(input) - target * input``, or
+    ``input - target * log(input + eps)``; ``full`` adds Stirling's approximation of
+    ``log(target!)`` where target > 1.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.poisson_nll_loss(kg.tensor([0.0]), kg.tensor([2.0])).item()
+    1.0
+    """
+    op = "poisson_nll_loss"
+    _check_reduction(reduction, op)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + eps).log()
+    if full:
+        large = target > 1
+        t = where(large, target, 2.0)
+        stirling = t * t.log() - t + 0.5 * (2 * math.pi * t).log()
+        loss = loss + where(large, stirling, 0.0)
+    return _reduce(loss, reduction, op)

@@ -91,6 +91,25 @@ def prefetch(fn: ScalarFunction, like: Tensor, layouts: Sequence[str]) -> None:
     prefetch_elementwise(fn, ("array",) * fn.nin, inputs, [dtype] * fn.nout, inputs, layouts)
 
 
+def prefetch_each(
+    fn: ScalarFunction, kinds: Sequence[str], tensors: Sequence[Tensor], dtype: DType
+) -> None:
+    """Have the kernels that :func:`launch_each` will run for one item per tensor of
+    ``tensors`` (each item the tensor's shape, every operand contiguous, ``kinds`` per
+    input: ``"array"``, ``"scalar"``, or ``"out<k>"`` for output ``k`` read in place)
+    compiled ahead where the backend can (``prefetch_elementwise_foreach``); returns
+    at once. An optimizer calls it when it is made, so that its first step finds its
+    update kernel compiled."""
+    if not tensors or tracing.active_recorder() is not None:
+        return
+    prefetch = getattr(tensors[0]._backend, "prefetch_elementwise_foreach", None)
+    if prefetch is None:
+        return
+    arrays = [dtype for kind in kinds if kind == "array"]
+    sizes = [t.numel() for t in tensors]
+    prefetch(fn, tuple(kinds), [dtype] * fn.nin, [dtype] * fn.nout, arrays, sizes)
+
+
 def _views(fn: ScalarFunction, outputs: Sequence[Tensor], inputs: Sequence[Any]) -> tuple:
     """The backend views of one launch, after checking counts, devices and shapes."""
     if len(outputs) != fn.nout:

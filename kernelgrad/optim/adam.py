@@ -30,7 +30,7 @@ from typing import Any
 from .. import tracing
 from ..backends.base import ScalarFunction, backend_capability
 from ..dtypes import float64
-from ..nn._fused import launch, launch_each
+from ..nn._fused import launch, launch_each, prefetch_each
 from ..ops.creation import empty, tensor, zeros, zeros_like
 from ..tensor import Tensor
 from .optimizer import Optimizer, normal_floor
@@ -131,6 +131,25 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
         # parameter id -> (its step tensor, the count it holds): see _host_count
         self._host_counts: dict[int, tuple[Tensor, int]] = {}
+        self._prefetch_updates()
+
+    def _prefetch_updates(self) -> None:
+        """Have the fused update kernels the first step will launch compiled ahead where
+        the backend can (``nn._fused.prefetch_each``: a compile worker on the CPU), while
+        the first forward and backward passes run."""
+        for group in self.param_groups:
+            if not group["fused"]:
+                continue
+            fn = ADAM_AMSGRAD_UPDATE if group["amsgrad"] else ADAM_UPDATE
+            states = 4 if group["amsgrad"] else 3  # p, m, v (, v_max): updated in place
+            kinds = ["out0", "array", *(f"out{k}" for k in range(1, states))]
+            kinds += ["scalar"] * (fn.nin - len(kinds))
+            same: dict[tuple, list[Tensor]] = {}
+            for p in group["params"]:
+                if p.requires_grad:
+                    same.setdefault((p._storage.backend, p.dtype), []).append(p)
+            for (_, dtype), params in same.items():
+                prefetch_each(fn, kinds, params, dtype)
 
     def _update_group(self, group: dict[str, Any]) -> None:
         (beta1, beta2), eps = group["betas"], group["eps"]

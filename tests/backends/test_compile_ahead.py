@@ -171,14 +171,17 @@ PREFETCH_SCRIPT = textwrap.dedent(
     w = kg.tensor(rng.standard_normal((4, 3, 5, 5), dtype=np.float32), requires_grad=True)
     fc = kg.tensor(rng.standard_normal((64, 5), dtype=np.float32), requires_grad=True)
     labels = kg.tensor(rng.integers(0, 5, 4))
+    optimizer = kg.optim.Adam([w, fc], lr=0.01)  # asks for its update kernel ahead
 
     loss = F.cross_entropy(F.max_pool2d_relu(F.conv2d(x, w), 2).flatten(1) @ fc, labels)
     compile_ahead.wait_for_workers(600)  # every form asked for ahead is compiled now
     loss.backward()
+    grads = [t.grad.numpy().ravel().tolist() for t in (x, w, fc)]
+    optimizer.step()
 
     forms = {}
     for name, module in list(sys.modules.items()):
-        for attribute in ("kernel_serial", "rows_serial", "strided_serial"):
+        for attribute in ("kernel_serial", "rows_serial", "strided_serial", "foreach"):
             form = getattr(module, attribute, None)
             if isinstance(form, compile_ahead.WorkerCompiled):
                 forms[f"{name}.{attribute}"] = [
@@ -194,8 +197,8 @@ PREFETCH_SCRIPT = textwrap.dedent(
                         serial.job is None, sum(serial.dispatcher.stats.cache_hits.values()),
                         sum(serial.dispatcher.stats.cache_misses.values()),
                     ]
-    grads = [t.grad.numpy().ravel().tolist() for t in (x, w, fc)]
-    print(json.dumps({"forms": forms, "grads": grads}))
+    stepped = [t.numpy().ravel().tolist() for t in (w, fc)]
+    print(json.dumps({"forms": forms, "grads": grads, "stepped": stepped}))
     """
 )
 
@@ -215,14 +218,16 @@ def _run_prefetch_script(tmp_path, workers: str) -> dict:
 
 
 def test_a_forward_pass_has_its_gradient_kernels_compiled_ahead(tmp_path):
-    """With an empty cache, the convolution's and the max-pool's gradient kernels are
-    compiled by the worker during the forward pass; the backward pass loads them from
-    the disk cache (no compile of its own) and gets PyTorch's gradients."""
+    """With an empty cache, the convolution's and the max-pool's gradient kernels and
+    Adam's update are compiled by the worker during the forward pass; the backward pass
+    and the step load them from the disk cache (no compile of their own) and give
+    PyTorch's gradients and parameters."""
     ahead = _run_prefetch_script(tmp_path, "1")
     forms = ahead["forms"]
     assert any("conv_weight_grad_direct" in name for name in forms), forms
     assert any("conv_input_grad_direct" in name for name in forms), forms
     assert any("max_window_relu_grad" in name for name in forms), forms
+    assert any("foreach_adam_update" in name for name in forms), forms
     for name, (waited, hits, misses) in forms.items():
         if "max_window_relu_grad" in name and hits == 0 and misses == 0:
             continue  # a layout this model's backward pass did not use
@@ -237,6 +242,9 @@ def test_a_forward_pass_has_its_gradient_kernels_compiled_ahead(tmp_path):
     torch.nn.functional.cross_entropy(pooled.flatten(1) @ fc, labels).backward()
     for ours, theirs in zip(ahead["grads"], (x, w, fc)):
         np.testing.assert_allclose(ours, theirs.grad.numpy().ravel(), rtol=1e-4, atol=1e-5)
+    torch.optim.Adam([w, fc], lr=0.01).step()
+    for ours, theirs in zip(ahead["stepped"], (w, fc)):
+        np.testing.assert_allclose(ours, theirs.detach().numpy().ravel(), rtol=1e-5, atol=1e-6)
 
 
 def test_a_form_asked_for_ahead_loads_the_workers_result(monkeypatch):

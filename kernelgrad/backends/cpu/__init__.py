@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from math import prod
@@ -451,6 +452,45 @@ class CPUBackend:
             twin = getattr(module, form)
             if isinstance(twin, ParallelTwin):
                 twin.serial = waiting
+
+    def prefetch_elementwise_foreach(
+        self, fn: ScalarFunction, kinds: tuple[str, ...], compute_dtypes, out_dtypes,
+        array_dtypes, sizes: Sequence[int],
+    ) -> None:  # fmt: skip
+        """Compile ahead, in a compile worker, what :meth:`elementwise_foreach` will run
+        for items of these sizes (element counts), every array contiguous, with these
+        operand ``kinds`` (``"array"``, ``"scalar"`` or ``"out<k>"`` per input; scalars
+        the same for every item) and dtypes: the serial kernel of the small items
+        together, and the flat kernel of the items that run alone. Returns at once."""
+        from .compile_ahead import prefetch as compile_ahead
+
+        small = [n for n in sizes if 0 < n < PARALLEL_THRESHOLD]
+        if len(small) == 1 or any(n >= PARALLEL_THRESHOLD for n in sizes):
+            self.prefetch_elementwise(
+                fn, kinds, compute_dtypes, out_dtypes, array_dtypes, ("contiguous",)
+            )
+        if len(small) < 2:
+            return
+        members = []
+        for n in small:  # stand-in views over one-element buffers: only the types count
+            outputs = [View(np.empty(1, dtype=d.numpy), (n,), (1,), 0, d) for d in out_dtypes]
+            arrays = iter(array_dtypes)
+            inputs: list[Any] = []
+            for kind in kinds:
+                if kind.startswith("out"):
+                    inputs.append(outputs[int(kind[3:])])
+                elif kind == "array":
+                    d = next(arrays)
+                    inputs.append(View(np.empty(1, dtype=d.numpy), (n,), (1,), 0, d))
+                else:
+                    inputs.append(0.0)
+            members.append((outputs, inputs, n))
+        _, kernel, _, *args = self._foreach_launch(fn, kinds, members, compute_dtypes)
+        module = sys.modules.get(kernel.py_func.__module__)
+        if module is not None:
+            waiting = compile_ahead(module, "foreach", tuple(args))
+            if waiting is not None:
+                module.foreach = waiting
 
     def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
         """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each item with

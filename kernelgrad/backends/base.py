@@ -70,12 +70,15 @@ each scalar as a number, for a new contiguous output from contiguous inputs of t
 shape; or None. ``ops/elementwise.apply`` asks for it once per cached decision and calls
 it instead of ``elementwise`` unless the instance's ``elementwise`` is wrapped.
 
-Two more let layers have kernels compiled ahead, while a forward pass runs, for the
+Three more let layers have kernels compiled ahead, while a forward pass runs, for the
 launches their backward pass will make: ``prefetch_kernel(program, launch)`` (as
 ``launch_kernel``, but only compiling; ``Kernel.prefetch``) and
 ``prefetch_elementwise(fn, kinds, compute_dtypes, out_dtypes, array_dtypes, layouts)``
-(``layouts``: ``"contiguous"``, ``"rows"``, ``"strided"``; ``nn._fused.prefetch``).
-Both return at once; the CPU backend hands the work to a compile worker.
+(``layouts``: ``"contiguous"``, ``"rows"``, ``"strided"``; ``nn._fused.prefetch``), and
+``prefetch_elementwise_foreach(fn, kinds, compute_dtypes, out_dtypes, array_dtypes,
+sizes)`` for ``elementwise_foreach`` over items of those element counts
+(``nn._fused.prefetch_each``, an optimizer's update). They return at once; the CPU
+backend hands the work to a compile worker.
 """
 
 from __future__ import annotations

@@ -680,7 +680,7 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     kernelgrad.Size([2, 4])
     """
     if isinstance(dims, Tensor):
-        dims = dims.tolist()
+        dims = dims.cpu().tolist()
     if isinstance(dims, int):
         if dims < 0 or dims > min(a.ndim, b.ndim):
             raise ArgumentError(
@@ -838,7 +838,7 @@ def tensor_split(x: Tensor, indices_or_sections: Any, dim: int = 0) -> tuple[Ten
                 "tensor_split: a tensor of indices_or_sections must be a 0-d or 1-d integer "
                 f"tensor, got {spec.dtype} of shape {format_shape(spec.shape)}"
             )
-        spec = spec.tolist()
+        spec = spec.cpu().tolist()  # the split points decide the shapes: a host read
     size = x.shape[d]
     if isinstance(spec, int):
         if spec <= 0:

@@ -150,13 +150,13 @@ VALUE_CASES = [
     (
         "scatter_src",
         [A23, A24],
-        lambda m, x, s: m.scatter(x, 1, m.tensor(SCATTER_INDEX), s),
+        lambda m, x, s: m.scatter(x, 1, m.tensor(SCATTER_INDEX, device=x.device), s),
         lambda a, s: _np_scatter(a, 1, SCATTER_INDEX, s),
     ),
     (
         "scatter_value",
         [A23],
-        lambda m, x: m.scatter(x, 1, m.tensor([[1], [0]]), 7.5),
+        lambda m, x: m.scatter(x, 1, m.tensor([[1], [0]], device=x.device), 7.5),
         lambda a: _np_scatter(a, 1, np.array([[1], [0]]), 7.5),
     ),
     (
@@ -168,7 +168,7 @@ VALUE_CASES = [
     (
         "index_add_alpha",
         [A34, A23.T],
-        lambda m, x, s: m.index_add(x, 1, m.tensor([3, 0]), s, alpha=2.0),
+        lambda m, x, s: m.index_add(x, 1, m.tensor([3, 0], device=x.device), s, alpha=2.0),
         lambda a, s: _np_scatter_add(a, 1, np.broadcast_to([3, 0], (3, 2)), 2 * s),
     ),
     (
@@ -820,10 +820,49 @@ def test_a_representative_subset_on_the_device(device, simulated):
     counts = kg.bincount(kg.tensor(I5, device=device), minlength=7)
     assert (
         counts.device == kg.device(device)
-        and counts.tolist() == np.bincount(I5, minlength=7).tolist()
+        and counts.cpu().tolist() == np.bincount(I5, minlength=7).tolist()
     )
     found = kg.searchsorted(kg.tensor(SORTED, device=device), kg.tensor(PROBES, device=device))
-    assert found.tolist() == np.searchsorted(SORTED, PROBES).tolist()
+    assert found.cpu().tolist() == np.searchsorted(SORTED, PROBES).tolist()
     embedded = kg.diag_embed(kg.tensor(A3.astype(np.float32), device=device), 1)
     assert_close(embedded, _np_diag_embed(A3, 1).astype(np.float32))
+    pieces = kg.tensor_split(kg.arange(5, device=device), kg.tensor([1, 3], device=device))
+    assert [p.cpu().tolist() for p in pieces] == [[0], [1, 2], [3, 4]]
     assert kg.ones(1, device=device).get_device() == (-1 if device == "cpu" else 0)
+
+
+DEVICE_CASES = [
+    c
+    for c in VALUE_CASES
+    if c[0]
+    in {
+        "scatter_src",
+        "scatter_value",
+        "index_add_alpha",
+        "cross",
+        "kron",
+        "meshgrid_xy",
+        "diff_n2_pre_append",
+        "addcdiv",
+        "baddbmm",
+        "sinc",
+        "signbit",
+        "isin",
+        "searchsorted_batched",
+        "block_diag",
+        "rot90",
+        "tensordot_lists",
+        "trapezoid_x",
+        "nanmean",
+        "logit_eps",
+        "cdist_pinf",
+    }
+]
+
+
+@pytest.mark.parametrize("case", DEVICE_CASES, ids=[c[0] for c in DEVICE_CASES])
+def test_values_on_the_device(case, device):
+    _, inputs, fn, reference = case
+    got = fn(kg, *[kg.tensor(_float32(a), device=device) for a in inputs])
+    assert got.device == kg.device(device)
+    assert_close(got.cpu(), np.asarray(reference(*inputs)), rtol=1e-5, atol=1e-5)

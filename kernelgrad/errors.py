@@ -113,7 +113,6 @@ TENSOR_ADVICE = {
     "storage": "kernelgrad has no storage objects: x.numpy() shares a CPU tensor's memory",
     "untyped_storage": "kernelgrad has no storage objects: x.numpy() shares a CPU tensor's memory",
     "to_sparse": "kernelgrad has no sparse tensors",
-    "register_hook": "use kg.autograd's hooks (docs/autograd.md)",
     "backward_hook": "use kg.autograd's hooks (docs/autograd.md)",
     "apply_": "kernelgrad does not run Python per element: write a @kg.elementwise function",
     "map_": "kernelgrad does not run Python per element: write a @kg.elementwise function",

@@ -1340,6 +1340,7 @@ _METHODS: dict[str, Any] = {
     "logical_or": lambda self, other: _ew.LOGICAL_OR(self, other),
     "logical_xor": lambda self, other: _ew.LOGICAL_XOR(self, other),
     "ndimension": lambda self: self.ndim,
+    "register_hook": autograd.register_hook,
     "get_device": _get_device,
     "is_signed": lambda self: self.dtype is not bool_,
     "t_": lambda self: _restride(self, "t_", Tensor.t),

@@ -866,3 +866,63 @@ def test_values_on_the_device(case, device):
     got = fn(kg, *[kg.tensor(_float32(a), device=device) for a in inputs])
     assert got.device == kg.device(device)
     assert_close(got.cpu(), np.asarray(reference(*inputs)), rtol=1e-5, atol=1e-5)
+
+
+# --- Tensor.register_hook -----------------------------------------------------------------------
+def _hooked_run(m):
+    """The same program for kernelgrad and PyTorch: leaf and non-leaf hooks, a hook that
+    only observes, removal, and a leaf that is the root."""
+    out = {}
+    w = m.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    w.register_hook(lambda g: seen.append(g.tolist()))
+    scale = w.register_hook(lambda g: g * 10)
+    a = w * 3
+    shift = a.register_hook(lambda g: g + 1)
+    a.retain_grad()
+    ((a * w).sum() + w.sum()).backward()
+    out["leaf"], out["non_leaf"], out["seen"] = w.grad.tolist(), a.grad.tolist(), seen
+    scale.remove()
+    shift.remove()
+    w.grad = None
+    (w * w).sum().backward()
+    out["after_remove"] = w.grad.tolist()
+    r = m.tensor([1.0], requires_grad=True)
+    r.register_hook(lambda g: g * 5)
+    r.backward(m.tensor([2.0]))
+    out["root"] = r.grad.tolist()
+    return out
+
+
+def test_register_hook_sees_and_replaces_gradients():
+    got = _hooked_run(kg)
+    # d/dw of sum(3w * w) + sum(w) = 6w + 1 = [7, 13], plus a's hook (+1) times w = [1, 2]
+    # through a: 3 * (w + 1) + 3 * w + 1 -> [10, 16]; then the leaf hook scales by 10
+    assert got == {
+        "leaf": [100.0, 160.0],
+        "non_leaf": [2.0, 3.0],
+        "seen": [[10.0, 16.0], [2.0, 4.0]],
+        "after_remove": [2.0, 4.0],
+        "root": [10.0],
+    }
+
+
+@pytest.mark.torch
+def test_register_hook_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    assert _hooked_run(kg) == _hooked_run(torch)
+
+
+def test_register_hook_runs_before_post_accumulate_hooks_and_checks_its_arguments():
+    w = kg.ones(2, requires_grad=True)
+    order = []
+    w.register_hook(lambda g: order.append("hook") or g * 2)
+    kg.autograd.register_post_accumulate_grad_hook(w, lambda t: order.append(t.grad.tolist()))
+    ((w * 3).sum() + (w * w).sum()).backward()
+    assert order == ["hook", [10.0, 10.0]]
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        kg.ones(2).register_hook(lambda g: g)
+    v = kg.ones(2, requires_grad=True)
+    v.register_hook(lambda g: g.sum())
+    with pytest.raises(RuntimeError, match="keep the shape"):
+        (v * 2).sum().backward()

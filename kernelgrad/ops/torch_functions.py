@@ -203,7 +203,7 @@ def broadcast_shapes(*shapes: Any) -> Size:
 
     >>> import kernelgrad as kg
     >>> kg.broadcast_shapes((2, 1), (3,))
-    kernelgrad.Size([2, 3])
+    kg.Size([2, 3])
     """
     normal = [(int(s),) if isinstance(s, int) else tuple(int(n) for n in s) for s in shapes]
     return Size(_broadcast_shapes(*normal, op="broadcast_shapes"))
@@ -677,7 +677,7 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
 
     >>> import kernelgrad as kg
     >>> kg.tensordot(kg.ones(2, 3), kg.ones(3, 4), dims=1).shape
-    kernelgrad.Size([2, 4])
+    (2, 4)
     """
     if isinstance(dims, Tensor):
         dims = dims.cpu().tolist()

@@ -1089,9 +1089,8 @@ def searchsorted(
     seq = sorted_sequence
     if sorter is not None:
         seq = _composite.take_along_dim(seq, sorter, -1)
-    scalar = not isinstance(values, Tensor)
-    if scalar:
-        values = tensor(values, dtype=seq.dtype, device=seq.device)
+    if not isinstance(values, Tensor):
+        values = tensor(values, device=seq.device)
     if seq.ndim == 0:
         raise ShapeError("searchsorted: the sorted sequence must have at least one dimension")
     if seq.ndim > 1 and seq.shape[:-1] != values.shape[:-1]:

@@ -389,6 +389,12 @@ VALUE_CASES = [
         lambda v, b: np.searchsorted(b, v),
     ),
     (
+        "bucketize_number",
+        [SORTED.astype(np.int64)],
+        lambda m, b: m.stack([m.bucketize(2.5, b), m.searchsorted(b, 2, right=True)]),
+        lambda b: np.array([np.searchsorted(b, 2.5), np.searchsorted(b, 2, side="right")]),
+    ),
+    (
         "bucketize_right",
         [PROBES, SORTED],
         lambda m, v, b: m.bucketize(v, b, right=True),

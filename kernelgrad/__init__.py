@@ -72,7 +72,7 @@ from .ops.creation import (
     zeros_like,
 )
 from .ops.elementwise import clamp
-from .ops.indexing import gather, index_add, take
+from .ops.indexing import gather, take
 from .ops.linalg import matmul
 from .ops.movement import cat, stack
 from .placement import on
@@ -387,6 +387,89 @@ def is_tensor(x: Any) -> bool:
 def numel(x: Tensor) -> int:
     return x.numel()
 
+
+# More of PyTorch's functions, composed from the operations above (ops/torch_functions.py);
+# kg.index_add there also takes PyTorch's alpha=.
+from .ops.torch_functions import (
+    absolute,
+    addbmm,
+    addcdiv,
+    addcmul,
+    addmm,
+    addmv,
+    addr,
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    baddbmm,
+    bernoulli,
+    bincount,
+    block_diag,
+    broadcast_shapes,
+    broadcast_tensors,
+    bucketize,
+    cartesian_prod,
+    cdist,
+    clamp_max,
+    clamp_min,
+    clone,
+    column_stack,
+    cross,
+    deg2rad,
+    diag_embed,
+    diagflat,
+    diff,
+    divide,
+    dsplit,
+    dstack,
+    get_default_dtype,
+    greater,
+    greater_equal,
+    hsplit,
+    index_add,
+    inner,
+    isin,
+    isneginf,
+    isposinf,
+    kron,
+    less,
+    less_equal,
+    logit,
+    logspace,
+    meshgrid,
+    moveaxis,
+    multiply,
+    nanmean,
+    nansum,
+    negative,
+    normal,
+    not_equal,
+    positive,
+    rad2deg,
+    randint_like,
+    ravel,
+    rot90,
+    scatter,
+    scatter_add,
+    searchsorted,
+    select,
+    set_default_dtype,
+    sgn,
+    signbit,
+    sinc,
+    subtract,
+    t,
+    tensor_split,
+    tensordot,
+    tile,
+    trapezoid,
+    trapz,
+    tril_indices,
+    triu_indices,
+    unflatten,
+    vdot,
+    vsplit,
+)
 
 # Sub-packages load on first attribute access (kg.nn, kg.optim, kg.data, kg.cuda, ...;
 # kg.distributed imports mpi4py only in init_process_group).

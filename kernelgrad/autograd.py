@@ -451,6 +451,8 @@ def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_gr
     gradient = gradient if create_graph else gradient.detach()
     handed_out: set[int] = {id(gradient)}  # the caller's tensor is not ours to give
     if root._node is None:  # a leaf: d root / d root
+        if _gradient_hooks:
+            gradient = _run_gradient_hooks(id(root), gradient)
         root.grad = _accumulate(root.grad, _own(gradient, handed_out))
         if id(root) in _grad_hooks:
             _grad_hooks[id(root)].fire()
@@ -458,12 +460,17 @@ def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_gr
     grads: dict[int, Tensor] = {id(root._node): gradient}
     order = _topological_order(root._node)
     hooked = _HookedLeaves(order) if _grad_hooks else None
+    # gradients of leaves with Tensor.register_hook hooks: summed over the pass, then given
+    # to the hooks and accumulated into .grad when the pass ends
+    held: dict[int, tuple[Tensor, Tensor]] = {}
     for node in order:
         grad = grads.pop(id(node), None)
         if grad is None:
             if hooked is not None:
                 hooked.passed(node)
             continue
+        if _gradient_hooks and id(node) in _gradient_hooks:
+            grad = _run_gradient_hooks(id(node), grad)
         if node.retained is not None:
             owner = node.retained()
             if owner is not None:
@@ -489,7 +496,12 @@ def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_gr
             if isinstance(edge, Node):
                 key = id(edge)
                 grads[key] = _accumulate(grads.get(key), input_grad)
-            elif edge.grad is None:  # a leaf tensor, first gradient
+                continue
+            if _gradient_hooks and id(edge) in _gradient_hooks:
+                earlier = held.get(id(edge))
+                held[id(edge)] = (edge, _accumulate(earlier and earlier[1], input_grad))
+                continue
+            if edge.grad is None:  # a leaf tensor, first gradient
                 edge.grad = _own(input_grad, handed_out)
             else:
                 edge.grad = edge.grad + input_grad
@@ -497,6 +509,11 @@ def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_gr
                 hooked.received(edge)
         if hooked is not None:
             hooked.passed(node)
+    for key, (leaf, grad) in held.items():
+        grad = _run_gradient_hooks(key, grad)
+        leaf.grad = _own(grad, handed_out) if leaf.grad is None else leaf.grad + grad
+        if key in _grad_hooks:
+            _grad_hooks[key].fire()
 
 
 # --- hooks on leaves and on the end of a backward pass ------------------------------------------
@@ -639,6 +656,67 @@ class _HookedLeaves:
             entry = _grad_hooks.get(key)
             if key in self.got_gradient and entry is not None:
                 entry.fire()
+
+
+# --- Tensor.register_hook: hooks that see (and may replace) a tensor's gradient ----------------
+# Kept by the id of a non-leaf tensor's node, or of a leaf tensor, and forgotten when that
+# object is collected.
+_gradient_hooks: dict[int, list[Callable[[Tensor], Any]]] = {}
+
+
+class GradientHookHandle:
+    """Returned by ``Tensor.register_hook``; ``remove()`` unregisters the hook."""
+
+    def __init__(self, key: int, hook: Callable[[Tensor], Any]) -> None:
+        self._key = key
+        self._hook = hook
+
+    def remove(self) -> None:
+        hooks = _gradient_hooks.get(self._key)
+        if hooks is not None and self._hook in hooks:
+            hooks.remove(self._hook)
+            if not hooks:
+                del _gradient_hooks[self._key]
+
+
+def register_hook(tensor: Tensor, hook: Callable[[Tensor], Any]) -> GradientHookHandle:
+    """Call ``hook(grad)`` with the gradient of ``tensor`` in every backward pass, before it
+    is used further (or, for a leaf, added to ``.grad``); a tensor the hook returns
+    replaces the gradient (PyTorch's ``Tensor.register_hook``). A leaf's hooks see the
+    sum of the pass's contributions, once, when the pass ends.
+
+    >>> import kernelgrad as kg
+    >>> x = kg.ones(2, requires_grad=True)
+    >>> handle = x.register_hook(lambda g: g * 10)
+    >>> (x * 3).sum().backward()
+    >>> x.grad.tolist()
+    [30.0, 30.0]
+    """
+    if not tensor.requires_grad:
+        raise BackwardError(
+            "register_hook: the tensor does not require grad, so no gradient will reach the "
+            "hook; call .requires_grad_() on the leaf it comes from first"
+        )
+    owner: Any = tensor if tensor._node is None else tensor._node
+    key = id(owner)
+    if key not in _gradient_hooks:
+        _gradient_hooks[key] = []
+        weakref.finalize(owner, _gradient_hooks.pop, key, None)
+    _gradient_hooks[key].append(hook)
+    return GradientHookHandle(key, hook)
+
+
+def _run_gradient_hooks(key: int, grad: Tensor) -> Tensor:
+    for hook in list(_gradient_hooks.get(key, ())):
+        result = hook(grad)
+        if result is not None:
+            if result.shape != grad.shape:
+                raise BackwardError(
+                    f"a gradient hook returned a tensor of shape {format_shape(result.shape)} "
+                    f"for a gradient of shape {format_shape(grad.shape)}; it must keep the shape"
+                )
+            grad = result
+    return grad
 
 
 # --- PyTorch's torch.autograd.Function (kernelgrad/autograd_function.py) -------------------------

@@ -96,8 +96,6 @@ MODULE_ADVICE = {
     "func": "kernelgrad has no torch.func: kg.autograd.grad gives gradients",
     "fft": "kernelgrad has no FFTs",
     "sparse": "kernelgrad has no sparse tensors",
-    "set_default_dtype": "kernelgrad's default float is float32: convert with .double() "
-    "where float64 is needed",
     "set_printoptions": "kernelgrad prints tensors with NumPy's options: numpy.set_printoptions",
     "Generator": "kernelgrad has one random stream per device: kg.manual_seed(seed)",
     "save_file": "kg.serialization.save_file writes a safetensors file (kg.save saves "
@@ -115,14 +113,11 @@ TENSOR_ADVICE = {
     "storage": "kernelgrad has no storage objects: x.numpy() shares a CPU tensor's memory",
     "untyped_storage": "kernelgrad has no storage objects: x.numpy() shares a CPU tensor's memory",
     "to_sparse": "kernelgrad has no sparse tensors",
-    "register_hook": "use kg.autograd's hooks (docs/autograd.md)",
     "backward_hook": "use kg.autograd's hooks (docs/autograd.md)",
     "apply_": "kernelgrad does not run Python per element: write a @kg.elementwise function",
     "map_": "kernelgrad does not run Python per element: write a @kg.elementwise function",
     "as_strided": "kernelgrad has no as_strided: use view, expand, unfold or slicing",
     "index_put_": "use indexing assignment, x[index] = value",
-    "scatter_": "use kg.index_add, or indexing assignment x[index] = value",
-    "scatter_add_": "use kg.index_add(target, dim, index, source)",
     "cfloat": "kernelgrad has no complex dtypes",
     "__cuda_array_interface__": "it exists only on CUDA tensors on a GPU (not on the CPU, "
     "nor under Numba's CUDA simulator, which has no device pointers); on the CPU, "

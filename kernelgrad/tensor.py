@@ -1275,3 +1275,4 @@ from .ops import inplace as _inplace  # noqa: E402
 from .ops import linalg as _linalg  # noqa: E402
 from .ops import movement as _movement  # noqa: E402
 from .ops import reduce as _reduce  # noqa: E402
+from .ops import torch_functions as _torch_functions  # noqa: E402, F401

@@ -56,7 +56,17 @@ from .loss import (
     SmoothL1Loss,
 )
 from .module import IncompatibleKeys, Module, Parameter, StateDictError
-from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from .normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    LayerNorm,
+    LocalResponseNorm,
+    RMSNorm,
+)
 from .pooling import (
     AdaptiveAvgPool2d,
     AvgPool1d,
@@ -113,6 +123,12 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "LayerNorm",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
+    "RMSNorm",
+    "LocalResponseNorm",
     "Embedding",
     "RNNBase",
     "RNN",

@@ -79,6 +79,7 @@ from .loss import (
     nll_loss,
     smooth_l1_loss,
 )
+from .normalization import group_norm, instance_norm, local_response_norm, rms_norm
 from .pooling import (
     adaptive_avg_pool2d,
     avg_pool1d,
@@ -145,6 +146,10 @@ __all__ = [
     "one_hot",
     "pad",
     "normalize",
+    "group_norm",
+    "instance_norm",
+    "rms_norm",
+    "local_response_norm",
     "smooth_l1_loss",
     "huber_loss",
     "cross_entropy",

@@ -31,6 +31,7 @@ from .activation import (
     Sigmoid,
     SiLU,
     Softmax,
+    Softmax2d,
     Softmin,
     Softplus,
     Softshrink,
@@ -39,12 +40,19 @@ from .activation import (
     Tanhshrink,
     Threshold,
 )
-from .container import ModuleDict, ModuleList, Sequential
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .device_functions import UnsupportedLayerError, device_function
-from .dropout import Dropout, Dropout1d, Dropout2d
+from .dropout import (
+    AlphaDropout,
+    Dropout,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
+    FeatureAlphaDropout,
+)
 from .embedding import Embedding
-from .linear import Flatten, Identity, Linear, Unflatten
+from .linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten
 from .loss import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -84,6 +92,7 @@ from .padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from .pixelshuffle import PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool2d,
     AvgPool1d,
@@ -161,6 +170,16 @@ __all__ = [
     "CircularPad1d",
     "CircularPad2d",
     "CircularPad3d",
+    "ParameterList",
+    "ParameterDict",
+    "Bilinear",
+    "LazyLinear",
+    "Dropout3d",
+    "AlphaDropout",
+    "FeatureAlphaDropout",
+    "PixelShuffle",
+    "PixelUnshuffle",
+    "Softmax2d",
     "Embedding",
     "RNNBase",
     "RNN",

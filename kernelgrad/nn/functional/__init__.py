@@ -57,18 +57,21 @@ from .attention import multi_head_attention_forward, scaled_dot_product_attentio
 from .convolution import conv1d, conv2d
 from .convolution3d import conv3d
 from .layers import (
+    alpha_dropout,
     batch_norm,
     channel_dropout,
     dropout,
     dropout1d,
     dropout2d,
+    dropout3d,
     embedding,
+    feature_alpha_dropout,
     layer_norm,
     normalize,
     one_hot,
     pad,
 )
-from .linear import linear
+from .linear import bilinear, linear
 from .loss import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -89,6 +92,7 @@ from .pooling import (
     max_pool2d_relu,
 )
 from .resampling import interpolate, upsample
+from .shuffle import pixel_shuffle, pixel_unshuffle
 from .transposed import conv_transpose1d, conv_transpose2d, conv_transpose3d
 
 __all__ = [
@@ -150,6 +154,12 @@ __all__ = [
     "instance_norm",
     "rms_norm",
     "local_response_norm",
+    "dropout3d",
+    "alpha_dropout",
+    "feature_alpha_dropout",
+    "bilinear",
+    "pixel_shuffle",
+    "pixel_unshuffle",
     "smooth_l1_loss",
     "huber_loss",
     "cross_entropy",

@@ -84,6 +84,12 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
         raise ShapeError(
             f"bilinear: the bias has shape {format_shape(bias.shape)}, expected ({out_features},)"
         )
+    for name, operand in (("input2", input2), ("weight", weight), ("bias", bias)):
+        if operand is not None and operand.dtype != input1.dtype:
+            raise DTypeError(
+                f"bilinear: input1 is {input1.dtype} but {name} is {operand.dtype}; PyTorch "
+                f"refuses mixed dtypes here too: convert one of them (e.g. `.to({operand.dtype})`)"
+            )
     lead = input1.shape[:-1]
     rows = math.prod(lead)
     x1, x2 = input1.reshape(rows, in1), input2.reshape(rows, in2)

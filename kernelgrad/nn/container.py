@@ -189,8 +189,7 @@ def _parameter_repr(value: Any) -> str:
     if isinstance(value, Tensor):
         kind = "Parameter containing" if isinstance(value, Parameter) else "Tensor"
         size = "x".join(map(str, value.shape))
-        where = "" if value.device.type == "cpu" else f" ({value.device})"
-        return f"{kind}: [{value.dtype} of size {size}{where}]"
+        return f"{kind}: [{value.dtype} of size {size}]"
     return f"Object of type: {type(value).__name__}"
 
 

@@ -67,6 +67,7 @@ from .module import IncompatibleKeys, Module, Parameter, StateDictError
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
+    BatchNorm3d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
@@ -148,6 +149,7 @@ __all__ = [
     "Dropout2d",
     "BatchNorm1d",
     "BatchNorm2d",
+    "BatchNorm3d",
     "LayerNorm",
     "GroupNorm",
     "InstanceNorm1d",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from .. import autograd
 from ..ops.creation import empty
 from ..tensor import Tensor
@@ -113,10 +115,11 @@ class Bilinear(Module):
 
 
 class LazyLinear(Linear):
-    """A ``Linear`` whose ``in_features`` is taken from the last dim of its first input;
-    it then becomes a plain ``Linear`` (initialised as PyTorch). Until then its weight and
-    bias are empty placeholders, which keep their identity when filled (an optimizer may
-    be built before the first call). Load a state dict after a first call (a dry run).
+    """A ``Linear`` whose ``in_features`` is taken from the last dim of its first input
+    (or from the weight of a state dict loaded before that); it then becomes a plain
+    ``Linear``, initialised as PyTorch. Until then its weight and bias are empty
+    placeholders, which keep their identity when filled (an optimizer may be built
+    before the first call).
 
     >>> import kernelgrad as kg
     >>> layer = kg.nn.LazyLinear(2)
@@ -137,22 +140,32 @@ class LazyLinear(Linear):
         if self.in_features:
             super().reset_parameters()
 
-    def forward(self, input: Tensor) -> Tensor:
-        if input.ndim == 0:
-            return F.linear(input, self.weight, self.bias)  # its shape error
-        self.in_features = input.shape[-1]
+    def _materialise(self, in_features: int) -> None:
+        """Give the placeholders their shapes (in place) and become a ``Linear``."""
+        self.in_features = in_features
+        like = self.weight
         with autograd.no_grad():
-            like = self.weight
-            _swap_memory(
-                self.weight,
-                empty(self.out_features, self.in_features, device=like.device, dtype=like.dtype),
-            )
+            shape = (self.out_features, in_features)
+            _swap_memory(self.weight, empty(shape, device=like.device, dtype=like.dtype))
             if self.bias is not None:
                 _swap_memory(
                     self.bias, empty(self.out_features, device=like.device, dtype=like.dtype)
                 )
         object.__setattr__(self, "__class__", Linear)
         self.reset_parameters()
+
+    def _materialise_from_state_dict(self, state_dict: Any, prefix: str) -> None:
+        """Called by ``load_state_dict``: take ``in_features`` from the saved weight."""
+        weight = state_dict.get(prefix + "weight")
+        if weight is not None:
+            shape = tuple(weight.shape) if hasattr(weight, "shape") else tuple(np.shape(weight))
+            if len(shape) == 2:
+                self._materialise(shape[1])
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim == 0:
+            return F.linear(input, self.weight, self.bias)  # its shape error
+        self._materialise(input.shape[-1])
         return self.forward(input)
 
     def extra_repr(self) -> str:

@@ -1,4 +1,4 @@
-"""Normalisation layers: ``BatchNorm1d``, ``BatchNorm2d``, ``LayerNorm``, ``GroupNorm``,
+"""Normalisation layers: ``BatchNorm1d/2d/3d``, ``LayerNorm``, ``GroupNorm``,
 ``InstanceNorm1d/2d/3d``, ``RMSNorm`` and ``LocalResponseNorm``."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .module import Module, Parameter
 __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
+    "BatchNorm3d",
     "LayerNorm",
     "GroupNorm",
     "InstanceNorm1d",
@@ -130,6 +131,17 @@ class BatchNorm2d(_BatchNorm):
     """
 
     _input_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation of (N, C, D, H, W) input, per channel C.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.BatchNorm3d(2)(kg.randn(2, 2, 3, 2, 2)).shape
+    (2, 2, 3, 2, 2)
+    """
+
+    _input_dims = (5,)
 
 
 class LayerNorm(Module):

@@ -557,15 +557,63 @@ def test_lazy_linear_infers_in_features_and_keeps_its_parameters(device):
 
 
 @pytest.mark.torch
-def test_lazy_linear_state_dict_loads_after_the_first_call():
+@pytest.mark.parametrize("called_first", [True, False])
+def test_lazy_linear_loads_pytorch_state_dicts(called_first):
     torch = pytest.importorskip("torch")
-    theirs, mine = torch.nn.LazyLinear(3), nn.LazyLinear(3)
+    theirs = torch.nn.Sequential(torch.nn.LazyLinear(3), torch.nn.Tanh(), torch.nn.LazyLinear(2))
+    mine = nn.Sequential(nn.LazyLinear(3), nn.Tanh(), nn.LazyLinear(2))
     x = RNG.standard_normal((2, 4)).astype(np.float32)
     theirs(torch.tensor(x))
-    mine(kg.tensor(x))
-    copy_parameters(theirs, mine)
+    assert repr(nn.LazyLinear(3)) == "LazyLinear(in_features=0, out_features=3, bias=True)"
+    if called_first:
+        mine(kg.tensor(x))
+    weight = mine[0].weight
+    copy_parameters(theirs, mine)  # before the first call: the shapes come from the dict
+    assert mine[0].weight is weight and type(mine[2]) is nn.Linear
     assert repr(mine) == repr(theirs)
     run_both(mine, theirs, x, "cpu")
+    with pytest.raises(ShapeError, match="the module has shape"):  # a wrong out_features
+        nn.LazyLinear(5).load_state_dict({"weight": np.zeros((3, 4)), "bias": np.zeros(3)})
+
+
+@pytest.mark.torch
+def test_batch_norm3d_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    theirs, mine = torch.nn.BatchNorm3d(3, momentum=0.3), nn.BatchNorm3d(3, momentum=0.3)
+    with torch.no_grad():
+        theirs.weight.uniform_(0.5, 1.5)
+        theirs.bias.uniform_(-0.5, 0.5)
+    copy_parameters(theirs, mine)
+    assert list(mine.state_dict()) == list(theirs.state_dict())
+    for _ in range(2):
+        run_both(mine, theirs, RNG.standard_normal((2, 3, 2, 3, 2)).astype(np.float32), "cpu")
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        assert_close(getattr(mine, name), getattr(theirs, name).numpy(), rtol=1e-5)
+    mine.eval()
+    theirs.eval()
+    run_both(mine, theirs, RNG.standard_normal((2, 3, 1, 2, 2)).astype(np.float32), "cpu")
+    with pytest.raises(ValueError, match="expects a 5-d input"):
+        mine(kg.zeros(2, 3, 4, 4))
+
+
+@pytest.mark.torch
+def test_padding_and_shuffle_errors_are_pytorchs_exception_types():
+    torch = pytest.importorskip("torch")
+    calls = [
+        lambda m, z: m.ReflectionPad1d(3)(z(1, 3)),
+        lambda m, z: m.CircularPad1d(4)(z(1, 3)),
+        lambda m, z: m.CircularPad2d(1)(z(3, 3)),
+        lambda m, z: m.PixelShuffle(2)(z(1, 6, 2, 2)),
+        lambda m, z: m.PixelShuffle(2)(z(4, 2)),
+        lambda m, z: m.PixelUnshuffle(2)(z(1, 1, 3, 4)),
+        lambda m, z: m.Softmax2d()(z(2, 3)),
+        lambda m, z: m.Bilinear(2, 3, 4)(z(5, 2), z(5, 2)),
+    ]
+    for call in calls:
+        with pytest.raises(Exception) as theirs:
+            call(torch.nn, torch.zeros)
+        with pytest.raises(type(theirs.value)):
+            call(nn, kg.zeros)
 
 
 # --- parameter containers ------------------------------------------------------------------

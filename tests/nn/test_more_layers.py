@@ -98,7 +98,7 @@ def bilinear_ref(x1, x2, weight, bias=None):
 def test_group_norm_layer_matches_the_numpy_reference(affine, device, simulated):
     shape = (2, 4, 3) if simulated else (3, 6, 2, 3)
     groups = 2 if simulated else 3
-    layer = nn.GroupNorm(groups, shape[1], affine=affine).to(device)
+    layer = nn.GroupNorm(groups, shape[1], affine=affine).to(device).double()
     assert [name for name, _ in layer.named_parameters()] == (["weight", "bias"] if affine else [])
     if affine:
         randomise_parameters(layer)
@@ -127,7 +127,7 @@ def test_instance_norm_layers_track_running_statistics(spatial, device, simulate
     size = (3,) * spatial if not simulated else (2,) * spatial
     layer = getattr(nn, f"InstanceNorm{spatial}d")(
         3, momentum=0.2, affine=True, track_running_stats=True
-    ).to(device)
+    ).to(device, kg.float64)
     assert [name for name, _ in layer.named_buffers()] == [
         "running_mean",
         "running_var",
@@ -143,8 +143,8 @@ def test_instance_norm_layers_track_running_statistics(spatial, device, simulate
         # PyTorch's rule: the batch mean of each instance's mean and unbiased variance
         mean = 0.8 * mean + 0.2 * batch.mean(dims).mean(0)
         var = 0.8 * var + 0.2 * (batch.var(dims) * count / (count - 1)).mean(0)
-    assert_close(layer.running_mean, mean, rtol=1e-6, atol=1e-7)
-    assert_close(layer.running_var, var, rtol=1e-6, atol=1e-7)
+    assert_close(layer.running_mean, mean, rtol=1e-9, atol=1e-9)
+    assert_close(layer.running_var, var, rtol=1e-9, atol=1e-9)
     assert layer.num_batches_tracked.item() == 0  # as PyTorch: instance norm never counts
     layer.eval()  # the running statistics normalise now
     x = RNG.standard_normal((2, 3, *size))
@@ -155,7 +155,7 @@ def test_instance_norm_layers_track_running_statistics(spatial, device, simulate
         return y * weight.reshape(shape) + bias.reshape(shape)
 
     run_numpy(layer, with_running, x, device)
-    assert_close(layer.running_mean, mean, rtol=1e-6, atol=1e-7)  # not updated in eval
+    assert_close(layer.running_mean, mean, rtol=1e-9, atol=1e-9)  # not updated in eval
 
 
 def test_instance_norm_defaults_unbatched_input_and_gradients(device):
@@ -281,6 +281,10 @@ def test_normalisation_errors():
         F.group_norm(x, 2, kg.ones(3))
     with pytest.raises(DTypeError, match="floating point"):
         F.group_norm(kg.zeros(2, 4, dtype=kg.int64), 2)
+    with pytest.raises(DTypeError, match=r"the input is kg\.float64 but weight is kg\.float32"):
+        nn.GroupNorm(2, 4)(x.double())  # as PyTorch: no mixed dtypes
+    with pytest.raises(DTypeError, match=r"but running_mean is kg\.float32"):
+        nn.InstanceNorm1d(4, track_running_stats=True)(x.double())
     with pytest.raises(ShapeError, match=r"expected a 3-d \(batched\) or 2-d input"):
         nn.InstanceNorm1d(4)(kg.zeros(4))
     with pytest.raises(ArgumentError, match="at dim=1 to match num_features"):

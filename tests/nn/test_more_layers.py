@@ -16,7 +16,7 @@ import kernelgrad.nn.functional as F
 from kernelgrad import nn
 from kernelgrad.errors import ArgumentError, DTypeError, IndexingError, ShapeError
 from kernelgrad.torch_alias import aliased
-from tests.helpers import assert_close, check_grad
+from tests.helpers import LAYOUTS, assert_close, check_grad, tensor_with_layout
 from tests.nn.test_layers import copy_parameters, randomise_parameters, run_both, run_numpy
 
 RNG = np.random.default_rng(11)
@@ -618,6 +618,25 @@ def test_padding_and_shuffle_errors_are_pytorchs_exception_types():
             call(torch.nn, torch.zeros)
         with pytest.raises(type(theirs.value)):
             call(nn, kg.zeros)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_functions_on_non_contiguous_inputs(layout, device):
+    """Permuted, strided and offset views give the values of the contiguous input."""
+    x = RNG.standard_normal((2, 4, 2, 3))
+    view = tensor_with_layout(x, layout, device)
+    cases = [
+        (lambda t: F.group_norm(t, 2), group_norm_ref(x, 2)),
+        (lambda t: F.instance_norm(t), instance_norm_ref(x)),
+        (lambda t: F.rms_norm(t, (2, 3), eps=1e-6), rms_norm_ref(x, 2)),
+        (lambda t: F.local_response_norm(t, 3), local_response_norm_ref(x, 3)),
+        (lambda t: F.pixel_shuffle(t, 2), pixel_shuffle_ref(x, 2)),
+        (lambda t: nn.ReflectionPad2d((1, 0, 1, 1))(t), pad_ref(x, (1, 0, 1, 1), "reflect")),
+    ]
+    for fn, expected in cases:
+        assert_close(fn(view), expected, rtol=1e-9, atol=1e-9)
+    if device == "cpu":
+        check_grad(lambda t: F.group_norm(t, 2), x, layout=layout)
 
 
 # --- parameter containers ------------------------------------------------------------------

@@ -556,6 +556,8 @@ def test_lazy_linear_infers_in_features_and_keeps_its_parameters(device):
     out.sum().backward()
     optimizer.step()
     assert_close(weight, before - 0.1 * x.sum(0)[None].repeat(3, 0), 1e-5, 1e-6)
+    with pytest.raises(nn.UnsupportedLayerError, match="has not seen an input yet"):
+        nn.device_function(nn.Sequential(nn.LazyLinear(2), nn.ReLU()))
     no_bias = nn.LazyLinear(2, bias=False)
     assert no_bias(kg.ones(2, 3)).shape == (2, 2) and no_bias.bias is None
 

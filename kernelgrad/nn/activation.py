@@ -1,13 +1,14 @@
 """Activation layers: ``ReLU``, ``GELU``, ``Sigmoid``, ``Tanh``, ``SiLU``, ``LeakyReLU``,
-``Softplus``, ``Softmax``, ``LogSoftmax`` and the rest of PyTorch's (``ELU``, ``SELU``,
-``CELU``, ``Hardtanh``, ``ReLU6``, ``Hardsigmoid``, ``Hardswish``, ``LogSigmoid``,
-``Mish``, ``Softsign``, ``Tanhshrink``, ``Threshold``, ``Hardshrink``, ``Softshrink``,
-``Softmin``, ``GLU``, ``RReLU``, ``PReLU``)."""
+``Softplus``, ``Softmax``, ``Softmax2d``, ``LogSoftmax`` and the rest of PyTorch's
+(``ELU``, ``SELU``, ``CELU``, ``Hardtanh``, ``ReLU6``, ``Hardsigmoid``, ``Hardswish``,
+``LogSigmoid``, ``Mish``, ``Softsign``, ``Tanhshrink``, ``Threshold``, ``Hardshrink``,
+``Softshrink``, ``Softmin``, ``GLU``, ``RReLU``, ``PReLU``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ShapeError, format_shape
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -21,6 +22,7 @@ __all__ = [
     "LeakyReLU",
     "Softplus",
     "Softmax",
+    "Softmax2d",
     "LogSoftmax",
     "ELU",
     "CELU",
@@ -141,6 +143,24 @@ class Softmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class Softmax2d(Module):
+    """Softmax over the channels (dim -3) of an (N, C, H, W) or (C, H, W) input, at each
+    spatial position.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.Softmax2d()(kg.zeros(1, 2, 1, 1)).reshape(-1).tolist()
+    [0.5, 0.5]
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim not in (3, 4):
+            raise ShapeError(
+                f"Softmax2d: expected a 4-d (N, C, H, W) or 3-d (C, H, W) input, got shape "
+                f"{format_shape(input.shape)}"
+            )
+        return input.softmax(-3)
 
 
 class LogSoftmax(Module):

@@ -51,7 +51,7 @@ from .activation import (
 )
 from .container import Sequential
 from .dropout import Dropout
-from .linear import Flatten, Identity, Linear
+from .linear import Flatten, Identity, LazyLinear, Linear
 from .module import Module
 from .normalization import BatchNorm1d
 
@@ -214,6 +214,10 @@ def _unsupported(name: str, module: Module, why: str) -> UnsupportedLayerError:
 
 def _stage_of(name: str, module: Module) -> Any:
     """The stage for one leaf module; None for layers that are the identity."""
+    if isinstance(module, LazyLinear):  # still a placeholder: no weights to bake in
+        raise _unsupported(
+            name, module, "has not seen an input yet (call it once, or load a state dict)"
+        )
     if isinstance(module, Linear):
         bias = None if module.bias is None else _numpy(module.bias)
         return _Affine(name, _numpy(module.weight), bias)

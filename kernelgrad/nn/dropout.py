@@ -1,4 +1,5 @@
-"""``Dropout``, ``Dropout1d`` and ``Dropout2d`` (whole channels)."""
+"""``Dropout``, ``Dropout1d``, ``Dropout2d`` and ``Dropout3d`` (whole channels), and
+``AlphaDropout`` and ``FeatureAlphaDropout`` (for SELU networks)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from ..tensor import Tensor
 from . import functional as F
 from .module import Module
 
-__all__ = ["Dropout", "Dropout1d", "Dropout2d"]
+__all__ = [
+    "Dropout",
+    "Dropout1d",
+    "Dropout2d",
+    "Dropout3d",
+    "AlphaDropout",
+    "FeatureAlphaDropout",
+]
 
 
 class Dropout(Module):
@@ -54,3 +62,37 @@ class Dropout1d(Dropout2d):
     """Zero whole channels of an (N, C, L) or (C, L) input with probability ``p``."""
 
     _spatial_dims = 1
+
+
+class Dropout3d(Dropout2d):
+    """Zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input with probability
+    ``p``, scaling the rest by 1 / (1 - p).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.Dropout3d(0.5).eval()(kg.ones(2, 1, 1, 1)).shape
+    (2, 1, 1, 1)
+    """
+
+    _spatial_dims = 3
+
+
+class AlphaDropout(Dropout):
+    """Dropout for SELU networks (as ``torch.nn.AlphaDropout``): in training mode, each
+    element is set with probability ``p`` to SELU's negative saturation value, and an
+    affine correction keeps zero mean and unit variance; the identity in eval mode.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.AlphaDropout(0.2).eval()(kg.ones(2)).tolist()
+    [1.0, 1.0]
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(Dropout):
+    """``AlphaDropout`` of whole channels of an (N, C, ...) input: one draw per (sample,
+    channel)."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.feature_alpha_dropout(input, self.p, self.training)

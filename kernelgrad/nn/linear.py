@@ -1,16 +1,20 @@
-"""``Linear``, ``Identity``, ``Flatten`` and ``Unflatten``."""
+"""``Linear``, ``Bilinear``, ``LazyLinear``, ``Identity``, ``Flatten`` and ``Unflatten``."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
+
+from .. import autograd
 from ..ops.creation import empty
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .module import Module, Parameter
+from .module import Module, Parameter, _swap_memory
 
-__all__ = ["Identity", "Linear", "Flatten", "Unflatten"]
+__all__ = ["Identity", "Linear", "Bilinear", "LazyLinear", "Flatten", "Unflatten"]
 
 
 class Identity(Module):
@@ -62,6 +66,110 @@ class Linear(Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"bias={self.bias is not None}"
         )
+
+
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` for each output feature: ``weight`` (out_features,
+    in1_features, in2_features) and ``bias`` (out_features,), both initialised uniform in
+    +-1/sqrt(in1_features) as PyTorch.
+
+    >>> import kernelgrad as kg
+    >>> layer = kg.nn.Bilinear(3, 4, 2)
+    >>> layer.weight.shape, layer(kg.ones(5, 3), kg.ones(5, 4)).shape
+    ((2, 3, 4), (5, 2))
+    """
+
+    def __init__(
+        self,
+        in1_features: int,
+        in2_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ) -> None:
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        self.weight = Parameter(
+            empty(out_features, in1_features, in2_features, device=device, dtype=dtype)
+        )
+        self.bias = Parameter(empty(out_features, device=device, dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        bound = 1.0 / math.sqrt(self.in1_features) if self.in1_features > 0 else 0.0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )
+
+
+class LazyLinear(Linear):
+    """A ``Linear`` whose ``in_features`` is taken from the last dim of its first input
+    (or from the weight of a state dict loaded before that); it then becomes a plain
+    ``Linear``, initialised as PyTorch. Until then its weight and bias are empty
+    placeholders, which keep their identity when filled (an optimizer may be built
+    before the first call).
+
+    >>> import kernelgrad as kg
+    >>> layer = kg.nn.LazyLinear(2)
+    >>> layer(kg.ones(5, 3)).shape, layer.weight.shape, type(layer).__name__
+    ((5, 2), (2, 3), 'Linear')
+    """
+
+    def __init__(
+        self, out_features: int, bias: bool = True, device: Any = None, dtype: Any = None
+    ) -> None:
+        Module.__init__(self)
+        self.in_features = 0
+        self.out_features = out_features
+        self.weight = Parameter(empty(0, device=device, dtype=dtype))
+        self.bias = Parameter(empty(0, device=device, dtype=dtype)) if bias else None
+
+    def reset_parameters(self) -> None:
+        if self.in_features:
+            super().reset_parameters()
+
+    def _materialise(self, in_features: int) -> None:
+        """Give the placeholders their shapes (in place) and become a ``Linear``."""
+        self.in_features = in_features
+        like = self.weight
+        with autograd.no_grad():
+            shape = (self.out_features, in_features)
+            _swap_memory(self.weight, empty(shape, device=like.device, dtype=like.dtype))
+            if self.bias is not None:
+                _swap_memory(
+                    self.bias, empty(self.out_features, device=like.device, dtype=like.dtype)
+                )
+        object.__setattr__(self, "__class__", Linear)
+        self.reset_parameters()
+
+    def _materialise_from_state_dict(self, state_dict: Any, prefix: str) -> None:
+        """Called by ``load_state_dict``: take ``in_features`` from the saved weight."""
+        weight = state_dict.get(prefix + "weight")
+        if weight is not None:
+            shape = tuple(weight.shape) if hasattr(weight, "shape") else tuple(np.shape(weight))
+            if len(shape) == 2:
+                self._materialise(shape[1])
+
+    def forward(self, input: Tensor) -> Tensor:
+        if input.ndim == 0:
+            return F.linear(input, self.weight, self.bias)  # its shape error
+        self._materialise(input.shape[-1])
+        return self.forward(input)
+
+    def extra_repr(self) -> str:
+        return f"in_features=0, out_features={self.out_features}, bias={self.bias is not None}"
 
 
 class Flatten(Module):

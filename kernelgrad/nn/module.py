@@ -363,6 +363,11 @@ class Module:
 
         Every problem is reported at once: missing and unexpected names (only with
         ``strict=True``) and shape mismatches (always)."""
+        for module_name, module in list(self.named_modules()):
+            # a lazy module (LazyLinear) takes its parameter shapes from the state dict
+            materialise = getattr(module, "_materialise_from_state_dict", None)
+            if materialise is not None:
+                materialise(state_dict, f"{module_name}." if module_name else "")
         own = self.state_dict(keep_vars=True)
         missing = [name for name in own if name not in state_dict]
         unexpected = [name for name in state_dict if name not in own]

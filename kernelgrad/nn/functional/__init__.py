@@ -72,18 +72,21 @@ from .convolution3d import conv3d
 from .distance import cosine_similarity, pairwise_distance, pdist
 from .fold import fold, unfold
 from .layers import (
+    alpha_dropout,
     batch_norm,
     channel_dropout,
     dropout,
     dropout1d,
     dropout2d,
+    dropout3d,
     embedding,
+    feature_alpha_dropout,
     layer_norm,
     normalize,
     one_hot,
     pad,
 )
-from .linear import linear
+from .linear import bilinear, linear
 from .loss import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -104,6 +107,7 @@ from .loss import (
     soft_margin_loss,
     triplet_margin_loss,
 )
+from .normalization import group_norm, instance_norm, local_response_norm, rms_norm
 from .pooling import (
     adaptive_avg_pool2d,
     avg_pool1d,
@@ -114,6 +118,7 @@ from .pooling import (
 )
 from .pooling3d import avg_pool3d, lp_pool1d, lp_pool2d, lp_pool3d, max_pool3d
 from .resampling import interpolate, upsample
+from .shuffle import pixel_shuffle, pixel_unshuffle
 from .transposed import conv_transpose1d, conv_transpose2d, conv_transpose3d
 
 __all__ = [
@@ -189,6 +194,16 @@ __all__ = [
     "one_hot",
     "pad",
     "normalize",
+    "group_norm",
+    "instance_norm",
+    "rms_norm",
+    "local_response_norm",
+    "dropout3d",
+    "alpha_dropout",
+    "feature_alpha_dropout",
+    "bilinear",
+    "pixel_shuffle",
+    "pixel_unshuffle",
     "smooth_l1_loss",
     "huber_loss",
     "cross_entropy",

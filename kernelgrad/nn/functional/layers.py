@@ -1,4 +1,5 @@
-"""Dropout, normalisation, embedding, one-hot and padding."""
+"""Dropout (elementwise, of whole channels, and alpha dropout), normalisation, embedding,
+one-hot and padding."""
 
 from __future__ import annotations
 
@@ -97,6 +98,63 @@ def dropout1d(
 ) -> Tensor:
     """Zero whole channels of an (N, C, L) or (C, L) input with probability ``p``."""
     return channel_dropout(input, p, training, 1, "dropout1d")
+
+
+def dropout3d(
+    input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+) -> Tensor:
+    """Zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input with probability
+    ``p``."""
+    return channel_dropout(input, p, training, 3, "dropout3d")
+
+
+_SELU_ALPHA_SCALE = 1.7580993408473766  # SELU's -alpha * scale: its negative saturation
+
+
+def _alpha_dropout(input: Tensor, p: float, training: bool, op: str, feature: bool) -> Tensor:
+    if not 0.0 <= p <= 1.0:
+        raise ArgumentError(f"{op}: p must be between 0 and 1, got {p}")
+    if not training or p == 0.0:
+        return input
+    _check_float(input, op)
+    if p == 1.0:
+        return input * 0.0
+    if feature and input.ndim < 2:
+        raise ShapeError(
+            f"{op}: expected an input of shape (N, C, ...) or (C, ...), got "
+            f"{format_shape(input.shape)}"
+        )
+    if feature:  # one draw per (sample, channel), as PyTorch: dims from 2 on share it
+        shape = input.shape[:2] + (1,) * (input.ndim - 2)
+    else:
+        shape = input.shape
+    keep = rand(shape, dtype=input.dtype, device=input.device) >= p
+    # PyTorch's affine correction: kept values a * x + alpha * a * p, dropped values
+    # -alpha * a * (1 - p), so that zero mean and unit variance are kept
+    alpha = _SELU_ALPHA_SCALE
+    a = 1.0 / float(np.sqrt((alpha * alpha * p + 1.0) * (1.0 - p)))
+    return where(keep, input * a + alpha * a * p, -alpha * a * (1.0 - p))
+
+
+def alpha_dropout(
+    input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False
+) -> Tensor:
+    """Dropout for SELU networks: dropped elements take SELU's negative saturation value
+    and an affine correction keeps the mean and variance (as ``torch``); the identity
+    when not ``training``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.alpha_dropout(kg.ones(3), 0.5).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    return _alpha_dropout(input, p, training, "alpha_dropout", feature=False)
+
+
+def feature_alpha_dropout(
+    input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False
+) -> Tensor:
+    """``alpha_dropout`` of whole channels: one draw per (sample, channel)."""
+    return _alpha_dropout(input, p, training, "feature_alpha_dropout", feature=True)
 
 
 def batch_norm(

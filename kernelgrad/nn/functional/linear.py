@@ -50,3 +50,54 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
         autograd.record("linear", (x, weight, bias), result, backward, (x, weight))
     return result.reshape(lead + (weight.shape[0],)) if input.ndim > 2 else result
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``y[..., o] = sum_ij input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o]``;
+    ``weight`` has shape (out_features, in1_features, in2_features) and the inputs the
+    same leading dims.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.functional.bilinear(kg.ones(2, 3), kg.ones(2, 4), kg.ones(5, 3, 4)).shape
+    (2, 5)
+    """
+    if weight.ndim != 3:
+        raise ShapeError(
+            f"bilinear: the weight must be (out_features, in1_features, in2_features), got "
+            f"shape {format_shape(weight.shape)}"
+        )
+    out_features, in1, in2 = weight.shape
+    if (
+        input1.ndim == 0
+        or input1.shape[-1] != in1
+        or input2.ndim == 0
+        or input2.shape[-1] != in2
+        or input1.shape[:-1] != input2.shape[:-1]
+    ):
+        raise ShapeError(
+            f"bilinear: the inputs of shapes {format_shape(input1.shape)} and "
+            f"{format_shape(input2.shape)} must share their leading dims and end in "
+            f"in1_features={in1} and in2_features={in2} (the weight has shape "
+            f"{format_shape(weight.shape)})"
+        )
+    if bias is not None and bias.shape != (out_features,):
+        raise ShapeError(
+            f"bilinear: the bias has shape {format_shape(bias.shape)}, expected ({out_features},)"
+        )
+    for name, operand in (("input2", input2), ("weight", weight), ("bias", bias)):
+        if operand is not None and operand.dtype != input1.dtype:
+            raise DTypeError(
+                f"bilinear: input1 is {input1.dtype} but {name} is {operand.dtype}; PyTorch "
+                f"refuses mixed dtypes here too: convert one of them (e.g. `.to({operand.dtype})`)"
+            )
+    lead = input1.shape[:-1]
+    rows = math.prod(lead)
+    x1, x2 = input1.reshape(rows, in1), input2.reshape(rows, in2)
+    # (rows, in1) @ (in1, out * in2), then contract in2 against input2
+    mixed = (x1 @ weight.permute(1, 0, 2).reshape(in1, out_features * in2)).reshape(
+        rows, out_features, in2
+    )
+    result = (mixed * x2.unsqueeze(1)).sum(-1)
+    if bias is not None:
+        result = result + bias
+    return result.reshape(lead + (out_features,))

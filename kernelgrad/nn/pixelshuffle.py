@@ -1,0 +1,48 @@
+"""``PixelShuffle`` and ``PixelUnshuffle``: sub-pixel rearrangement between channels and
+the two trailing spatial dims."""
+
+from __future__ import annotations
+
+from ..tensor import Tensor
+from . import functional as F
+from .module import Module
+
+__all__ = ["PixelShuffle", "PixelUnshuffle"]
+
+
+class PixelShuffle(Module):
+    """(*, C * r * r, H, W) to (*, C, H * r, W * r), r = ``upscale_factor``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.PixelShuffle(3)(kg.zeros(1, 9, 4, 4)).shape
+    (1, 1, 12, 12)
+    """
+
+    def __init__(self, upscale_factor: int) -> None:
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """(*, C, H * r, W * r) to (*, C * r * r, H, W), r = ``downscale_factor``.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.PixelUnshuffle(2)(kg.zeros(1, 1, 4, 4)).shape
+    (1, 4, 2, 2)
+    """
+
+    def __init__(self, downscale_factor: int) -> None:
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"

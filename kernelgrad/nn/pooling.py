@@ -207,7 +207,7 @@ class UpsamplingBilinear2d(Upsample):
         super().__init__(size, scale_factor, "bilinear", align_corners=True)
 
 
-class MaxPool3d(Module):
+class MaxPool3d(MaxPool2d):
     """Maximum over (kd, kh, kw) windows of (N, C, D, H, W) input (``stride`` defaults to
     ``kernel_size``; ``return_indices`` is not supported).
 
@@ -216,37 +216,14 @@ class MaxPool3d(Module):
     (1, 3, 2, 4, 4)
     """
 
-    def __init__(
-        self,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        dilation: Any = 1,
-        return_indices: bool = False,
-        ceil_mode: bool = False,
-    ) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.dilation = dilation
-        self.return_indices = return_indices
-        self.ceil_mode = ceil_mode
-
     def forward(self, input: Tensor) -> Tensor:
         return F.max_pool3d(
             input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
             self.return_indices,
         )  # fmt: skip
 
-    def extra_repr(self) -> str:
-        return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
-        )
 
-
-class AvgPool3d(Module):
+class AvgPool3d(AvgPool2d):
     """Mean over (kd, kh, kw) windows of (N, C, D, H, W) input (zero padding).
 
     >>> import kernelgrad as kg
@@ -254,31 +231,11 @@ class AvgPool3d(Module):
     [[[[[1.0]]]]]
     """
 
-    def __init__(
-        self,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        ceil_mode: bool = False,
-        count_include_pad: bool = True,
-        divisor_override: int | None = None,
-    ) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
-        self.divisor_override = divisor_override
-
     def forward(self, input: Tensor) -> Tensor:
         return F.avg_pool3d(
             input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
             self.count_include_pad, self.divisor_override,
         )  # fmt: skip
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AdaptiveAvgPool1d(AdaptiveAvgPool2d):

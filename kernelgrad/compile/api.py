@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import autograd
+from .. import dtypes as _dtypes
 from ..debug import debug_level, log
 from ..device import default_device
 from ..errors import KernelError
@@ -167,6 +168,7 @@ class CompiledFunction:
             _tensor_key(leaves),
             autograd.is_grad_enabled(),
             str(default_device()),
+            _dtypes._default_float,  # integer / float promotion, as eager reads it per call
         )
         entry = self._entries.get(key)
         if entry is not None:

@@ -252,6 +252,22 @@ def test_a_new_shape_recompiles_and_both_replay(device):
     assert len(compiled.plans) == 2
 
 
+def test_the_default_float_dtype_selects_a_version(device, monkeypatch):
+    """Integers promote to the default float dtype, read on every eager call: a compiled
+    function reads it too (a version per default), never a stale dtype."""
+    scale = kg.compile(lambda x: x * 1.5)
+    x = kg.tensor([1, 2, 3], device=device)
+    for _ in range(3):  # eager, traced, replayed
+        assert scale(x).dtype == kg.float32
+    monkeypatch.setattr(kg.dtypes, "_default_float", kg.float64)
+    for _ in range(3):
+        result = scale(x)
+        assert result.dtype == kg.float64
+        np.testing.assert_array_equal(result.cpu().numpy(), [1.5, 3.0, 4.5])
+    monkeypatch.setattr(kg.dtypes, "_default_float", kg.float32)
+    assert scale(x).dtype == kg.float32
+
+
 def test_views_and_aliased_arguments(device):
     def f(a, b):
         return a * 2 + b, (a - b).sum(1)

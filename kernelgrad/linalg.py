@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from .errors import ArgumentError, UnsupportedError
+from .ops.elementwise import where
 from .shapes import normalize_dim
 from .tensor import Tensor
 
@@ -55,12 +56,20 @@ def vector_norm(
     if ord == 0:
         return (magnitude != 0).to(x.dtype).sum(dims, keepdim=keepdim)
     if ord == 2:
-        return (x * x).sum(dims, keepdim=keepdim).sqrt()
+        return _root((x * x).sum(dims, keepdim=keepdim), 0.5)
     if ord == 1:
         return magnitude.sum(dims, keepdim=keepdim)
     if not isinstance(ord, (int, float)) or isinstance(ord, bool) or ord < 0:
         raise ArgumentError(f"vector_norm: ord must be a positive number, 0 or +-inf, got {ord!r}")
-    return (magnitude**ord).sum(dims, keepdim=keepdim) ** (1.0 / ord)
+    return _root((magnitude**ord).sum(dims, keepdim=keepdim), 1.0 / ord)
+
+
+def _root(total: Tensor, power: float) -> Tensor:
+    """``total ** power`` with PyTorch's gradient at a zero norm: 0, not NaN. The root's
+    derivative is infinite at 0 (and the sum's is 0 there); both ``where``s route no
+    gradient through the root where the total is 0."""
+    zero = total == 0
+    return where(zero, 0.0, where(zero, 1.0, total) ** power)
 
 
 def matrix_norm(

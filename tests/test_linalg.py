@@ -71,3 +71,27 @@ def test_linalg_refuses_what_it_cannot_compute():
         kg.linalg.norm(kg.ones(2, 2, 2), 1)
     with pytest.raises(kg.errors.ArgumentError, match="ord"):
         kg.linalg.vector_norm(x, -1)
+
+
+@pytest.mark.parametrize("order", [2, 3, 1.5])
+def test_norm_gradient_at_a_zero_vector_is_zero_as_in_pytorch(order, device):
+    """The root's derivative is infinite at 0; PyTorch's gradient there is 0, not NaN
+    (a zero row next to non-zero ones, so both cases meet in one reduction)."""
+    values = np.array([[0.0, 0.0, 0.0], [3.0, -4.0, 1.0]])
+    x = kg.tensor(values, device=device, requires_grad=True)
+    norms = kg.linalg.vector_norm(x, ord=order, dim=1)
+    (norms * kg.tensor([2.0, 1.0], dtype=kg.float64, device=device)).sum().backward()
+    grad = x.grad.cpu().numpy()
+    np.testing.assert_array_equal(grad[0], 0.0)
+    row = values[1]
+    norm = (np.abs(row) ** order).sum() ** (1 / order)
+    expected = np.sign(row) * np.abs(row) ** (order - 1) / norm ** (order - 1)
+    np.testing.assert_allclose(grad[1], expected, rtol=1e-12)
+    np.testing.assert_allclose(norms.detach().cpu().numpy(), [0.0, norm], rtol=1e-12)
+    torch = pytest.importorskip("torch") if device == "cpu" else None
+    if torch is not None:
+        theirs = torch.tensor(values, requires_grad=True)
+        (
+            torch.linalg.vector_norm(theirs, ord=order, dim=1) * torch.tensor([2.0, 1.0])
+        ).sum().backward()
+        np.testing.assert_allclose(grad, theirs.grad.numpy(), rtol=1e-12, atol=0)

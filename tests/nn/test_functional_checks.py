@@ -147,3 +147,17 @@ def test_argument_checks_raise_kernelgrad_errors():
         F.embedding(kg.ones(2), kg.ones(3, 2))
     with pytest.raises(ArgumentError, match="cross_entropy: label_smoothing"):
         F.cross_entropy(kg.ones(1, 2), kg.tensor([0]), label_smoothing=2.0)
+
+
+@pytest.mark.parametrize("layer", ["BatchNorm1d", "LayerNorm"])
+@pytest.mark.parametrize("training", [True, False])
+def test_normalisation_refuses_mixed_dtypes_as_pytorch(layer, training):
+    """A float32 layer given float64 input (or the other way) raised in PyTorch
+    ("mixed dtype") but quietly returned float64 here."""
+    module = getattr(kg.nn, layer)(3).train(training)
+    with pytest.raises(DTypeError, match=r"the input is kg\.float64 but .* is kg\.float32"):
+        module(kg.randn(4, 3, dtype=kg.float64))
+    wide = getattr(kg.nn, layer)(3).to(kg.float64).train(training)
+    with pytest.raises(RuntimeError, match="mixed dtypes"):  # PyTorch's exception type
+        wide(kg.randn(4, 3))
+    assert wide(kg.randn(4, 3, dtype=kg.float64)).dtype == kg.float64

@@ -157,6 +157,18 @@ def feature_alpha_dropout(
     return _alpha_dropout(input, p, training, "feature_alpha_dropout", feature=True)
 
 
+def _same_dtype(op: str, input: Tensor, name: str, operand: Tensor | None) -> None:
+    """A floating-point input and a layer's parameter or statistic must share a dtype, as
+    in PyTorch (which refuses "mixed dtype"): otherwise the result would silently take
+    the wider one."""
+    if operand is not None and operand.dtype != input.dtype and input.dtype.is_floating_point:
+        raise DTypeError(
+            f"{op}: the input is {input.dtype} but {name} is {operand.dtype}; PyTorch refuses "
+            f"mixed dtypes here too. Convert the input (`x.to({operand.dtype})`) or the layer "
+            f"(`layer.to({input.dtype})`)"
+        )
+
+
 def batch_norm(
     input: Tensor,
     running_mean: Tensor | None,
@@ -193,6 +205,7 @@ def batch_norm(
                 f"of shape {format_shape(input.shape)} has {channels} channels (dim 1): it "
                 f"must have shape ({channels},)"
             )
+        _same_dtype("batch_norm", input, name, statistic)
     dims = (0,) + tuple(range(2, input.ndim))
     shape = (1, channels) + (1,) * (input.ndim - 2)
     if training:
@@ -252,6 +265,8 @@ def layer_norm(
             f"layer_norm: normalized_shape {shape} does not match the last dims of the input "
             f"of shape {format_shape(input.shape)}"
         )
+    _same_dtype("layer_norm", input, "weight", weight)
+    _same_dtype("layer_norm", input, "bias", bias)
     dims = tuple(range(input.ndim - len(shape), input.ndim))
     mean = input.mean(dims, keepdim=True)
     centered = input - mean

@@ -77,6 +77,9 @@ def launch_each(
                 out._storage.version += 1
 
 
+_PREFETCHED: set[tuple] = set()  # what prefetch asked for already
+
+
 def prefetch(fn: ScalarFunction, like: Tensor, layouts: Sequence[str]) -> None:
     """Have ``fn``'s kernel, every operand an array of ``like``'s dtype, compiled ahead
     for each of ``layouts`` (``"contiguous"``, ``"rows"``: strided with contiguous rows,
@@ -86,6 +89,10 @@ def prefetch(fn: ScalarFunction, like: Tensor, layouts: Sequence[str]) -> None:
     prefetch_elementwise = getattr(like._backend, "prefetch_elementwise", None)
     if prefetch_elementwise is None or tracing.active_recorder() is not None:
         return
+    key = (fn.key, like.dtype, like._backend, tuple(layouts))
+    if key in _PREFETCHED:  # once per function, dtype, backend and layouts
+        return
+    _PREFETCHED.add(key)
     dtype = like.dtype
     inputs = [dtype] * fn.nin
     prefetch_elementwise(fn, ("array",) * fn.nin, inputs, [dtype] * fn.nout, inputs, layouts)

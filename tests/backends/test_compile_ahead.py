@@ -290,3 +290,37 @@ def test_forms_asked_for_ahead_go_before_parallel_forms_in_the_queue():
     second = pool.submit(module, "kernel_serial", (1,), priority=compile_ahead.URGENT)
     order = [pool.jobs.get()[2][0] for _ in range(3)]
     assert order == [first, second, later]
+
+
+def test_a_repeated_forward_pass_asks_for_nothing_again(monkeypatch):
+    """Asking ahead is for the first pass: later passes of the same layers neither ask
+    the backend again nor look in the disk cache (each disk lookup loads the code)."""
+    import kernelgrad as kg
+    import kernelgrad.nn._fused as fused
+    import kernelgrad.nn._loss_kernels as loss_kernels
+    import kernelgrad.nn.functional as F
+    import kernelgrad.nn.functional.convolution as convolution
+
+    monkeypatch.setenv("KG_COMPILE_WORKERS", "1")
+    for module in (convolution, loss_kernels, fused):  # forget earlier tests' requests
+        monkeypatch.setattr(module, "_PREFETCHED", set())
+    requests, lookups = [], []
+    ask, look = compile_ahead.prefetch, compile_ahead._on_disk
+    monkeypatch.setattr(compile_ahead, "prefetch", lambda *a: requests.append(a) or ask(*a))
+    monkeypatch.setattr(compile_ahead, "_on_disk", lambda *a: lookups.append(a) or look(*a))
+    rng = np.random.default_rng(2)
+    x = kg.tensor(rng.standard_normal((2, 3, 8, 8), dtype=np.float32))
+    w = kg.tensor(rng.standard_normal((4, 3, 3, 3), dtype=np.float32), requires_grad=True)
+    labels = kg.tensor([1, 0])
+
+    def step():
+        pooled = F.max_pool2d_relu(F.conv2d(x, w), 2)
+        F.cross_entropy(pooled.flatten(1)[:, :5], labels).backward()
+
+    step()
+    assert requests  # the first pass asked (for what is not compiled yet)
+    compile_ahead.wait_for_workers(600)
+    asked, looked = len(requests), len(lookups)
+    step()
+    step()
+    assert (len(requests), len(lookups)) == (asked, looked)

@@ -161,6 +161,7 @@ def _on_disk(dispatcher: Any, types: tuple) -> bool:
 
 # --- serial forms compiled ahead ---------------------------------------------------------
 URGENT, LATER = 0, 1  # queue priorities: serial forms asked for ahead, then parallel forms
+_SETTLED: set[tuple] = set()  # (module, form, types) found compiled, on disk, or asked for
 
 
 def prefetch(module: ModuleType, name: str, args: tuple) -> WorkerCompiled | None:
@@ -175,8 +176,13 @@ def prefetch(module: ModuleType, name: str, args: tuple) -> WorkerCompiled | Non
     if not _is_file_module(module):
         return None
     types = tuple(dispatcher.typeof_pyval(a) for a in args)
-    if types in dispatcher.overloads or _on_disk(dispatcher, types):
+    settled = (module.__name__, name, types)
+    if settled in _SETTLED:
         return None
+    if types in dispatcher.overloads or _on_disk(dispatcher, types):
+        _SETTLED.add(settled)  # the disk lookup loads the code: once is enough
+        return None
+    _SETTLED.add(settled)
     job = _pool().submit(module, name, types, priority=URGENT)
     if debug_level() >= 1:
         log(f"{_short_name(module.__name__)}.{name}: compiling ahead in a worker process")

@@ -247,6 +247,54 @@ def nn_layers(device: str) -> None:
         (output.data.sum() + h_n.sum()).backward()
 
 
+def more_layers(device: str) -> None:
+    """The layers, losses and functions PyTorch programs asked for (normalisations,
+    padding layers and padding modes, pixel shuffle, 3-d, adaptive and power-average
+    pooling, fold/unfold, antialiased resampling, bilinear, the margin, distance and
+    likelihood losses, torch-level functions), forward and backward."""
+    nn, functional = kg.nn, kg.nn.functional
+    kg.manual_seed(2)
+    x = kg.randn(2, 4, 4, 4, device=device, requires_grad=True)
+    volume = x.unsqueeze(0)
+    layers = [
+        nn.GroupNorm(2, 4), nn.InstanceNorm2d(4, affine=True), nn.LocalResponseNorm(2),
+        nn.ReflectionPad2d(1), nn.ReplicationPad2d(1), nn.CircularPad2d(1), nn.ZeroPad2d(1),
+        nn.PixelShuffle(2), nn.PixelUnshuffle(2), nn.AdaptiveMaxPool2d(3), nn.LPPool2d(2, 2),
+        nn.Conv2d(4, 2, 3, padding=1, padding_mode="reflect"), nn.AlphaDropout(0.5),
+    ]  # fmt: skip
+    outputs = [layer.to(device)(x) for layer in layers]
+    outputs += [
+        nn.RMSNorm(4).to(device)(x.transpose(1, 3)),
+        nn.MaxPool3d(2)(volume), nn.AvgPool3d(2)(volume), nn.Dropout3d(0.5)(volume),
+        nn.AdaptiveAvgPool1d(3)(x.flatten(2)),
+        functional.interpolate(x, size=(2, 3), mode="bilinear", antialias=True),
+        functional.fold(functional.unfold(x, 2), (4, 4), 2),
+        functional.gumbel_softmax(x.flatten(1), tau=0.5),
+    ]  # fmt: skip
+    a = kg.randn(3, 5, device=device, requires_grad=True)
+    b = kg.randn(3, 5, device=device)
+    signs = _tensor([1.0, -1.0, 1.0], kg.float32, device)
+    classes = _tensor([0, 2, 4], kg.int64, device)
+    outputs += [
+        functional.kl_div(a.log_softmax(1), b.softmax(1), reduction="batchmean"),
+        functional.cosine_embedding_loss(a, b, signs),
+        functional.margin_ranking_loss(a[:, 0], b[:, 0], signs),
+        functional.hinge_embedding_loss(a, b.sign()),
+        functional.triplet_margin_loss(a, b, b.flip(0)),
+        functional.soft_margin_loss(a, b.sign()),
+        functional.multilabel_soft_margin_loss(a, (b > 0).float()),
+        functional.multi_margin_loss(a, classes),
+        functional.gaussian_nll_loss(a, b, b.abs() + 0.1),
+        functional.poisson_nll_loss(a, b.abs()),
+        functional.cosine_similarity(a, b), functional.pairwise_distance(a, b),
+        functional.pdist(a), nn.Bilinear(5, 5, 2).to(device)(a, b),
+        kg.addcmul(a, a, b), kg.addcdiv(a, a, b.abs() + 1), kg.cdist(a, b), kg.logit(a.sigmoid()),
+        kg.diff(a), kg.kron(a[:2, :2], b[:2, :2]), kg.rot90(a), kg.tensordot(a, b.T, 1),
+        kg.addmm(a[:, :3], a, b.T), kg.cross(a[:, :3], b[:, :3], dim=1), kg.sinc(a),
+    ]  # fmt: skip
+    sum(output.sum() for output in outputs).backward()
+
+
 def optimizers(device: str) -> None:
     """Two steps of each optimizer kind (fused and unfused updates) on a matrix, a
     vector and a 0-d parameter (a loss without products: matmul is covered elsewhere)."""
@@ -514,6 +562,7 @@ PARTS: dict[str, Callable[[str], None]] = {
     "reductions": reductions,
     "movement": movement_and_indexing,
     "nn": nn_layers,
+    "more_nn": more_layers,
     "optim": optimizers,
     "compile": compiled_functions,
     "functions": elementwise_functions,

@@ -44,9 +44,13 @@ class _Pad(Module):
         if isinstance(padding, int):
             padding = (padding,) * pairs
         padding = tuple(padding)
-        if len(padding) != pairs or not all(isinstance(p, int) for p in padding):
+        # constant padding passes a shorter tuple on to F.pad (PyTorch's ZeroPad2d((1, 2))
+        # pads the last dim only); the other modes take exactly one pair per dim
+        lengths = range(2, pairs + 1, 2) if self._mode == "constant" else (pairs,)
+        if len(padding) not in lengths or not all(isinstance(p, int) for p in padding):
+            count = f"2 to {pairs}" if self._mode == "constant" else f"{pairs}"
             raise ArgumentError(
-                f"{type(self).__name__}: padding must be an int or a tuple of {pairs} ints "
+                f"{type(self).__name__}: padding must be an int or a tuple of {count} ints "
                 f"((before, after) pairs from the last dim backwards), got {padding!r}"
             )
         self.padding = padding

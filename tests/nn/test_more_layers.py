@@ -377,8 +377,11 @@ def test_padding_layers_match_pytorch(kind, mode, dims):
 
 
 def test_padding_errors():
-    with pytest.raises(ArgumentError, match=r"a tuple of 4 ints"):
-        nn.ZeroPad2d((1, 2))
+    with pytest.raises(ArgumentError, match=r"a tuple of 2 to 4 ints"):
+        nn.ZeroPad2d((1, 2, 3))
+    # a shorter tuple pads the last dims only, as PyTorch's ZeroPad2d((1, 2)) does
+    short = nn.ZeroPad2d((1, 2))(kg.ones(1, 1, 2, 2))
+    assert short.shape == (1, 1, 2, 5) and short.numpy()[0, 0].tolist() == [[0, 1, 1, 0, 0]] * 2
     with pytest.raises(ArgumentError, match=r"a tuple of 2 ints"):
         nn.ReflectionPad1d((1, 2, 3))
     with pytest.raises(ShapeError, match=r"expected a 4-d \(batched\) or 3-d input"):

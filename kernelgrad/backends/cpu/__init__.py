@@ -426,7 +426,6 @@ class CPUBackend:
         ``"contiguous"``, ``"rows"`` (strided, each row contiguous) or ``"strided"``.
         The serial forms are the ones compiled: a first launch runs the serial form
         until the worker has the parallel one. Returns at once."""
-        from .compile_ahead import ParallelTwin
         from .compile_ahead import prefetch as compile_ahead
 
         stand_ins = [View(None, (0,), (1,), 0, dtype) for dtype in out_dtypes]
@@ -445,13 +444,7 @@ class CPUBackend:
                 strides = np.ones((count, 2), dtype=np.int64)
                 args = (shape, offsets, strides, 1, 1)
                 args += (*_interleave(arrays, kinds, scalars, len(out_dtypes)),)
-            waiting = compile_ahead(module, f"{form}_serial", args)
-            if waiting is None:
-                continue
-            setattr(module, f"{form}_serial", waiting)
-            twin = getattr(module, form)
-            if isinstance(twin, ParallelTwin):
-                twin.serial = waiting
+            compile_ahead(module, f"{form}_serial", args)
 
     def prefetch_elementwise_foreach(
         self, fn: ScalarFunction, kinds: tuple[str, ...], compute_dtypes, out_dtypes,
@@ -488,9 +481,7 @@ class CPUBackend:
         _, kernel, _, *args = self._foreach_launch(fn, kinds, members, compute_dtypes)
         module = sys.modules.get(kernel.py_func.__module__)
         if module is not None:
-            waiting = compile_ahead(module, "foreach", tuple(args))
-            if waiting is not None:
-                module.foreach = waiting
+            compile_ahead(module, "foreach", tuple(args))
 
     def elementwise_foreach(self, fn: ScalarFunction, items, compute_dtypes) -> None:
         """:meth:`elementwise` for each ``(outputs, inputs)`` of ``items`` (each item with

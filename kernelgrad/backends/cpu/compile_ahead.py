@@ -166,10 +166,11 @@ _SETTLED: set[tuple] = set()  # (module, form, types) found compiled, on disk, o
 
 def prefetch(module: ModuleType, name: str, args: tuple) -> WorkerCompiled | None:
     """Have a worker compile ``module.<name>`` (a serial form) for the types of ``args``
-    before anything in the queue but other such requests. Returns the
-    :class:`WorkerCompiled` to call instead of the form (the caller puts it where the
-    form would be looked up), or None where there is nothing to do: no workers, a
-    module a worker cannot import, a form compiled or on the disk already."""
+    before anything in the queue but other such requests. The :class:`WorkerCompiled`
+    that stands for the form until then replaces it in the module, and in the
+    :class:`ParallelTwin` that runs it while its own form compiles; it is returned for
+    callers that keep the form elsewhere too. None where there is nothing to do: no
+    workers, a module a worker cannot import, a form compiled or on the disk already."""
     dispatcher = getattr(module, name)
     if isinstance(dispatcher, WorkerCompiled) or worker_count() == 0:
         return None  # asked for already, or no workers
@@ -184,9 +185,16 @@ def prefetch(module: ModuleType, name: str, args: tuple) -> WorkerCompiled | Non
         return None
     _SETTLED.add(settled)
     job = _pool().submit(module, name, types, priority=URGENT)
+    label = f"{_short_name(module.__name__)}.{name}"
     if debug_level() >= 1:
-        log(f"{_short_name(module.__name__)}.{name}: compiling ahead in a worker process")
-    return WorkerCompiled(dispatcher, job, f"{_short_name(module.__name__)}.{name}")
+        log(f"{label}: compiling ahead in a worker process")
+    waiting = WorkerCompiled(dispatcher, job, label)
+    setattr(module, name, waiting)
+    for parallel, serial in TWIN_NAMES:
+        twin = getattr(module, parallel, None)
+        if serial == name and isinstance(twin, ParallelTwin):
+            twin.serial = waiting  # it runs the serial form until its own is ready
+    return waiting
 
 
 class WorkerCompiled:

@@ -273,7 +273,7 @@ def prefetch(program: KernelProgram, launch: KernelLaunch) -> None:
     then, so the serial form is the one a first call waits for."""
     import sys
 
-    from .compile_ahead import ParallelTwin, WorkerCompiled
+    from .compile_ahead import WorkerCompiled
     from .compile_ahead import prefetch as compile_ahead
 
     parallel, serial = _launchers(program, launch)
@@ -286,10 +286,7 @@ def prefetch(program: KernelProgram, launch: KernelLaunch) -> None:
     waiting = compile_ahead(module, "kernel_serial", (*prefix, *launch.arguments))
     if waiting is None:
         return
-    key = _launchers_key(launch)
-    program.launchers[key] = (parallel, waiting)
-    if isinstance(parallel, ParallelTwin):
-        parallel.serial = waiting  # the twin runs the serial form until its own is ready
+    program.launchers[_launchers_key(launch)] = (parallel, waiting)  # as the module has it
 
 
 def _call(launcher: Any, prefix: tuple, arguments: list[Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -28,6 +29,7 @@ from ._layout import (
 _MAX_FUSED_TAPS = 16  # windows with more taps use a reduction instead of one fused kernel
 
 
+@functools.cache  # built once per window size: calls sit on every pass
 def _max_fn(taps: int, relu: bool = False) -> Any:
     """``max_window_<taps>(x0, ..., x<taps-1>)``: the window's maximum, NaN if any tap is
     NaN (as PyTorch). The NaN test comes last: folding it into every comparison makes
@@ -45,6 +47,7 @@ def _max_fn(taps: int, relu: bool = False) -> Any:
     return _fused.from_source(name, "\n".join(lines) + "\n", taps, 1)
 
 
+@functools.cache
 def _max_grad_fn(taps: int, relu: bool = False) -> Any:
     """Route each window's gradient to its first maximum (as PyTorch), or to its first
     NaN when the maximum is NaN (PyTorch picks the last NaN; finding that one too makes
@@ -71,6 +74,7 @@ def _max_grad_fn(taps: int, relu: bool = False) -> Any:
     return _fused.from_source(name, "\n".join(lines) + "\n", taps + 2, taps)
 
 
+@functools.cache
 def _sum_fn(taps: int) -> Any:
     names = [f"x{k}" for k in range(taps)]
     source = (
@@ -80,6 +84,7 @@ def _sum_fn(taps: int) -> Any:
     return _fused.from_source(f"sum_window_{taps}", source, taps + 1, 1)
 
 
+@functools.cache
 def _broadcast_fn(taps: int) -> Any:
     # One tap returns the value itself: a scalar function with one output returns a
     # value, not a 1-tuple (which the kernels would try to store as one).

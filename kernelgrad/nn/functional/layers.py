@@ -169,6 +169,22 @@ def _same_dtype(op: str, input: Tensor, name: str, operand: Tensor | None) -> No
         )
 
 
+def _check_channel_vectors(op: str, input: Tensor, **vectors: Tensor | None) -> None:
+    """Each given vector (a normalisation's weight, bias or running statistic) has shape
+    (C,) and the input's dtype."""
+    channels = input.shape[1]
+    for name, vector in vectors.items():
+        if vector is None:
+            continue
+        if vector.shape != (channels,):
+            raise ShapeError(
+                f"{op}: {name} has shape {format_shape(vector.shape)}, but the input of shape "
+                f"{format_shape(input.shape)} has {channels} channels (dim 1): it must have "
+                f"shape ({channels},)"
+            )
+        _same_dtype(op, input, name, vector)
+
+
 def batch_norm(
     input: Tensor,
     running_mean: Tensor | None,
@@ -193,19 +209,10 @@ def batch_norm(
             f"batch_norm: expected at least 2 dims (N, C, ...), got {format_shape(input.shape)}"
         )
     channels = input.shape[1]
-    for name, statistic in (
-        ("running_mean", running_mean),
-        ("running_var", running_var),
-        ("weight", weight),
-        ("bias", bias),
-    ):
-        if statistic is not None and statistic.shape != (channels,):
-            raise ShapeError(
-                f"batch_norm: {name} has shape {format_shape(statistic.shape)}, but the input "
-                f"of shape {format_shape(input.shape)} has {channels} channels (dim 1): it "
-                f"must have shape ({channels},)"
-            )
-        _same_dtype("batch_norm", input, name, statistic)
+    _check_channel_vectors(
+        "batch_norm", input, running_mean=running_mean, running_var=running_var,
+        weight=weight, bias=bias,
+    )  # fmt: skip
     dims = (0,) + tuple(range(2, input.ndim))
     shape = (1, channels) + (1,) * (input.ndim - 2)
     if training:

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 
 from ... import autograd
-from ...errors import ArgumentError, DTypeError, ShapeError, format_shape
+from ...errors import ArgumentError, ShapeError, format_shape
 from ...tensor import Tensor
 from ._layout import _check_float
+from .layers import _check_channel_vectors
 
 
 def group_norm(
@@ -192,24 +193,3 @@ def _affine(result: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tenso
     if bias is not None:
         result = result + bias.reshape(shape)
     return result
-
-
-def _check_channel_vectors(op: str, input: Tensor, **vectors: Tensor | None) -> None:
-    """Each given vector has shape (C,) and the input's dtype (PyTorch refuses mixed
-    dtypes in these normalisations)."""
-    channels = input.shape[1]
-    for name, vector in vectors.items():
-        if vector is None:
-            continue
-        if vector.shape != (channels,):
-            raise ShapeError(
-                f"{op}: {name} has shape {format_shape(vector.shape)}, but the input of shape "
-                f"{format_shape(input.shape)} has {channels} channels (dim 1): it must have "
-                f"shape ({channels},)"
-            )
-        if vector.dtype != input.dtype:
-            raise DTypeError(
-                f"{op}: the input is {input.dtype} but {name} is {vector.dtype}; PyTorch "
-                f"refuses mixed dtypes here too. Convert the input (`x.to({vector.dtype})`) "
-                f"or the layer (`layer.to({input.dtype})`)"
-            )

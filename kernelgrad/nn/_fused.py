@@ -77,7 +77,18 @@ def launch_each(
                 out._storage.version += 1
 
 
-_PREFETCHED: set[tuple] = set()  # what prefetch asked for already
+_ASKED: set[tuple] = set()  # compile-ahead requests the layers made (asked_before)
+
+
+def asked_before(key: tuple) -> bool:
+    """Whether the kernels ``key`` names were asked for ahead already, noting that they
+    now have been. Those forms depend on dtypes, devices and static settings only, so a
+    layer asks once per key, not on every pass (an ask costs stand-ins, conversions and
+    a lookup in the compiled-code cache)."""
+    if key in _ASKED:
+        return True
+    _ASKED.add(key)
+    return False
 
 
 def prefetch(fn: ScalarFunction, like: Tensor, layouts: Sequence[str]) -> None:
@@ -89,10 +100,8 @@ def prefetch(fn: ScalarFunction, like: Tensor, layouts: Sequence[str]) -> None:
     prefetch_elementwise = getattr(like._backend, "prefetch_elementwise", None)
     if prefetch_elementwise is None or tracing.active_recorder() is not None:
         return
-    key = (fn.key, like.dtype, like._backend, tuple(layouts))
-    if key in _PREFETCHED:  # once per function, dtype, backend and layouts
+    if asked_before(("elementwise", fn.key, like.dtype, like._backend, tuple(layouts))):
         return
-    _PREFETCHED.add(key)
     dtype = like.dtype
     inputs = [dtype] * fn.nin
     prefetch_elementwise(fn, ("array",) * fn.nin, inputs, [dtype] * fn.nout, inputs, layouts)

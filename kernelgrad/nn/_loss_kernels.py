@@ -38,6 +38,7 @@ import kernelgrad as kg
 
 from ..backends.base import backend_capability
 from ..ops.creation import empty
+from ._fused import asked_before
 
 # The largest workgroup of the CUDA forms (shared arrays have a constant size).
 GROUP = 256
@@ -288,9 +289,6 @@ def row_statistics(
         _grouped_rows(x.dtype)(*arguments, width, ndrange=rows * width, workgroup=width)
 
 
-_PREFETCHED: set[tuple] = set()  # what prefetch_gradient asked for already
-
-
 def prefetch_gradient(
     x, target, classes, rows, ignore_index, smoothing, has_weight, per_row, mean
 ) -> None:  # fmt: skip
@@ -299,10 +297,10 @@ def prefetch_gradient(
     goes on. One-element stand-ins carry the dtypes."""
     if backend_capability(x._backend, "work_groups"):
         return  # the grouped form: nothing compiles ahead on such backends today
-    key = (x.dtype, target.dtype, x.device, has_weight, per_row, mean)
-    if key in _PREFETCHED:  # the form depends on these only: ask once
+    if asked_before(
+        ("cross_entropy_grad", x.dtype, target.dtype, x.device, has_weight, per_row, mean)
+    ):
         return
-    _PREFETCHED.add(key)
 
     def stand_in(dtype=x.dtype):
         return empty(1, dtype=dtype, device=x.device)

@@ -297,13 +297,10 @@ def test_a_repeated_forward_pass_asks_for_nothing_again(monkeypatch):
     the backend again nor look in the disk cache (each disk lookup loads the code)."""
     import kernelgrad as kg
     import kernelgrad.nn._fused as fused
-    import kernelgrad.nn._loss_kernels as loss_kernels
     import kernelgrad.nn.functional as F
-    import kernelgrad.nn.functional.convolution as convolution
 
     monkeypatch.setenv("KG_COMPILE_WORKERS", "1")
-    for module in (convolution, loss_kernels, fused):  # forget earlier tests' requests
-        monkeypatch.setattr(module, "_PREFETCHED", set())
+    monkeypatch.setattr(fused, "_ASKED", set())  # forget earlier tests' requests
     requests, lookups = [], []
     ask, look = compile_ahead.prefetch, compile_ahead._on_disk
     monkeypatch.setattr(compile_ahead, "prefetch", lambda *a: requests.append(a) or ask(*a))

@@ -396,20 +396,16 @@ def _weight_grad_items(plan: _ConvPlan) -> int:
     return plan.channel_items * (plan.c // plan.groups) * plan.kh
 
 
-_PREFETCHED: set[tuple] = set()  # what _prefetch_direct_backward asked for already
-
-
 def _prefetch_direct_backward(x: Tensor, plan: _ConvPlan, need_x: bool, need_wb: bool) -> None:
     """Have the direct gradient kernels this convolution's backward pass will launch
     compiled while the forward pass goes on (``Kernel.prefetch``: a compile worker on
     the CPU; nothing once they are compiled). One-element stand-ins carry the dtypes."""
     from .. import _conv_kernels as kernels
 
-    # the forms depend on the dtype, the device and the static arguments only: ask once
+    # the forms depend on the dtype, the device and the static arguments only
     key = (x.dtype, x.device, plan.kw, plan.dilation[1], plan.pairs, need_x, need_wb)
-    if key in _PREFETCHED:
+    if _fused.asked_before(("conv2d_direct_backward", *key)):
         return
-    _PREFETCHED.add(key)
 
     def stand_in() -> Tensor:
         return empty(1, dtype=x.dtype, device=x.device)

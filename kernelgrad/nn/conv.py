@@ -10,6 +10,7 @@ from ..ops.creation import empty
 from ..tensor import Tensor
 from . import functional as F
 from . import init
+from .functional._layout import _same_padding
 from .module import Module, Parameter
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
@@ -105,16 +106,14 @@ class _ConvNd(Module):
         PyTorch."""
         if self.padding_mode == "zeros":
             return input, self.padding
-        amounts: list[int] = []  # F.pad's (before, after) pairs, from the last dim back
-        for d in reversed(range(self._dims)):
-            if self.padding == "valid":
-                before = after = 0
-            elif self.padding == "same":
-                total = self.dilation[d] * (self.kernel_size[d] - 1)
-                before, after = total // 2, total - total // 2
-            else:
-                before = after = self.padding[d]
-            amounts += [before, after]
+        if self.padding == "same":
+            pairs = _same_padding(self.kernel_size, self.dilation)
+        elif self.padding == "valid":
+            pairs = [0] * (2 * self._dims)
+        else:
+            pairs = [p for amount in self.padding for p in (amount, amount)]
+        # F.pad takes the (before, after) pairs from the last dim back
+        amounts = [p for d in reversed(range(self._dims)) for p in pairs[2 * d : 2 * d + 2]]
         return F.pad(input, amounts, mode=self.padding_mode), 0
 
 

@@ -38,6 +38,16 @@ def _single(value: Any, name: str) -> int:
     return int(value)
 
 
+def _same_padding(kernel: Sequence[int], dilation: Sequence[int]) -> list[int]:
+    """PyTorch's ``padding="same"`` amounts, (before, after) per dim in the kernel's
+    order: half of ``dilation * (kernel - 1)`` before, the odd one after."""
+    amounts: list[int] = []
+    for k, d in zip(kernel, dilation):
+        total = d * (k - 1)
+        amounts += [total // 2, total - total // 2]
+    return amounts
+
+
 def _check_float(x: Tensor, op: str) -> None:
     if not x.dtype.is_floating_point:
         raise DTypeError(

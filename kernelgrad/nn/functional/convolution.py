@@ -21,6 +21,7 @@ from ._layout import (
     _flat,
     _no_double_backward,
     _pair,
+    _same_padding,
     _single,
     _zero_of,
 )
@@ -36,10 +37,7 @@ def _conv_padding(
         if padding == "same":
             if stride != (1, 1):
                 raise ArgumentError("conv: padding='same' needs stride 1 (as in PyTorch)")
-            pads = []
-            for k, d in zip(kernel, dilation):
-                total = d * (k - 1)
-                pads += [total // 2, total - total // 2]
+            pads = _same_padding(kernel, dilation)
             return pads[0], pads[1], pads[2], pads[3]
         raise ArgumentError(
             f"conv: padding must be an int, a pair, 'valid' or 'same', got {padding!r}"

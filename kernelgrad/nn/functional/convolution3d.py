@@ -17,7 +17,7 @@ from ...errors import ArgumentError, ShapeError, format_shape
 from ...ops.movement import pad as _pad_constant
 from ...ops.movement import stack
 from ...tensor import Tensor
-from ._layout import _batched, _check_float, _triple
+from ._layout import _batched, _check_float, _same_padding, _triple
 from .convolution import _check_groups, _check_operands, conv2d
 
 
@@ -64,10 +64,7 @@ def _depth_and_plane_padding(
                     "conv3d: padding='same' is not supported for strided convolutions "
                     f"(stride {stride}), as in PyTorch"
                 )
-            amounts: list[int] = []
-            for k, d in zip(kernel, dilation):
-                total = d * (k - 1)
-                amounts += [total // 2, total - total // 2]
+            amounts = _same_padding(kernel, dilation)
             return (amounts[0], amounts[1]), "same", tuple(amounts)  # type: ignore[return-value]
         raise ArgumentError(
             f"conv3d: padding must be an int, a triple, 'valid' or 'same', got {padding!r}"

@@ -19,7 +19,6 @@ from ..errors import DTypeError, InplaceError, ShapeError, format_shape
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from .elementwise import (
-    CLAMP,
     ElementwiseOp,
     _overlaps,
     _plan_key,
@@ -65,7 +64,7 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
                 f"{op.name}_: the result of shape {format_shape(result.shape)} cannot be "
                 f"written into a tensor of shape {format_shape(x.shape)}"
             )
-        _check_dtype(op, result.dtype, x)
+        _check_dtype(f"{op.name}_", result.dtype, x)
         copy_into(x, result.detach(), f"{op.name}_")
         x._node = result._node
         x.requires_grad = True
@@ -84,7 +83,7 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
                 f"written into a tensor of shape {format_shape(x.shape)}"
             )
         _, out_dtype = op.dtype_rule(list(operands))
-        _check_dtype(op, out_dtype, x)
+        _check_dtype(f"{op.name}_", out_dtype, x)
         if key is not None:
             if len(_CHECKED) >= 4096:
                 _CHECKED.clear()
@@ -100,10 +99,11 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
     return x
 
 
-def _check_dtype(op: ElementwiseOp, result_dtype: Any, x: Tensor) -> None:
+def _check_dtype(name: str, result_dtype: Any, x: Tensor) -> None:
+    """A result of ``result_dtype`` can be written into ``x`` by the in-place op ``name``."""
     if result_dtype.category > x.dtype.category:
         raise DTypeError(
-            f"{op.name}_: the result has dtype {result_dtype}, which cannot be stored in "
+            f"{name}: the result has dtype {result_dtype}, which cannot be stored in "
             f"place in a {x.dtype} tensor; use the out-of-place form, or convert the "
             f"tensor first (e.g. `x = x.float()`)"
         )
@@ -113,7 +113,7 @@ def clamp_(x: Tensor, low: Any = None, high: Any = None) -> Tensor:
     recorded = _check_autograd(x, (low, high), "clamp_")
     check_writable(x, "clamp_")
     result = clamp(x.clone() if recorded else x, low, high)
-    _check_dtype(CLAMP, result.dtype, x)
+    _check_dtype("clamp_", result.dtype, x)
     if result.shape != x.shape:
         raise ShapeError(
             f"clamp_: the bounds broadcast the result to {format_shape(result.shape)}, which "

@@ -1201,11 +1201,7 @@ def _write_result(x: Tensor, name: str, compute: Any, *others: Any) -> Tensor:
             f"{name}: the result of shape {format_shape(result.shape)} cannot be written into "
             f"a tensor of shape {format_shape(x.shape)}"
         )
-    if result.dtype.category > x.dtype.category:
-        raise DTypeError(
-            f"{name}: the result has dtype {result.dtype}, which cannot be stored in place in "
-            f"a {x.dtype} tensor; use the out-of-place form, or convert the tensor first"
-        )
+    _inplace._check_dtype(name, result.dtype, x)
     if recorded and not result.requires_grad:
         _inplace._record_overwrite(x, result, name)
         return x

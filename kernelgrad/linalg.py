@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import autograd
 from .errors import ArgumentError, UnsupportedError
 from .ops.elementwise import where
 from .shapes import normalize_dim
@@ -65,11 +66,18 @@ def vector_norm(
 
 
 def _root(total: Tensor, power: float) -> Tensor:
-    """``total ** power`` with PyTorch's gradient at a zero norm: 0, not NaN. The root's
-    derivative is infinite at 0 (and the sum's is 0 there); both ``where``s route no
-    gradient through the root where the total is 0."""
+    """``total ** power`` (``sqrt`` for 1/2) with PyTorch's gradient at a zero norm: 0,
+    not NaN. The root's derivative is infinite at 0 (and the sum's is 0 there); both
+    ``where``s route no gradient through the root where the total is 0. Without a
+    gradient to take (``clip_grad_norm_``'s norms, say) the root alone runs."""
+
+    def root(t: Tensor) -> Tensor:
+        return t.sqrt() if power == 0.5 else t**power
+
+    if not autograd.needs_grad(total):
+        return root(total)
     zero = total == 0
-    return where(zero, 0.0, where(zero, 1.0, total) ** power)
+    return where(zero, 0.0, root(where(zero, 1.0, total)))
 
 
 def matrix_norm(

@@ -305,24 +305,30 @@ def test_parallel_threshold_comes_from_the_environment(monkeypatch):
 
 
 def test_small_products_run_on_one_blas_thread_and_leave_numpys_threads_alone(monkeypatch):
-    from kernelgrad.backends.cpu import blas
+    from kernelgrad.backends.cpu import blas, split_gemm
 
     if not blas.single_thread_available():
         pytest.skip("NumPy's BLAS is not a threaded OpenBLAS")
     before = blas.current_threads()
     seen = []
-    real = np.matmul
+    real_matmul, real_gemm = np.matmul, split_gemm.gemm_batch
 
-    def spy(*args, **kwargs):
-        seen.append(blas.current_threads())
-        return real(*args, **kwargs)
+    def spy_matmul(*args, **kwargs):
+        seen.append(("numpy", blas.current_threads()))
+        return real_matmul(*args, **kwargs)
 
-    monkeypatch.setattr(blas.np, "matmul", spy)
+    def spy_gemm(*args):
+        seen.append(("cblas", blas.current_threads()))
+        return real_gemm(*args)
+
+    monkeypatch.setattr(blas.np, "matmul", spy_matmul)
+    monkeypatch.setattr(split_gemm, "gemm_batch", spy_gemm)
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     b = np.arange(20, dtype=np.float32).reshape(4, 5)
-    product = kg.tensor(a) @ kg.tensor(b)
-    assert_close(product, a @ b)
-    assert seen == [1]  # the small product ran on one thread
+    assert_close(kg.tensor(a) @ kg.tensor(b), a @ b)
+    # a matrix times a vector: no cblas_?gemm layout, NumPy runs it
+    assert_close(kg.tensor(a) @ kg.tensor(b[:, 0].copy()), a @ b[:, 0])
+    assert seen == [("cblas", 1), ("numpy", 1)]  # each small product ran on one thread
     assert blas.current_threads() == before  # and NumPy's own count is back
 
 

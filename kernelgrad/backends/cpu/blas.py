@@ -139,13 +139,53 @@ def prepare(
     if not single_thread_available():
         return functools.partial(np.matmul, left, right, out=out)
     if multiply_adds < _Blas.small:
-        return functools.partial(_on_one_thread, left, right, out)
+        return PreparedProduct(left, right, out, _split_arguments(left, right, out), False)
     arguments = None
     if _Blas.split and numba.get_num_threads() > 1:
         arguments = _split_arguments(left, right, out)
     if arguments is None:
         return functools.partial(np.matmul, left, right, out=out)
-    return functools.partial(_split, arguments)
+    return PreparedProduct(left, right, out, arguments, True)
+
+
+class PreparedProduct:
+    """A product :func:`prepare` made: calling it runs ``left @ right`` into ``out``
+    on one BLAS thread (``split`` False: a small product, ``split_gemm.gemm_batch``)
+    or split across Numba's threads (``split_gemm.split_gemm``). ``arguments`` are
+    ``split_gemm``'s but the part count (the operands' addresses among them), or None
+    for a small product no single ``cblas_?gemm`` layout serves (NumPy runs it on one
+    BLAS thread). A native replay (``native_replay.py``) makes the same calls with the
+    same arguments, so eager, replayed and natively replayed products agree bit for
+    bit."""
+
+    __slots__ = ("arguments", "left", "out", "right", "split")
+
+    def __init__(self, left, right, out, arguments: tuple | None, split: bool) -> None:
+        self.left, self.right, self.out = left, right, out
+        self.arguments = arguments
+        self.split = split
+
+    def __call__(self) -> None:
+        if self.split:
+            _split(self.arguments)
+        elif self.arguments is not None:  # the call a native replay makes, bit for bit
+            _Blas.setter(1)
+            try:
+                split_gemm.gemm_batch(*self.arguments)
+            finally:
+                _Blas.setter(_Blas.threads)
+        else:
+            _on_one_thread(self.left, self.right, self.out)
+
+
+def one_thread() -> None:
+    """Set the BLAS to one thread (around code that calls ``cblas_?gemm`` from Numba's
+    threads); :func:`all_threads` puts its own count back."""
+    _Blas.setter(1)
+
+
+def all_threads() -> None:
+    _Blas.setter(_Blas.threads)
 
 
 def _on_one_thread(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
@@ -156,10 +196,14 @@ def _on_one_thread(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None
         _Blas.setter(_Blas.threads)
 
 
+def split_parts(count: int, threads: int) -> int:
+    """How many blocks ``split_gemm`` cuts each of ``count`` products into: one per
+    thread when there are fewer than two matrices per thread, else whole matrices."""
+    return threads if count < 2 * threads else 1
+
+
 def _split(arguments: tuple) -> None:
-    threads = numba.get_num_threads()
-    count = arguments[-1][0]
-    parts = threads if count < 2 * threads else 1  # few matrices: split each one too
+    parts = split_parts(arguments[-1][0], numba.get_num_threads())
     _Blas.setter(1)
     try:
         split_gemm.split_gemm(arguments[0], arguments[1], parts, *arguments[2:])

@@ -119,3 +119,17 @@ def split_gemm(address, item, parts, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c
                 address, item, ta, tb, m, stop - start, k,
                 a_at, lda, b_at + b_offset * item, ldb, c_at + start * item, ldc,
             )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def gemm_batch(address, item, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch):
+    """``split_gemm`` on the calling thread, one ``cblas_?gemm`` call per matrix (the
+    same arguments but the part count): a small product in a native replay
+    (``native_replay.py``), where ``blas.py`` would run it through NumPy on one BLAS
+    thread. ``by_rows`` is not used: nothing is split."""
+    count, a_step, b_step, c_step = batch
+    for matrix in range(count):
+        _gemm(
+            address, item, ta, tb, m, n, k,
+            a + matrix * a_step, lda, b + matrix * b_step, ldb, c + matrix * c_step, ldc,
+        )  # fmt: skip

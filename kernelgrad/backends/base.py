@@ -63,6 +63,15 @@ cannot; a replay calls it on every call for views whose buffers never change.
 other buffers of the same layouts) that runs the ``@kg.kernel`` launch. The CPU backend
 has all four; without them every replay step goes through the primitive.
 
+One more joins prepared launches: ``join_launches(launches, table, bases, varying)``
+takes each step's prepared launch over the replay's slot ``table`` (or None) with the
+slots the step reads and writes, and returns ``[(first, stop, run)]``: each run of
+consecutive launches it can call without Python in between, as ``run(table, bases)``
+re-reading the ``varying`` slots (arguments, fresh outputs) from each call's table and
+offsets; or None while it cannot say yet (a kernel still compiling elsewhere: the
+replay asks again later). The CPU backend generates one native function per run
+(``backends/cpu/native_replay.py``); a CUDA backend would capture a graph here.
+
 One more serves eager ops: ``prepare_flat_elementwise(fn, kinds, compute_dtypes,
 out_dtype, shape)`` (``kinds``: ``"array"`` or ``"scalar"`` per input) returns
 ``launch(out_buffer, *operands)``, each array input passed as its buffer and its offset,

@@ -695,6 +695,13 @@ def _scalar_view(view: ViewRef) -> ViewRef:
 
 
 # --- the plan ---------------------------------------------------------------------------------
+def _native_replay_on() -> bool:
+    """``KG_NATIVE_REPLAY=0`` keeps every replay step a Python call (for comparison)."""
+    from ..backends.base import whole_number_setting
+
+    return whole_number_setting("KG_NATIVE_REPLAY", 1, 0, "switch values (0 or 1)") > 0
+
+
 class Plan:
     """Steps plus the buffer table recipe; ``run`` replays one call."""
 
@@ -724,6 +731,12 @@ class Plan:
             self.table[index] = buffer
         self._allocate_scratch(set(escaping))
         self._prepared: list[tuple[Callable[..., None] | None, bool]] | None = None
+        # runs of steps the backend joined into native calls (Backend.join_launches):
+        # first step -> (stop, run); asked at the first prepared replay, again after
+        # _join_wait more replays while the backend answers "not yet"
+        self._joined: dict[int, tuple[int, Callable[[list[Any], list[int]], None]]] = {}
+        self._join_wait: int | None = 0 if _native_replay_on() else None
+        self._join_backoff = 1
 
     def _prepare(
         self, table: list[Any], bases: list[int]
@@ -749,6 +762,39 @@ class Plan:
             else:
                 prepared.append((None, False))
         return prepared
+
+    def _join(self, table: list[Any], bases: list[int]) -> None:
+        """Ask the backend to join runs of consecutive steps into native calls
+        (``Backend.join_launches``: the CPU generates one Numba function per run that
+        calls the kernels' compiled code, so no Python runs between them). Steps it
+        cannot join (guards, host operations, library functions) run as before. While
+        the backend answers None (a kernel still compiling elsewhere) the question is
+        asked again after 1, 2, 4, ... more replays."""
+        backends = {id(slot.backend): slot.backend for slot in self.slots if slot.backend}
+        join = None
+        if len(backends) == 1:
+            join = getattr(next(iter(backends.values())), "join_launches", None)
+        if join is None:
+            self._join_wait = None
+            return
+        launches = []
+        for step in self.steps:
+            prepare = getattr(step, "prepare", None)
+            launches.append((prepare(table, bases) if prepare else None, _step_slots(step)))
+        varying = set(self.arg_slots) | set(self.output_slots)
+        runs = join(launches, table, bases, varying)
+        if runs is None:
+            self._join_wait = self._join_backoff
+            self._join_backoff = min(2 * self._join_backoff, 256)
+            return
+        self._join_wait = None
+        self._joined = {first: (stop, run) for first, stop, run in runs}
+        if debug_level() >= 1:
+            joined = sum(stop - first for first, stop, _ in runs)
+            log(
+                f"kg.compile: {joined} of {len(self.steps)} steps replay in {len(runs)} "
+                "native call(s)"
+            )
 
     @property
     def kernel_count(self) -> int:
@@ -800,13 +846,28 @@ class Plan:
             prepared = self._prepared
             if prepared is None:
                 prepared = self._prepared = self._prepare(table, bases)
-            for step, (launch, rebound) in zip(self.steps, prepared):
+            if self._join_wait is not None:
+                if self._join_wait == 0:
+                    self._join(table, bases)
+                else:
+                    self._join_wait -= 1
+            joined = self._joined
+            steps = self.steps
+            position = 0
+            while position < len(steps):
+                run = joined.get(position)
+                if run is not None:
+                    run[1](table, bases)
+                    position = run[0]
+                    continue
+                launch, rebound = prepared[position]
                 if launch is None:
-                    step.run(table, bases)
+                    steps[position].run(table, bases)
                 elif rebound:
                     launch(table, bases)
                 else:
                     launch()
+                position += 1
         else:  # launches counted or logged: every step through its backend's primitive
             for step in self.steps:
                 if level >= 2:

@@ -816,6 +816,14 @@ class CPUBackend:
 
         return kernel_module.prepare(program, launch)
 
+    def join_launches(self, launches, table, bases, varying):
+        """Runs of kg.compile's prepared launches joined into one native call each, so
+        no Python runs between their kernels (``native_replay.join``); None while a
+        kernel's compiled form is still on its way from a compile worker."""
+        from . import native_replay
+
+        return native_replay.join(launches, table, bases, varying)
+
     def prefetch_kernel(self, program: Any, launch: Any) -> None:
         """Compile the form :meth:`launch_kernel` would run for this launch ahead, in a
         compile worker (``kernel_module.prefetch``); returns at once."""

@@ -80,6 +80,12 @@ def time_steps(step, steps: int, repeats: int) -> float:
     return best
 
 
+def _native(compiled) -> str:
+    """How much of the last replay ran as native calls (backends/cpu/native_replay.py)."""
+    joined, calls = compiled.last_plan.native
+    return f"{joined} of {len(compiled.last_plan.steps)} steps in {calls} native call(s)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=40)
@@ -183,7 +189,8 @@ def main() -> None:
             f"kernelgrad, kg.compile: {compiled_seconds * 1e3:7.2f} ms/step  "
             f"{BATCH / compiled_seconds:8.0f} samples/s  (eager / compiled: "
             f"{kg_seconds / compiled_seconds:.2f}x; {compiled_launches.count} kernels per "
-            f"step, eager {eager_launches.count}; first two calls {first_two:.2f} s)"
+            f"step, eager {eager_launches.count}; {_native(compiled)}; first two calls "
+            f"{first_two:.2f} s)"
         )
 
     command = [

@@ -6,12 +6,14 @@ LSTM, Linear(hidden, vocab); cross-entropy over every position, SGD (lr 1) after
 fresh process of its own with the same thread count (see ``_timing.py``).
 
     python benchmarks/bench_lstm.py [--seq 35] [--batch 20] [--hidden 200] [--vocab 1000]
-                                    [--steps 5] [--repeats 3] [--threads 2]
+                                    [--steps 5] [--repeats 3] [--threads 2] [--compile]
 
 Prints milliseconds per training step for each and the ratio. kernelgrad runs each LSTM
 layer as one autograd node (``kernelgrad/nn/_recurrence.py``): the input projection of
 all steps is one matrix product, each time step one matrix product plus one fused cell
 kernel forward and again backward, and the weight gradients one matrix product each.
+``--compile`` also times the step under ``kg.compile`` (its replay: runs of kernels joined
+into native calls, ``backends/cpu/native_replay.py``).
 """
 
 from __future__ import annotations
@@ -40,19 +42,28 @@ def build(library, vocab: int, hidden: int):
     return Model()
 
 
-def step_function(library, model, tokens, targets, vocab: int):
+def step_function(library, model, tokens, targets, vocab: int, compiled: bool = False):
     optimizer = library.optim.SGD(model.parameters(), lr=1.0)
 
-    def step():
+    def train(tokens, targets):
         optimizer.zero_grad()
         logits = model(tokens)
         loss = library.nn.functional.cross_entropy(logits.reshape(-1, vocab), targets)
         loss.backward()
         library.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
         optimizer.step()
-        return loss.item()
+        return loss
 
+    run = library.compile(train) if compiled else train
+
+    def step():
+        return run(tokens, targets).item()
+
+    step.compiled = run
     return step
+
+
+WARMUP_REPLAYS = 8
 
 
 def data(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
@@ -76,6 +87,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--compile", action="store_true", help="also time the step compiled with kg.compile"
+    )
     parser.add_argument("--peer", action="store_true", help="(internal) the PyTorch process")
     args = parser.parse_args()
     use_threads(args.threads)
@@ -100,13 +114,32 @@ def main() -> None:
     step = step_function(kg, model, kg.tensor(tokens), kg.tensor(targets), args.vocab)
     ours = per_step(step, args)
     print(f"  kernelgrad {kg.__version__}: {ours * 1e3:8.1f} ms per step")
+    if args.compile:
+        from kernelgrad.backends.cpu.compile_ahead import wait_for_workers
+
+        kg.manual_seed(0)
+        model = build(kg, args.vocab, args.hidden)
+        step = step_function(kg, model, kg.tensor(tokens), kg.tensor(targets), args.vocab, True)
+        for _ in range(3):  # eager, traced, first replay
+            step()
+        wait_for_workers()  # the prange forms compiling in worker processes
+        for _ in range(WARMUP_REPLAYS):  # the native replay is built once they are
+            step()
+        compiled = per_step(step, args)
+        plan = step.compiled.last_plan
+        joined, calls = plan.native
+        print(
+            f"  kernelgrad, kg.compile: {compiled * 1e3:8.1f} ms per step ({len(plan.steps)} "
+            f"kernels, {joined} of them in {calls} native call(s))"
+        )
     passed = [a for a in sys.argv[1:] if a != "--peer"]
     for record in run_peer(__file__, passed):
         ratio = ours / record["seconds"]
-        print(
-            f"  {record['name']}: {record['seconds'] * 1e3:8.1f} ms per step "
-            f"(kernelgrad / PyTorch time: {ratio:.2f}x)"
-        )
+        line = f"  {record['name']}: {record['seconds'] * 1e3:8.1f} ms per step "
+        line += f"(kernelgrad / PyTorch time: {ratio:.2f}x"
+        if args.compile:
+            line += f", kg.compile: {compiled / record['seconds']:.2f}x"
+        print(line + ")")
 
 
 if __name__ == "__main__":

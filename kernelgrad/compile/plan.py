@@ -797,6 +797,11 @@ class Plan:
             )
 
     @property
+    def native(self) -> tuple[int, int]:
+        """(steps replayed in native calls, native calls) per replay: see :meth:`_join`."""
+        return sum(stop - first for first, (stop, _) in self._joined.items()), len(self._joined)
+
+    @property
     def kernel_count(self) -> int:
         return len(self.steps)
 
@@ -884,7 +889,10 @@ class Plan:
         return table
 
     def describe(self) -> str:
+        joined, calls = self.native
         lines = [f"{len(self.steps)} kernels (eager: {self.eager_launches} launches)"]
+        if calls:
+            lines[0] += f"; {joined} of them replayed in {calls} native call(s)"
         for step in self.steps:
             lines.append(f"  {step.label}  {step.shape}")
         return "\n".join(lines)

@@ -46,7 +46,6 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.dispatcher import Dispatcher
-from numba.core.typing.typeof import Purpose
 from numba.extending import intrinsic
 
 from ...debug import debug_level, log
@@ -205,7 +204,7 @@ class _SlotFinder:
         buffer = self.table[slot]
         k = self.moving.setdefault(slot, len(self.moving))
         offset = array.ctypes.data - buffer.ctypes.data - self.bases[slot] * buffer.itemsize
-        return _Address(k, offset, buffer.itemsize)
+        return _Address(k, offset)
 
 
 def _extent(array: np.ndarray) -> tuple[int, int]:
@@ -230,19 +229,15 @@ class _ArrayAt:
     def __init__(self, array: np.ndarray, address: int | _Address) -> None:
         self.array = array
         self.address = address
-        self.type = numba.typeof(array, Purpose.argument)
-        self.key = (self.type, array.shape, array.strides)
 
 
 class _Address:
-    """The address of an array over a varying slot (an operand of a product)."""
+    """An address ``offset_bytes`` past the start of varying slot ``k``'s data at the
+    call's offset (an array over an argument or a fresh output, or such a product
+    operand)."""
 
-    def __init__(self, k: int, offset_bytes: int, itemsize: int) -> None:
-        self.k, self.offset_bytes, self.itemsize = k, offset_bytes, itemsize
-
-    def source(self) -> str:
-        k = self.k
-        return f"_address(B{k}) + O{k} * {self.itemsize} + {self.offset_bytes}"
+    def __init__(self, k: int, offset_bytes: int) -> None:
+        self.k, self.offset_bytes = k, offset_bytes
 
 
 def _arguments(args: Any, slots: _SlotFinder, step_slots: Sequence[int]) -> tuple:
@@ -440,6 +435,7 @@ def _build(calls: list, slots: _SlotFinder, label: str) -> Callable | None:
         for dispatcher, original, arguments in (call for run in calls for call in run):
             if isinstance(arguments, _Product):
                 products = True
+                keep.extend(array for _, array in original[1])  # their addresses are used
                 original, arguments = original[0], arguments[0]
                 if dispatcher == "split":  # split_gemm takes the part count third
                     dispatcher = split_gemm.split_gemm

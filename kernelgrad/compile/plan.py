@@ -695,11 +695,17 @@ def _scalar_view(view: ViewRef) -> ViewRef:
 
 
 # --- the plan ---------------------------------------------------------------------------------
-def _native_replay_on() -> bool:
-    """``KG_NATIVE_REPLAY=0`` keeps every replay step a Python call (for comparison)."""
+DEFAULT_NATIVE_REPLAY = 8
+
+
+def _replays_before_joining() -> int | None:
+    """After how many replays a plan asks its backend to join its steps into native
+    calls (``KG_NATIVE_REPLAY``, default 8): joining costs a fraction of a second once,
+    which a function called only a few times would not win back. 0: never."""
     from ..backends.base import whole_number_setting
 
-    return whole_number_setting("KG_NATIVE_REPLAY", 1, 0, "switch values (0 or 1)") > 0
+    count = whole_number_setting("KG_NATIVE_REPLAY", DEFAULT_NATIVE_REPLAY, 0, "replays")
+    return count - 1 if count > 0 else None
 
 
 class Plan:
@@ -732,10 +738,10 @@ class Plan:
         self._allocate_scratch(set(escaping))
         self._prepared: list[tuple[Callable[..., None] | None, bool]] | None = None
         # runs of steps the backend joined into native calls (Backend.join_launches):
-        # first step -> (stop, run); asked at the first prepared replay, again after
-        # _join_wait more replays while the backend answers "not yet"
+        # first step -> (stop, run); asked after _join_wait more replays (KG_NATIVE_REPLAY),
+        # and again after 1, 2, 4... more while the backend answers "not yet"
         self._joined: dict[int, tuple[int, Callable[[list[Any], list[int]], None]]] = {}
-        self._join_wait: int | None = 0 if _native_replay_on() else None
+        self._join_wait: int | None = _replays_before_joining()
         self._join_backoff = 1
 
     def _prepare(

@@ -25,7 +25,7 @@ def _joined_steps(plan) -> int:
 
 
 def _train(name, native, monkeypatch, steps=6):
-    monkeypatch.setenv("KG_NATIVE_REPLAY", "1" if native else "0")
+    monkeypatch.setenv("KG_NATIVE_REPLAY", "1" if native else "0")  # at the first replay
     trainer = Trainer("cpu", OPTIMIZERS[name])
     schedule = kg.optim.lr_scheduler.StepLR(trainer.optimizer, 2, gamma=0.5)
     step = kg.compile(trainer.step)
@@ -50,9 +50,10 @@ def test_a_native_replay_computes_what_the_python_replay_computes(monkeypatch, n
         np.testing.assert_array_equal(got, expected)
 
 
-def test_natively_replayed_kernels_follow_arguments_into_new_buffers_and_offsets():
+def test_natively_replayed_kernels_follow_arguments_into_new_buffers_and_offsets(monkeypatch):
     """Arguments at new offsets of a larger buffer, a transposed argument and fresh
     outputs on every call: the joined kernel reads each call's buffers."""
+    monkeypatch.setenv("KG_NATIVE_REPLAY", "1")
 
     def f(x, flat):
         out = kg.empty(x.shape)
@@ -128,7 +129,7 @@ def test_a_form_still_compiling_elsewhere_postpones_the_join(monkeypatch):
         return not_yet.pop() if not_yet else real_join(*args)
 
     monkeypatch.setattr(native_replay, "join", join)
-    monkeypatch.setenv("KG_NATIVE_REPLAY", "1")
+    monkeypatch.setenv("KG_NATIVE_REPLAY", "1")  # ask at the first replay
     trainer = Trainer("cpu", OPTIMIZERS["sgd"])
     step = kg.compile(trainer.step)
     x = kg.tensor(np.ones((6, 4)), dtype=kg.float32)
@@ -145,7 +146,17 @@ def test_a_form_still_compiling_elsewhere_postpones_the_join(monkeypatch):
     assert plan._join_wait is None and plan._joined
 
 
-def test_kg_native_replay_must_be_a_switch(monkeypatch):
+def test_kg_native_replay_counts_the_replays_before_joining(monkeypatch):
+    monkeypatch.setenv("KG_NATIVE_REPLAY", "3")
+    trainer = Trainer("cpu", OPTIMIZERS["sgd"])
+    step = kg.compile(trainer.step)
+    x = kg.tensor(np.ones((6, 4)), dtype=kg.float32)
+    y = kg.tensor(np.zeros(6, dtype=np.int64))
+    for _ in range(4):  # eager, trace, two replays
+        step(x, y)
+    assert not step.last_plan._joined
+    step(x, y)  # the third replay joins
+    assert step.last_plan._joined
     monkeypatch.setenv("KG_NATIVE_REPLAY", "yes")
     with pytest.raises(ValueError, match="KG_NATIVE_REPLAY must be a whole number"):
-        plan_module._native_replay_on()
+        plan_module._replays_before_joining()

@@ -249,7 +249,7 @@ def test_dropout_module_obeys_the_mode(device):
     assert set(values.tolist()) == {0.0, 2.0}  # the kept ones scaled by 1 / (1 - p)
     drop.eval()
     assert drop(x) is x
-    assert repr(drop) == "Dropout(p=0.5)"
+    assert repr(drop) == "Dropout(p=0.5, inplace=False)"  # as PyTorch
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from .activation import (
     celu,
+    celu_,
     elu,
     elu_,
     gelu,
@@ -46,7 +47,9 @@ from .activation import (
     relu6,
     relu_,
     rrelu,
+    rrelu_,
     selu,
+    selu_,
     sigmoid,
     silu,
     softmax,
@@ -154,6 +157,9 @@ __all__ = [
     "leaky_relu_",
     "hardtanh_",
     "threshold_",
+    "selu_",
+    "celu_",
+    "rrelu_",
     "gumbel_softmax",
     "linear",
     "scaled_dot_product_attention",

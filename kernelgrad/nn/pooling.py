@@ -10,6 +10,11 @@ from ..tensor import Tensor
 from . import functional as F
 from .module import Module
 
+
+def _one_tuple(value: Any) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
 __all__ = [
     "MaxPool1d",
     "MaxPool2d",
@@ -126,7 +131,21 @@ class AvgPool2d(Module):
 
 
 class AvgPool1d(AvgPool2d):
-    """Mean over windows of (N, C, L) input."""
+    """Mean over windows of (N, C, L) input. Its sizes are kept as 1-tuples, as PyTorch's
+    (``kernel_size=(2,)``)."""
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+        self.kernel_size = _one_tuple(self.kernel_size)
+        self.stride = _one_tuple(self.stride)
+        self.padding = _one_tuple(self.padding)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.avg_pool1d(
@@ -176,7 +195,11 @@ class Upsample(Module):
     ) -> None:
         super().__init__()
         self.size = size
-        self.scale_factor = scale_factor
+        # floats, as PyTorch stores them (its repr shows scale_factor=2.0)
+        if isinstance(scale_factor, tuple):
+            self.scale_factor = tuple(float(factor) for factor in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
         self.mode = mode
         self.align_corners = align_corners
         self.recompute_scale_factor = recompute_scale_factor

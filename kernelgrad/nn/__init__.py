@@ -51,7 +51,7 @@ from .dropout import (
     Dropout3d,
     FeatureAlphaDropout,
 )
-from .embedding import Embedding
+from .embedding import Embedding, EmbeddingBag
 from .fold import Fold, Unfold
 from .linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten
 from .loss import (
@@ -218,6 +218,7 @@ __all__ = [
     "PixelUnshuffle",
     "Softmax2d",
     "Embedding",
+    "EmbeddingBag",
     "RNNBase",
     "RNN",
     "LSTM",

@@ -5,7 +5,7 @@ kernels, and the ``@kg.kernel`` convolution and loss kernels of ``nn/_conv_kerne
 ``nn/_loss_kernels.py`` (one source for the CPU and CUDA), so it runs unchanged on every
 backend. The functions live in one module per family (``activation``, ``linear``,
 ``convolution``, ``convolution3d``, ``transposed`` convolution, ``pooling``, ``resampling``,
-``attention``, ``layers``: dropout, normalisation, embedding, padding; ``loss``); this
+``attention``, ``layers``: dropout, normalisation, padding; ``embedding``; ``loss``); this
 package is their public face.
 
 Convolution keeps images *batch innermost* ((N, C, H, W) tensors stored as (C, H, W, N)).
@@ -73,6 +73,7 @@ from .attention import multi_head_attention_forward, scaled_dot_product_attentio
 from .convolution import conv1d, conv2d
 from .convolution3d import conv3d
 from .distance import cosine_similarity, pairwise_distance, pdist
+from .embedding import embedding, embedding_bag
 from .fold import fold, unfold
 from .layers import (
     alpha_dropout,
@@ -82,7 +83,6 @@ from .layers import (
     dropout1d,
     dropout2d,
     dropout3d,
-    embedding,
     feature_alpha_dropout,
     layer_norm,
     normalize,
@@ -197,6 +197,7 @@ __all__ = [
     "batch_norm",
     "layer_norm",
     "embedding",
+    "embedding_bag",
     "one_hot",
     "pad",
     "normalize",

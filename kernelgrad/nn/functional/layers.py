@@ -1,5 +1,5 @@
-"""Dropout (elementwise, of whole channels, and alpha dropout), normalisation, embedding,
-one-hot and padding."""
+"""Dropout (elementwise, of whole channels, and alpha dropout), normalisation, one-hot
+and padding."""
 
 from __future__ import annotations
 
@@ -303,44 +303,6 @@ def layer_norm(
     return result
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
-    """Rows of ``weight`` picked by the integer ``input`` (any shape); the result has
-    shape ``input.shape + (embedding_dim,)``. Rows picked by ``padding_idx`` get no
-    gradient.
-
-    >>> import kernelgrad as kg
-    >>> table = kg.arange(6.0).reshape(3, 2)
-    >>> kg.nn.functional.embedding(kg.tensor([2, 0]), table).tolist()
-    [[4.0, 5.0], [0.0, 1.0]]
-    """
-    if not isinstance(input, Tensor) or input.dtype.is_floating_point or input.dtype.is_bool:
-        raise DTypeError(
-            "embedding: the indices must be an integer tensor (e.g. `kg.tensor([1, 2])` or "
-            "`x.long()`)"
-        )
-    from .._range_check import check_within
-
-    rows = weight.shape[0] if weight.ndim else 0
-
-    def outside(position: int) -> IndexingError:
-        return IndexingError(
-            f"embedding: the index at flat position {position} of the indices of shape "
-            f"{format_shape(input.shape)} is outside the table of {rows} rows (valid: 0 to "
-            f"{rows - 1}; negative indices are refused, as in PyTorch)"
-        )
-
-    # Checked here rather than by `take`, which would wrap a negative index around (as
-    # Python indexing does); on CUDA the error comes at the next device-to-host read.
-    check_within(input, 0, rows - 1, outside)
-    result = take(weight, 0, input)
-    if padding_idx is not None and weight.requires_grad and autograd.is_grad_enabled():
-        if padding_idx < 0:
-            padding_idx += weight.shape[0]
-        keep = (input != padding_idx).unsqueeze(-1)
-        result = where(keep, result, take(weight.detach(), 0, input))
-    return result
-
-
 def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     """int64 tensor with a trailing dim of ``num_classes``: 1 at each index, else 0.
 
@@ -348,7 +310,7 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     >>> kg.nn.functional.one_hot(kg.tensor([0, 2]), 3).tolist()
     [[1, 0, 0], [0, 0, 1]]
     """
-    from ...errors import DTypeError, IndexingError
+    from ...errors import DTypeError
     from ...ops.movement import stack
 
     if input.dtype.is_floating_point or input.dtype.is_bool:

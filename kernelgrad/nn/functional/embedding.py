@@ -16,6 +16,7 @@ from ...errors import (
     ArgumentError,
     DTypeError,
     IndexingError,
+    IndexValueError,
     ShapeError,
     UnsupportedError,
     format_shape,
@@ -177,7 +178,7 @@ def _bags(
         if first != 0:
             raise ArgumentError(f"embedding_bag: offsets[0] must be 0, got {first}")
         if last > total:
-            raise IndexingError(
+            raise IndexValueError(
                 f"embedding_bag: offset {last} is past the end of the input of {total} indices"
             )
         if offsets.numel() > 1 and bool((offsets[1:] < offsets[:-1]).any().item()):

@@ -26,6 +26,7 @@ from ...ops.creation import arange, ones, zeros
 from ...ops.elementwise import where
 from ...ops.indexing import index_add, take
 from ...tensor import Tensor
+from .._index_write import write_rows
 
 
 def _check_indices(input: Any, weight: Tensor, op: str) -> None:
@@ -84,8 +85,7 @@ def _renorm_rows(weight: Tensor, indices: Tensor, max_norm: float, norm_type: fl
         rows = take(weight, 0, flat)
         norms = vector_norm(rows, norm_type, dim=1, keepdim=True)
         scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        # a row read twice is written twice, with the same value
-        weight[flat] = rows * scale
+        write_rows(weight, flat, rows * scale)  # a row read twice: the same value twice
 
 
 def _scaled_by_frequency(result: Tensor, input: Tensor, rows: int) -> Tensor:

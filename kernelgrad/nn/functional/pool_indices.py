@@ -217,11 +217,14 @@ def max_unpool(
 def _write_at(values: Tensor, positions: Tensor, count: int) -> Tensor:
     """(N, C, count) zeros with ``values[n, c, i]`` at ``positions[n, c, i]`` (a position
     named twice, by overlapping windows sharing a maximum, gets that one value)."""
+    from .._index_write import write_rows
+
     n, c, _ = values.shape
-    result = zeros(n * c * count, dtype=values.dtype, device=values.device)
+    result = zeros(n * c * count, 1, dtype=values.dtype, device=values.device)
     if values.numel():
         base = tensor_from(np.arange(n * c, dtype=np.int64) * count, device=values.device)
-        result[(positions + base.reshape(n, c, 1)).reshape(-1)] = values.reshape(-1)
+        linear = (positions + base.reshape(n, c, 1)).reshape(-1)
+        write_rows(result, linear, values.reshape(-1, 1))
     return result.reshape(n, c, count)
 
 

@@ -4,9 +4,10 @@ Everything here is written with Tensor operations, a few explicitly fused elemen
 kernels, and the ``@kg.kernel`` convolution and loss kernels of ``nn/_conv_kernels.py`` and
 ``nn/_loss_kernels.py`` (one source for the CPU and CUDA), so it runs unchanged on every
 backend. The functions live in one module per family (``activation``, ``linear``,
-``convolution``, ``convolution3d``, ``transposed`` convolution, ``pooling``, ``resampling``,
-``attention``, ``layers``: dropout, normalisation, padding; ``embedding``; ``loss``); this
-package is their public face.
+``convolution``, ``convolution3d``, ``transposed`` convolution, ``pooling``,
+``pool_indices`` and unpooling, ``resampling``, ``grid`` sampling, ``attention``,
+``layers``: dropout, normalisation, padding; ``embedding``; ``loss``); this package is
+their public face.
 
 Convolution keeps images *batch innermost* ((N, C, H, W) tensors stored as (C, H, W, N)).
 On the CPU a stride-1 convolution with few taps per filter runs as direct kernels;
@@ -75,6 +76,7 @@ from .convolution3d import conv3d
 from .distance import cosine_similarity, pairwise_distance, pdist
 from .embedding import embedding, embedding_bag
 from .fold import fold, unfold
+from .grid import affine_grid, grid_sample
 from .layers import (
     alpha_dropout,
     batch_norm,
@@ -207,6 +209,8 @@ __all__ = [
     "lp_pool2d",
     "lp_pool3d",
     "interpolate",
+    "affine_grid",
+    "grid_sample",
     "unfold",
     "fold",
     "upsample",

@@ -79,10 +79,11 @@ def _grid(shape):
 
 @pytest.mark.parametrize(("mode", "padding_mode", "align_corners"), CASES)
 def test_grid_sample_2d_matches_numpy_and_central_differences(
-    mode, padding_mode, align_corners, device
+    mode, padding_mode, align_corners, device, simulated
 ):
-    x = RNG.standard_normal((2, 2, 3, 4))
-    grid = _grid((2, 2, 3, 2))
+    # the simulator runs a Python thread per element: one sample, fewer positions
+    x = RNG.standard_normal((1, 1, 3, 4) if simulated else (2, 2, 3, 4))
+    grid = _grid((1, 2, 2, 2) if simulated else (2, 2, 3, 2))
     expected = _reference(x, grid, mode, padding_mode, align_corners)
     got = F.grid_sample(
         kg.tensor(x, device=device), kg.tensor(grid, device=device), mode, padding_mode,
@@ -103,8 +104,8 @@ def test_grid_sample_2d_matches_numpy_and_central_differences(
 
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
 @pytest.mark.parametrize("padding_mode", ["zeros", "reflection"])
-def test_grid_sample_3d_matches_numpy(mode, padding_mode, device):
-    x = RNG.standard_normal((1, 2, 2, 3, 3))
+def test_grid_sample_3d_matches_numpy(mode, padding_mode, device, simulated):
+    x = RNG.standard_normal((1, 1 if simulated else 2, 2, 3, 3))
     grid = _grid((1, 2, 2, 1, 3))
     for align_corners in (False, True):
         expected = _reference(x, grid, mode, padding_mode, align_corners)
@@ -113,7 +114,7 @@ def test_grid_sample_3d_matches_numpy(mode, padding_mode, device):
             align_corners,
         )  # fmt: skip
         assert_close(got, expected)
-    if mode == "bilinear":
+    if mode == "bilinear" and not simulated:  # the 2-d test checks gradients there
         check_grad(
             lambda a, g: F.grid_sample(a, g, mode, padding_mode, True), x, grid, device=device
         )

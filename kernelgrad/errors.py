@@ -41,6 +41,12 @@ class IndexingError(IndexError):
     differs from the dimensions it indexes, too many indices."""
 
 
+class IndexValueError(IndexingError, RuntimeError):
+    """An index tensor holding a position outside what it indexes, where PyTorch raises
+    ``RuntimeError`` (``max_unpool``'s "invalid max index", ``embedding_bag``'s offsets):
+    catchable as either."""
+
+
 class DTypeError(TypeError, RuntimeError):
     """A dtype (or an operand's type) that the operation does not accept (PyTorch raises
     ``RuntimeError`` for an unsupported dtype and ``TypeError`` for a wrong Python type)."""

@@ -51,7 +51,7 @@ from .dropout import (
     Dropout3d,
     FeatureAlphaDropout,
 )
-from .embedding import Embedding
+from .embedding import Embedding, EmbeddingBag
 from .fold import Fold, Unfold
 from .linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten
 from .loss import (
@@ -123,6 +123,9 @@ from .pooling import (
     MaxPool1d,
     MaxPool2d,
     MaxPool3d,
+    MaxUnpool1d,
+    MaxUnpool2d,
+    MaxUnpool3d,
     Upsample,
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
@@ -164,6 +167,9 @@ __all__ = [
     "AvgPool1d",
     "AvgPool2d",
     "AdaptiveAvgPool2d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
+    "MaxUnpool3d",
     "MaxPool3d",
     "AvgPool3d",
     "AdaptiveAvgPool1d",
@@ -218,6 +224,7 @@ __all__ = [
     "PixelUnshuffle",
     "Softmax2d",
     "Embedding",
+    "EmbeddingBag",
     "RNNBase",
     "RNN",
     "LSTM",

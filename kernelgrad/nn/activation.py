@@ -46,8 +46,7 @@ __all__ = [
 
 
 class ReLU(Module):
-    """max(x, 0). ``inplace=True`` is accepted for compatibility and computes the same
-    values (out of place when autograd needs the input).
+    """max(x, 0). ``inplace=True`` writes the result into the input, as PyTorch does.
 
     >>> import kernelgrad as kg
     >>> kg.nn.ReLU()(kg.tensor([-1.0, 1.0])).tolist()
@@ -59,7 +58,7 @@ class ReLU(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.relu(input)
+        return F.relu(input, self.inplace)
 
     def extra_repr(self) -> str:
         return "inplace=True" if self.inplace else ""
@@ -76,7 +75,7 @@ class GELU(Module):
         return F.gelu(input, self.approximate)
 
     def extra_repr(self) -> str:
-        return f"approximate={self.approximate!r}" if self.approximate != "none" else ""
+        return f"approximate={self.approximate!r}"
 
 
 class Sigmoid(Module):
@@ -96,8 +95,15 @@ class Tanh(Module):
 class SiLU(Module):
     """x * sigmoid(x)."""
 
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, input: Tensor) -> Tensor:
-        return F.silu(input)
+        return F.silu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class LeakyReLU(Module):
@@ -106,12 +112,13 @@ class LeakyReLU(Module):
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
         self.negative_slope = negative_slope
+        self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}{_inplace_repr(self.inplace)}"
 
 
 class Softplus(Module):
@@ -124,6 +131,9 @@ class Softplus(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
 
 
 class Softmax(Module):
@@ -177,24 +187,43 @@ class LogSoftmax(Module):
         return f"dim={self.dim}"
 
 
+def _inplace_repr(inplace: bool) -> str:
+    """The ``, inplace=True`` PyTorch's activation reprs end with (nothing when False)."""
+    return ", inplace=True" if inplace else ""
+
+
 class _Pointwise(Module):
     """An activation that calls ``F.<function>(input, **options)``; the options are
-    attributes of the module (``ELU().alpha``), as in PyTorch."""
+    attributes of the module (``ELU().alpha``), as in PyTorch. ``inplace`` (None for the
+    activations without it) is passed on too, and shown in the repr when True unless
+    ``_repr_inplace`` is False (PyTorch's Hardsigmoid and Hardswish leave it out)."""
 
     function = ""
+    _repr_inplace = True
+    _repr_names = True  # False: the options' values only (PyTorch's ``Hardshrink(0.5)``)
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, inplace: bool | None = None, **options: Any) -> None:
         super().__init__()
         self._option_names = tuple(options)
         for name, value in options.items():
             setattr(self, name, value)
+        if inplace is not None:
+            self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
         options = {name: getattr(self, name) for name in self._option_names}
+        if hasattr(self, "inplace"):
+            options["inplace"] = self.inplace
         return getattr(F, self.function)(input, **options)
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{name}={getattr(self, name)}" for name in self._option_names)
+        shown = ", ".join(
+            f"{name}={getattr(self, name)}" if self._repr_names else f"{getattr(self, name)}"
+            for name in self._option_names
+        )
+        if self._repr_inplace and getattr(self, "inplace", False):
+            return f"{shown}, inplace=True" if shown else "inplace=True"
+        return shown
 
 
 class ELU(_Pointwise):
@@ -208,7 +237,7 @@ class ELU(_Pointwise):
     function = "elu"
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
-        super().__init__(alpha=alpha)
+        super().__init__(inplace, alpha=alpha)
 
 
 class CELU(_Pointwise):
@@ -217,7 +246,7 @@ class CELU(_Pointwise):
     function = "celu"
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
-        super().__init__(alpha=alpha)
+        super().__init__(inplace, alpha=alpha)
 
 
 class SELU(_Pointwise):
@@ -226,7 +255,7 @@ class SELU(_Pointwise):
     function = "selu"
 
     def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
+        super().__init__(inplace)
 
 
 class Hardtanh(_Pointwise):
@@ -235,7 +264,7 @@ class Hardtanh(_Pointwise):
     function = "hardtanh"
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
-        super().__init__(min_val=min_val, max_val=max_val)
+        super().__init__(inplace, min_val=min_val, max_val=max_val)
 
 
 class ReLU6(_Pointwise):
@@ -244,25 +273,27 @@ class ReLU6(_Pointwise):
     function = "relu6"
 
     def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
+        super().__init__(inplace)
 
 
 class Hardsigmoid(_Pointwise):
     """0 below -3, 1 above 3, ``x / 6 + 1/2`` between."""
 
     function = "hardsigmoid"
+    _repr_inplace = False
 
     def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
+        super().__init__(inplace)
 
 
 class Hardswish(_Pointwise):
     """``x * hardsigmoid(x)``."""
 
     function = "hardswish"
+    _repr_inplace = False
 
     def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
+        super().__init__(inplace)
 
 
 class LogSigmoid(_Pointwise):
@@ -277,7 +308,7 @@ class Mish(_Pointwise):
     function = "mish"
 
     def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
+        super().__init__(inplace)
 
 
 class Softsign(_Pointwise):
@@ -298,13 +329,14 @@ class Threshold(_Pointwise):
     function = "threshold"
 
     def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
-        super().__init__(threshold=threshold, value=value)
+        super().__init__(inplace, threshold=threshold, value=value)
 
 
 class Hardshrink(_Pointwise):
     """x where |x| > lambd, else 0."""
 
     function = "hardshrink"
+    _repr_names = False
 
     def __init__(self, lambd: float = 0.5) -> None:
         super().__init__(lambd=lambd)
@@ -314,6 +346,7 @@ class Softshrink(_Pointwise):
     """x - lambd above lambd, x + lambd below -lambd, else 0."""
 
     function = "softshrink"
+    _repr_names = False
 
     def __init__(self, lambd: float = 0.5) -> None:
         super().__init__(lambd=lambd)
@@ -347,12 +380,13 @@ class RReLU(Module):
         super().__init__()
         self.lower = lower
         self.upper = upper
+        self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.rrelu(input, self.lower, self.upper, self.training)
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"lower={self.lower}, upper={self.upper}"
+        return f"lower={self.lower}, upper={self.upper}{_inplace_repr(self.inplace)}"
 
 
 class PReLU(Module):

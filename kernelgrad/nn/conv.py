@@ -87,16 +87,20 @@ class _ConvNd(Module):
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}"
         )
+        # as PyTorch's: a string padding and the padding mode without quotes
         if self.padding != (0,) * self._dims:
-            text += f", padding={self.padding!r}"
+            text += f", padding={self.padding}"
         if self.dilation != (1,) * self._dims:
             text += f", dilation={self.dilation}"
+        output_padding = getattr(self, "output_padding", None)
+        if output_padding is not None and output_padding != (0,) * self._dims:
+            text += f", output_padding={output_padding}"
         if self.groups != 1:
             text += f", groups={self.groups}"
         if self.bias is None:
             text += ", bias=False"
         if self.padding_mode != "zeros":
-            text += f", padding_mode={self.padding_mode!r}"
+            text += f", padding_mode={self.padding_mode}"
         return text
 
     def _padded(self, input: Tensor) -> tuple[Tensor, Any]:

@@ -33,12 +33,13 @@ class Dropout(Module):
         if not 0.0 <= p <= 1.0:
             raise ArgumentError(f"Dropout: p must be between 0 and 1, got {p}")
         self.p = p
+        self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.dropout(input, self.p, self.training)
+        return F.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout2d(Dropout):
@@ -54,7 +55,7 @@ class Dropout2d(Dropout):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.channel_dropout(
-            input, self.p, self.training, self._spatial_dims, type(self).__name__
+            input, self.p, self.training, self._spatial_dims, type(self).__name__, self.inplace
         )
 
 
@@ -87,7 +88,7 @@ class AlphaDropout(Dropout):
     """
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.alpha_dropout(input, self.p, self.training)
+        return F.alpha_dropout(input, self.p, self.training, self.inplace)
 
 
 class FeatureAlphaDropout(Dropout):
@@ -95,4 +96,4 @@ class FeatureAlphaDropout(Dropout):
     channel)."""
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.feature_alpha_dropout(input, self.p, self.training)
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)

@@ -1,6 +1,6 @@
-"""Pooling layers: ``MaxPool1d/2d/3d``, ``AvgPool1d/2d/3d``, ``AdaptiveAvgPool1d/2d/3d``,
-``AdaptiveMaxPool1d/2d/3d`` and ``LPPool1d/2d/3d``; the resampling layers ``Upsample``,
-``UpsamplingNearest2d`` and ``UpsamplingBilinear2d``."""
+"""Pooling layers: ``MaxPool1d/2d/3d``, ``MaxUnpool1d/2d/3d``, ``AvgPool1d/2d/3d``,
+``AdaptiveAvgPool1d/2d/3d``, ``AdaptiveMaxPool1d/2d/3d`` and ``LPPool1d/2d/3d``; the
+resampling layers ``Upsample``, ``UpsamplingNearest2d`` and ``UpsamplingBilinear2d``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from ..tensor import Tensor
 from . import functional as F
 from .module import Module
 
+
+def _one_tuple(value: Any) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
 __all__ = [
+    "MaxUnpool1d",
+    "MaxUnpool2d",
+    "MaxUnpool3d",
     "MaxPool1d",
     "MaxPool2d",
     "AvgPool1d",
@@ -81,8 +89,9 @@ class MaxPool1d(MaxPool2d):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.max_pool1d(
-            input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode
-        )
+            input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+            self.return_indices,
+        )  # fmt: skip
 
 
 class AvgPool2d(Module):
@@ -126,7 +135,21 @@ class AvgPool2d(Module):
 
 
 class AvgPool1d(AvgPool2d):
-    """Mean over windows of (N, C, L) input."""
+    """Mean over windows of (N, C, L) input. Its sizes are kept as 1-tuples, as PyTorch's
+    (``kernel_size=(2,)``)."""
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+        self.kernel_size = _one_tuple(self.kernel_size)
+        self.stride = _one_tuple(self.stride)
+        self.padding = _one_tuple(self.padding)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.avg_pool1d(
@@ -176,7 +199,11 @@ class Upsample(Module):
     ) -> None:
         super().__init__()
         self.size = size
-        self.scale_factor = scale_factor
+        # floats, as PyTorch stores them (its repr shows scale_factor=2.0)
+        if isinstance(scale_factor, tuple):
+            self.scale_factor = tuple(float(factor) for factor in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
         self.mode = mode
         self.align_corners = align_corners
         self.recompute_scale_factor = recompute_scale_factor
@@ -209,7 +236,7 @@ class UpsamplingBilinear2d(Upsample):
 
 class MaxPool3d(MaxPool2d):
     """Maximum over (kd, kh, kw) windows of (N, C, D, H, W) input (``stride`` defaults to
-    ``kernel_size``; ``return_indices`` is not supported).
+    ``kernel_size``).
 
     >>> import kernelgrad as kg
     >>> kg.nn.MaxPool3d(2)(kg.zeros(1, 3, 4, 8, 8)).shape
@@ -331,3 +358,54 @@ class LPPool3d(LPPool2d):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.lp_pool3d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class _MaxUnpoolNd(Module):
+    """The inverse of ``MaxPool{n}d``: ``forward(input, indices, output_size=None)`` puts
+    each value at its index (from ``MaxPool{n}d(..., return_indices=True)``) in a zero
+    output of the pooled input's size (or ``output_size``)."""
+
+    _dims = 2
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        n = self._dims
+        self.kernel_size = _n_tuple(kernel_size, n)
+        self.stride = _n_tuple(stride if stride is not None else kernel_size, n)
+        self.padding = _n_tuple(padding, n)
+
+    def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
+        unpool = (F.max_unpool1d, F.max_unpool2d, F.max_unpool3d)[self._dims - 1]
+        return unpool(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+def _n_tuple(value: Any, n: int) -> tuple:
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """The inverse of ``MaxPool1d`` (see ``MaxUnpool2d``)."""
+
+    _dims = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """The inverse of ``MaxPool2d``: each pooled value back at the position of its
+    maximum, zeros elsewhere.
+
+    >>> import kernelgrad as kg
+    >>> pool, unpool = kg.nn.MaxPool2d(2, return_indices=True), kg.nn.MaxUnpool2d(2)
+    >>> unpool(*pool(kg.tensor([[[[1.0, 5.0], [7.0, 2.0]]]]))).tolist()
+    [[[[0.0, 0.0], [7.0, 0.0]]]]
+    """
+
+    _dims = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The inverse of ``MaxPool3d`` (see ``MaxUnpool2d``)."""
+
+    _dims = 3

@@ -111,7 +111,7 @@ def test_padding_modes_match_pytorch(case, mode):
     out_ours.square().sum().backward()
     assert_close(x_ours.grad, x_theirs.grad.numpy(), rtol=1e-4, atol=1e-4)
     assert_close(ours.weight.grad, theirs.weight.grad.numpy(), rtol=1e-4, atol=1e-4)
-    assert repr(ours).endswith(f"padding_mode={mode!r})")
+    assert repr(ours) == repr(theirs)  # padding_mode unquoted, as PyTorch prints it
 
 
 def test_padding_mode_unbatched_input_and_errors():

@@ -249,7 +249,7 @@ def test_dropout_module_obeys_the_mode(device):
     assert set(values.tolist()) == {0.0, 2.0}  # the kept ones scaled by 1 / (1 - p)
     drop.eval()
     assert drop(x) is x
-    assert repr(drop) == "Dropout(p=0.5)"
+    assert repr(drop) == "Dropout(p=0.5, inplace=False)"  # as PyTorch
 
 
 @pytest.mark.parametrize(
@@ -425,8 +425,8 @@ def test_layer_reprs():
     assert repr(nn.MaxPool2d(2)) == (
         "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)"
     )
-    assert repr(nn.BatchNorm2d(4)) == (
-        "BatchNorm2d(4, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
+    assert repr(nn.BatchNorm2d(4)) == (  # PyTorch 2.x's, with its bias= flag
+        "BatchNorm2d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"
     )
     assert repr(nn.ReLU()) == "ReLU()"
     assert repr(nn.Embedding(5, 2, padding_idx=1)) == "Embedding(5, 2, padding_idx=1)"

@@ -4,9 +4,10 @@ Everything here is written with Tensor operations, a few explicitly fused elemen
 kernels, and the ``@kg.kernel`` convolution and loss kernels of ``nn/_conv_kernels.py`` and
 ``nn/_loss_kernels.py`` (one source for the CPU and CUDA), so it runs unchanged on every
 backend. The functions live in one module per family (``activation``, ``linear``,
-``convolution``, ``convolution3d``, ``transposed`` convolution, ``pooling``, ``resampling``,
-``attention``, ``layers``: dropout, normalisation, embedding, padding; ``loss``); this
-package is their public face.
+``convolution``, ``convolution3d``, ``transposed`` convolution, ``pooling``,
+``pool_indices`` and unpooling, ``resampling``, ``grid`` sampling, ``attention``,
+``layers``: dropout, normalisation, padding; ``embedding``; ``loss``); this package is
+their public face.
 
 Convolution keeps images *batch innermost* ((N, C, H, W) tensors stored as (C, H, W, N)).
 On the CPU a stride-1 convolution with few taps per filter runs as direct kernels;
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from .activation import (
     celu,
+    celu_,
     elu,
     elu_,
     gelu,
@@ -46,7 +48,9 @@ from .activation import (
     relu6,
     relu_,
     rrelu,
+    rrelu_,
     selu,
+    selu_,
     sigmoid,
     silu,
     softmax,
@@ -70,7 +74,9 @@ from .attention import multi_head_attention_forward, scaled_dot_product_attentio
 from .convolution import conv1d, conv2d
 from .convolution3d import conv3d
 from .distance import cosine_similarity, pairwise_distance, pdist
+from .embedding import embedding, embedding_bag
 from .fold import fold, unfold
+from .grid import affine_grid, grid_sample
 from .layers import (
     alpha_dropout,
     batch_norm,
@@ -79,7 +85,6 @@ from .layers import (
     dropout1d,
     dropout2d,
     dropout3d,
-    embedding,
     feature_alpha_dropout,
     layer_norm,
     normalize,
@@ -108,6 +113,17 @@ from .loss import (
     triplet_margin_loss,
 )
 from .normalization import group_norm, instance_norm, local_response_norm, rms_norm
+from .pool_indices import (
+    adaptive_max_pool1d_with_indices,
+    adaptive_max_pool2d_with_indices,
+    adaptive_max_pool3d_with_indices,
+    max_pool1d_with_indices,
+    max_pool2d_with_indices,
+    max_pool3d_with_indices,
+    max_unpool1d,
+    max_unpool2d,
+    max_unpool3d,
+)
 from .pooling import (
     adaptive_avg_pool2d,
     avg_pool1d,
@@ -154,6 +170,9 @@ __all__ = [
     "leaky_relu_",
     "hardtanh_",
     "threshold_",
+    "selu_",
+    "celu_",
+    "rrelu_",
     "gumbel_softmax",
     "linear",
     "scaled_dot_product_attention",
@@ -177,10 +196,21 @@ __all__ = [
     "adaptive_max_pool1d",
     "adaptive_max_pool2d",
     "adaptive_max_pool3d",
+    "max_pool1d_with_indices",
+    "max_pool2d_with_indices",
+    "max_pool3d_with_indices",
+    "adaptive_max_pool1d_with_indices",
+    "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices",
+    "max_unpool1d",
+    "max_unpool2d",
+    "max_unpool3d",
     "lp_pool1d",
     "lp_pool2d",
     "lp_pool3d",
     "interpolate",
+    "affine_grid",
+    "grid_sample",
     "unfold",
     "fold",
     "upsample",
@@ -191,6 +221,7 @@ __all__ = [
     "batch_norm",
     "layer_norm",
     "embedding",
+    "embedding_bag",
     "one_hot",
     "pad",
     "normalize",

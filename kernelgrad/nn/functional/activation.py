@@ -8,7 +8,9 @@ from ... import autograd
 from ...errors import ArgumentError, DimensionError, ShapeError, format_shape
 from ...ops import elementwise as _ew
 from ...ops.elementwise import where
+from ...ops.inplace import _check_autograd
 from ...tensor import Tensor
+from ._inplace import write_into
 from ._layout import _apply_in_layout, _dense
 
 
@@ -67,14 +69,18 @@ def tanh(input: Tensor) -> Tensor:
     return input.tanh()
 
 
-def silu(input: Tensor) -> Tensor:
-    """x * sigmoid(x) (also called swish)."""
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    """x * sigmoid(x) (also called swish); ``inplace`` writes it into the input."""
+    if inplace:
+        return write_into(input, "silu_", silu)
     return input * input.sigmoid()
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    """x where x > 0, else ``negative_slope * x`` (``inplace`` is accepted for
-    compatibility and computes the same; ``leaky_relu_`` writes into the input)."""
+    """x where x > 0, else ``negative_slope * x``; ``inplace`` writes it into the input
+    (as ``leaky_relu_``)."""
+    if inplace:
+        return leaky_relu_(input, negative_slope)
     return where(input > 0, input, input * negative_slope)
 
 
@@ -97,7 +103,8 @@ def log_softmax(input: Tensor, dim: int) -> Tensor:
 
 # --- the other activations of torch.nn.functional, in tensor ops ------------------------
 # Each branch that `where` leaves unused is fed a clamped input, so that it stays finite
-# and its gradient (multiplied by zero) cannot turn into NaN.
+# and its gradient (multiplied by zero) cannot turn into NaN. ``inplace=True`` writes the
+# result into the input and returns the input, as PyTorch does (``_inplace.write_into``).
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
@@ -110,12 +117,16 @@ def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     >>> [round(v, 4) for v in kg.nn.functional.elu(kg.tensor([-1.0, 2.0])).tolist()]
     [-0.6321, 2.0]
     """
+    if inplace:
+        return elu_(input, alpha)
     return where(input > 0, input, input.clamp(max=0.0).expm1() * alpha)
 
 
 def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """``scale * elu(x, alpha)`` with the self-normalising constants (alpha = 1.6733,
     scale = 1.0507)."""
+    if inplace:
+        return selu_(input)
     return elu(input, _SELU_ALPHA) * _SELU_SCALE
 
 
@@ -123,6 +134,8 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, else ``alpha * (exp(x / alpha) - 1)``."""
     if alpha == 0:
         raise ArgumentError("celu: alpha must not be 0 (it divides the input)")
+    if inplace:
+        return celu_(input, alpha)
     return where(input > 0, input, (input.clamp(max=0.0) / alpha).expm1() * alpha)
 
 
@@ -132,21 +145,27 @@ def hardtanh(
     """x clamped to [min_val, max_val]."""
     if min_val > max_val:
         raise ArgumentError(f"hardtanh: min_val {min_val} is larger than max_val {max_val}")
+    if inplace:
+        return hardtanh_(input, min_val, max_val)
     return input.clamp(min_val, max_val)
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
     """min(max(x, 0), 6)."""
-    return hardtanh(input, 0.0, 6.0)
+    return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """0 below -3, 1 above 3, ``x / 6 + 1/2`` between."""
+    if inplace:
+        return write_into(input, "hardsigmoid_", hardsigmoid)
     return (input / 6.0 + 0.5).clamp(0.0, 1.0)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * hardsigmoid(x)``."""
+    if inplace:
+        return write_into(input, "hardswish_", hardswish)
     return input * hardsigmoid(input)
 
 
@@ -157,6 +176,8 @@ def logsigmoid(input: Tensor) -> Tensor:
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))``."""
+    if inplace:
+        return write_into(input, "mish_", mish)
     return input * softplus(input).tanh()
 
 
@@ -172,6 +193,8 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """x where x > threshold, else ``value``."""
+    if inplace:
+        return threshold_(input, threshold, value)
     return where(input > threshold, input, value)
 
 
@@ -242,6 +265,8 @@ def rrelu(
 ) -> Tensor:
     """Randomised leaky ReLU: in training each negative element gets a slope drawn
     uniformly from [lower, upper]; in evaluation the slope is ``(lower + upper) / 2``."""
+    if inplace:
+        return rrelu_(input, lower, upper, training)
     if not training:
         return where(input >= 0, input, input * ((lower + upper) / 2.0))
     from ...ops.creation import rand
@@ -253,12 +278,6 @@ def rrelu(
 # --- in-place variants: the result written into the input -------------------------------------
 # The input itself is returned, changed, as PyTorch's ``F.relu_`` and friends do; autograd
 # records the in-place write (a leaf that requires grad is refused, as in PyTorch).
-
-
-def _source(input: Tensor) -> Tensor:
-    """What an in-place variant computes from: a copy of the input when autograd records
-    (the out-of-place op may save its operand, which the write would then change)."""
-    return input.clone() if autograd.needs_grad(input) else input
 
 
 def relu_(input: Tensor) -> Tensor:
@@ -275,24 +294,43 @@ def relu_(input: Tensor) -> Tensor:
 
 def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
     """``elu`` written into ``input``."""
-    return input.copy_(elu(_source(input), alpha))
+    return write_into(input, "elu_", lambda x: elu(x, alpha))
+
+
+def selu_(input: Tensor) -> Tensor:
+    """``selu`` written into ``input``."""
+    return write_into(input, "selu_", selu)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``celu`` written into ``input``."""
+    return write_into(input, "celu_", lambda x: celu(x, alpha))
 
 
 def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
     """``leaky_relu`` written into ``input``."""
-    return input.copy_(leaky_relu(_source(input), negative_slope))
+    return write_into(input, "leaky_relu_", lambda x: leaky_relu(x, negative_slope))
 
 
 def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
     """``hardtanh`` (a clamp to [min_val, max_val]) written into ``input``."""
-    return input.copy_(hardtanh(_source(input), min_val, max_val))
+    if min_val > max_val:
+        raise ArgumentError(f"hardtanh_: min_val {min_val} is larger than max_val {max_val}")
+    _check_autograd(input, (), "hardtanh_")  # the refusal of a leaf, named after this op
+    return input.clamp_(min_val, max_val)  # clamp's own in-place kernel
 
 
 def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
     """``threshold`` written into ``input``: elements not above ``threshold`` become
     ``value``."""
-    source = _source(input)
-    return input.copy_(where(source > threshold, source, value))
+    return write_into(input, "threshold_", lambda x: where(x > threshold, x, value))
+
+
+def rrelu_(
+    input: Tensor, lower: float = 1.0 / 8.0, upper: float = 1.0 / 3.0, training: bool = False
+) -> Tensor:
+    """``rrelu`` written into ``input``."""
+    return write_into(input, "rrelu_", lambda x: rrelu(x, lower, upper, training))
 
 
 # --- Gumbel-softmax ----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ArgumentError, UnsupportedError
+from ...errors import ArgumentError
 from ...ops.movement import cat
 from ...tensor import Tensor
 from ._layout import _batched, _check_float
@@ -35,12 +35,11 @@ def _sizes(output_size: Any, input_sizes: tuple[int, ...], op: str) -> tuple[int
     return result
 
 
-def _no_indices(return_indices: bool, op: str) -> None:
-    if return_indices:
-        raise UnsupportedError(
-            f"{op}: return_indices=True is not supported; call it without return_indices "
-            "(max_pool2d(..., return_indices=True) gives indices for evenly tiled windows)"
-        )
+def _with_indices(input: Tensor, n_dims: int, output_size: Any) -> Any:
+    """(values, indices) for ``return_indices=True``: see pool_indices.py."""
+    from .pool_indices import adaptive_max_pool_with_indices
+
+    return adaptive_max_pool_with_indices(input, n_dims, output_size)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
@@ -102,7 +101,8 @@ def _adaptive_max(x: Tensor, sizes: tuple[int, ...]) -> Tensor:
 
 def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
     """Max pooling of (N, C, H, W) or (C, H, W) input to ``output_size`` (an int or a
-    pair; None keeps that size). ``return_indices`` is not supported.
+    pair; None keeps that size). ``return_indices`` also returns the flat position of
+    each window's maximum.
 
     >>> import kernelgrad as kg
     >>> x = kg.arange(9.0).reshape(1, 1, 3, 3)
@@ -110,7 +110,8 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
     [[[[4.0, 5.0], [7.0, 8.0]]]]
     """
     op = "adaptive_max_pool2d"
-    _no_indices(return_indices, op)
+    if return_indices:
+        return _with_indices(input, 2, output_size)
     x, unbatched = _batched(input, op, 4)
     _check_float(x, op)
     h, w = x.shape[2:]
@@ -130,7 +131,8 @@ def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = 
     [[[3.0, 3.0]]]
     """
     op = "adaptive_max_pool1d"
-    _no_indices(return_indices, op)
+    if return_indices:
+        return _with_indices(input, 1, output_size)
     x, unbatched = _batched(input, op, 3)
     (length,) = _sizes(output_size, x.shape[2:], op)
     result = adaptive_max_pool2d(x.unsqueeze(2), (1, length)).squeeze(2)
@@ -140,7 +142,8 @@ def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = 
 def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
     """Max pooling of (N, C, D, H, W) or (C, D, H, W) input to ``output_size``."""
     op = "adaptive_max_pool3d"
-    _no_indices(return_indices, op)
+    if return_indices:
+        return _with_indices(input, 3, output_size)
     x, unbatched = _batched(input, op, 5)
     _check_float(x, op)
     result = _adaptive_max(x, _sizes(output_size, x.shape[2:], op))

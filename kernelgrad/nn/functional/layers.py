@@ -1,5 +1,5 @@
-"""Dropout (elementwise, of whole channels, and alpha dropout), normalisation, embedding,
-one-hot and padding."""
+"""Dropout (elementwise, of whole channels, and alpha dropout), normalisation, one-hot
+and padding."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ...ops.indexing import take
 from ...ops.movement import pad as _pad_constant
 from ...tensor import Tensor
 from .. import _fused
+from ._inplace import write_into
 from ._layout import _check_float
 
 
@@ -57,6 +58,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         raise ArgumentError(f"dropout: p must be between 0 and 1, got {p}")
     if not training or p == 0.0:
         return input
+    if inplace:  # the result written into the input, as PyTorch
+        return write_into(input, "dropout_", lambda x: dropout(x, p, training))
     _check_float(input, "dropout")
     if p == 1.0:
         return input * 0.0
@@ -65,10 +68,16 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 
 
 def channel_dropout(
-    input: Tensor, p: float, training: bool, spatial_dims: int, op: str = "dropout2d"
+    input: Tensor,
+    p: float,
+    training: bool,
+    spatial_dims: int,
+    op: str = "dropout2d",
+    inplace: bool = False,
 ) -> Tensor:
     """Zero whole channels: one draw per (sample, channel) of an input with
-    ``spatial_dims`` trailing dims after the channel dim (batched or not)."""
+    ``spatial_dims`` trailing dims after the channel dim (batched or not); ``inplace``
+    writes the result into the input."""
     if not 0.0 <= p <= 1.0:
         raise ArgumentError(f"{op}: p must be between 0 and 1, got {p}")
     if input.ndim not in (spatial_dims + 1, spatial_dims + 2):
@@ -78,6 +87,10 @@ def channel_dropout(
         )
     if not training or p == 0.0:
         return input
+    if inplace:
+        return write_into(
+            input, f"{op}_", lambda x: channel_dropout(x, p, training, spatial_dims, op)
+        )
     _check_float(input, op)
     if p == 1.0:
         return input * 0.0
@@ -90,14 +103,14 @@ def dropout2d(
     input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
 ) -> Tensor:
     """Zero whole channels of an (N, C, H, W) or (C, H, W) input with probability ``p``."""
-    return channel_dropout(input, p, training, 2, "dropout2d")
+    return channel_dropout(input, p, training, 2, "dropout2d", inplace)
 
 
 def dropout1d(
     input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
 ) -> Tensor:
     """Zero whole channels of an (N, C, L) or (C, L) input with probability ``p``."""
-    return channel_dropout(input, p, training, 1, "dropout1d")
+    return channel_dropout(input, p, training, 1, "dropout1d", inplace)
 
 
 def dropout3d(
@@ -105,17 +118,21 @@ def dropout3d(
 ) -> Tensor:
     """Zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input with probability
     ``p``."""
-    return channel_dropout(input, p, training, 3, "dropout3d")
+    return channel_dropout(input, p, training, 3, "dropout3d", inplace)
 
 
 _SELU_ALPHA_SCALE = 1.7580993408473766  # SELU's -alpha * scale: its negative saturation
 
 
-def _alpha_dropout(input: Tensor, p: float, training: bool, op: str, feature: bool) -> Tensor:
+def _alpha_dropout(
+    input: Tensor, p: float, training: bool, op: str, feature: bool, inplace: bool = False
+) -> Tensor:
     if not 0.0 <= p <= 1.0:
         raise ArgumentError(f"{op}: p must be between 0 and 1, got {p}")
     if not training or p == 0.0:
         return input
+    if inplace:
+        return write_into(input, f"{op}_", lambda x: _alpha_dropout(x, p, training, op, feature))
     _check_float(input, op)
     if p == 1.0:
         return input * 0.0
@@ -147,14 +164,14 @@ def alpha_dropout(
     >>> kg.nn.functional.alpha_dropout(kg.ones(3), 0.5).tolist()
     [1.0, 1.0, 1.0]
     """
-    return _alpha_dropout(input, p, training, "alpha_dropout", feature=False)
+    return _alpha_dropout(input, p, training, "alpha_dropout", False, inplace)
 
 
 def feature_alpha_dropout(
     input: Tensor, p: float = 0.5, training: bool = False, inplace: bool = False
 ) -> Tensor:
     """``alpha_dropout`` of whole channels: one draw per (sample, channel)."""
-    return _alpha_dropout(input, p, training, "feature_alpha_dropout", feature=True)
+    return _alpha_dropout(input, p, training, "feature_alpha_dropout", True, inplace)
 
 
 def _same_dtype(op: str, input: Tensor, name: str, operand: Tensor | None) -> None:
@@ -286,44 +303,6 @@ def layer_norm(
     return result
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
-    """Rows of ``weight`` picked by the integer ``input`` (any shape); the result has
-    shape ``input.shape + (embedding_dim,)``. Rows picked by ``padding_idx`` get no
-    gradient.
-
-    >>> import kernelgrad as kg
-    >>> table = kg.arange(6.0).reshape(3, 2)
-    >>> kg.nn.functional.embedding(kg.tensor([2, 0]), table).tolist()
-    [[4.0, 5.0], [0.0, 1.0]]
-    """
-    if not isinstance(input, Tensor) or input.dtype.is_floating_point or input.dtype.is_bool:
-        raise DTypeError(
-            "embedding: the indices must be an integer tensor (e.g. `kg.tensor([1, 2])` or "
-            "`x.long()`)"
-        )
-    from .._range_check import check_within
-
-    rows = weight.shape[0] if weight.ndim else 0
-
-    def outside(position: int) -> IndexingError:
-        return IndexingError(
-            f"embedding: the index at flat position {position} of the indices of shape "
-            f"{format_shape(input.shape)} is outside the table of {rows} rows (valid: 0 to "
-            f"{rows - 1}; negative indices are refused, as in PyTorch)"
-        )
-
-    # Checked here rather than by `take`, which would wrap a negative index around (as
-    # Python indexing does); on CUDA the error comes at the next device-to-host read.
-    check_within(input, 0, rows - 1, outside)
-    result = take(weight, 0, input)
-    if padding_idx is not None and weight.requires_grad and autograd.is_grad_enabled():
-        if padding_idx < 0:
-            padding_idx += weight.shape[0]
-        keep = (input != padding_idx).unsqueeze(-1)
-        result = where(keep, result, take(weight.detach(), 0, input))
-    return result
-
-
 def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     """int64 tensor with a trailing dim of ``num_classes``: 1 at each index, else 0.
 
@@ -331,7 +310,7 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     >>> kg.nn.functional.one_hot(kg.tensor([0, 2]), 3).tolist()
     [[1, 0, 0], [0, 0, 1]]
     """
-    from ...errors import DTypeError, IndexingError
+    from ...errors import DTypeError
     from ...ops.movement import stack
 
     if input.dtype.is_floating_point or input.dtype.is_bool:

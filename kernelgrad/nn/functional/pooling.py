@@ -222,9 +222,9 @@ def max_pool2d(
     [[[[5.0, 7.0], [13.0, 15.0]]]]
     """
     if return_indices:  # (values, indices): see pool_indices.py
-        from .pool_indices import max_pool2d_with_indices
+        from .pool_indices import max_pool_with_indices
 
-        return max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
+        return max_pool_with_indices(input, 2, kernel_size, stride, padding, dilation, ceil_mode)
     return _max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, relu=False)
 
 
@@ -360,8 +360,14 @@ def max_pool1d(
     padding: Any = 0,
     dilation: Any = 1,
     ceil_mode: bool = False,
+    return_indices: bool = False,
 ) -> Tensor:
-    """Maximum over sliding windows of (N, C, L) or (C, L) input."""
+    """Maximum over sliding windows of (N, C, L) or (C, L) input; ``return_indices``
+    also returns the position of each window's maximum."""
+    if return_indices:
+        from .pool_indices import max_pool_with_indices
+
+        return max_pool_with_indices(input, 1, kernel_size, stride, padding, dilation, ceil_mode)
     k = _single(kernel_size, "kernel_size")
     s = k if stride is None else _single(stride, "stride")
     result = max_pool2d(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ArgumentError, ShapeError, UnsupportedError, format_shape
+from ...errors import ArgumentError, ShapeError, format_shape
 from ...tensor import Tensor
 from ._layout import _batched, _check_float, _pair, _single, _triple
 from .pooling import _pool_size, avg_pool1d, avg_pool2d, max_pool2d
@@ -78,11 +78,10 @@ def max_pool3d(
     [[21.0, 23.0], [29.0, 31.0]]
     """
     op = "max_pool3d"
-    if return_indices:
-        raise UnsupportedError(
-            f"{op}: return_indices=True is not supported; use max_pool2d for indices, or "
-            "call without return_indices"
-        )
+    if return_indices:  # (values, indices): see pool_indices.py
+        from .pool_indices import max_pool_with_indices
+
+        return max_pool_with_indices(input, 3, kernel_size, stride, padding, dilation, ceil_mode)
     x, unbatched = _batched(input, op, 5)
     _check_float(x, op)
     kernel, strides, pads, dilations = _plan3d(

@@ -12,6 +12,7 @@ from ...ops.creation import arange, empty, ones
 from ...ops.creation import full as _full
 from ...ops.elementwise import where
 from ...ops.indexing import take
+from ...ops.movement import make_view
 from ...tensor import Tensor
 from .. import _fused
 from ._layout import _flat
@@ -168,9 +169,11 @@ def cross_entropy(
             check()
         denominator = None
         if reduction == "mean":
-            totals = stats[:2].sum(1)
-            denominator = totals[1:]
-            result = totals[0] / totals[1]
+            # (the views that stats[:2], totals[1:], totals[0] and totals[1] are, made
+            # directly: indexing's general path cost ~4 us each)
+            totals = make_view(stats, (2, rows), stats._strides, 0).sum(1)
+            denominator = make_view(totals, (1,), totals._strides, 1)
+            result = make_view(totals, (), (), 0) / make_view(totals, (), (), 1)
         elif reduction == "sum":
             result = stats[0].sum()
         else:

@@ -194,7 +194,7 @@ def cross_entropy(
             grad_x = empty((rows, classes), dtype=x.dtype, device=x.device)
             if rows:
                 total = weight.sum().reshape(1) if has_weight else logits
-                upstream = grad.detach().contiguous().reshape(-1)
+                upstream = _flat(grad.detach().contiguous())
                 kernels.gradient(
                     _flat(grad_x), _flat(logits), _flat(targets), _flat(weights),
                     _flat(stats), upstream, denominator if denominator is not None else upstream,

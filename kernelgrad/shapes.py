@@ -127,6 +127,9 @@ def normalize_dims(dims: Any, ndim: int, op: str = "operation") -> tuple[int, ..
     once: ``sum(dim=(0, 0))`` is an error, as in PyTorch and NumPy."""
     if dims is None:
         return tuple(range(ndim))
+    if type(dims) is int:  # the common case, without the ABC check below (~0.5 us)
+        normalized_dim = normalize_dim(dims, ndim, op)
+        return () if ndim == 0 else (normalized_dim,)
     if isinstance(dims, Iterable) and not isinstance(dims, str):
         normalized = [normalize_dim(d, ndim, op) for d in dims]
         if len(set(normalized)) != len(normalized):

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import tracing
-from ..backends.base import ScalarFunction
+from ..backends.base import ScalarFunction, View
 from ..dtypes import DType
 from ..errors import DeviceMismatchError, ShapeError, format_shape
 from ..tensor import Tensor
@@ -76,6 +76,92 @@ def launch_each(
             for out in outputs:
                 out._storage.version += 1
 
+
+class FedLaunch:
+    """:func:`launch_each` of a fixed list of items, prepared once, with the operands that
+    change from call to call given on each call (see :func:`prepare_each_fed`)."""
+
+    __slots__ = ("_backend", "_launch", "_shapes", "_storages")
+
+    def __init__(self, backend: Any, launch: Callable, items: Sequence, fed_array: int) -> None:
+        self._backend = backend
+        self._launch = launch
+        # what each fed array must be: the shape, strides and dtype it had when prepared
+        self._shapes = [
+            (inputs[fed_array].shape, inputs[fed_array]._strides, inputs[fed_array].dtype)
+            for _, inputs in items
+        ]
+        self._storages = [out._storage for outputs, _ in items for out in outputs]
+
+    def ready(self) -> bool:
+        """Whether a call launches now: nothing watches the backend's primitives (a
+        kg.compile trace, ``count_launches``, which wrap them on the instance and must
+        see the launches through them: the caller then takes :func:`launch_each`)."""
+        watched = self._backend.__dict__
+        return (
+            "elementwise_foreach" not in watched
+            and "elementwise" not in watched
+            and tracing.active_recorder() is None
+        )
+
+    def accepts(self, arrays: Sequence[Tensor]) -> bool:
+        """Whether ``arrays`` (one fed tensor per item) have the layouts prepared for."""
+        backend = self._backend
+        for x, (shape, strides, dtype) in zip(arrays, self._shapes):
+            if (
+                x.shape != shape
+                or x._strides != strides
+                or x.dtype is not dtype
+                or x._storage.backend is not backend
+            ):
+                return False
+        return len(arrays) == len(self._shapes)
+
+    def __call__(self, arrays: Sequence[Tensor], scalars: Sequence[Any]) -> None:
+        """Launch with these fed tensors (checked with :meth:`accepts` by the caller) and
+        numbers; every output's version counter goes up, as in :func:`launch_each`."""
+        self._launch(
+            [_new_view(View, (x._storage.buffer, x.shape, x._strides, x._offset, x.dtype))
+             for x in arrays],
+            scalars,
+        )  # fmt: skip
+        for storage in self._storages:
+            storage.version += 1
+
+
+def prepare_each_fed(
+    fn: ScalarFunction,
+    items: Sequence[tuple[Sequence[Tensor], Sequence[Any]]],
+    compute_dtype: DType,
+    fed_array: int,
+    fed_scalars: Sequence[int],
+) -> FedLaunch | None:
+    """:func:`launch_each` of ``items`` prepared once for repeated calls in which input
+    ``fed_array`` of each item (a tensor of the same layout each time) and the numbers at
+    ``fed_scalars`` (one value per position for every item) change, and nothing else:
+    the backend resolves its grouping, kernels and the other buffers once
+    (``prepare_elementwise_foreach_fed``, optional in the Backend protocol). An
+    optimizer's update: its parameters and state stay from step to step, its gradients
+    and step sizes do not. None where the backend cannot, the items span devices, or
+    kg.compile traces."""
+    if not items or tracing.active_recorder() is not None:
+        return None
+    backend = items[0][0][0]._storage.backend
+    prepare = getattr(backend, "prepare_elementwise_foreach_fed", None)
+    if prepare is None:
+        return None
+    for outputs, inputs in items:
+        for t in (*outputs, *(x for x in inputs if isinstance(x, Tensor))):
+            if t._storage.backend is not backend:
+                return None
+    if not all(isinstance(inputs[fed_array], Tensor) for _, inputs in items):
+        return None
+    views = [_views(fn, outputs, inputs) for outputs, inputs in items]
+    launch = prepare(fn, views, [compute_dtype] * fn.nin, fed_array, tuple(fed_scalars))
+    return None if launch is None else FedLaunch(backend, launch, items, fed_array)
+
+
+_new_view = tuple.__new__  # View(...) without the named tuple's Python-level __new__
 
 _ASKED: set[tuple] = set()  # compile-ahead requests the layers made (asked_before)
 

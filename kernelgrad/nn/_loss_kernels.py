@@ -38,6 +38,7 @@ import kernelgrad as kg
 
 from ..backends.base import backend_capability
 from ..ops.creation import empty
+from ..ops.movement import make_view
 from ._fused import asked_before
 
 # The largest workgroup of the CUDA forms (shared arrays have a constant size).
@@ -319,7 +320,8 @@ def gradient(
 ) -> None:  # fmt: skip
     """Launch the gradient kernel in the form for ``x``'s device (``class_total`` may be
     any contiguous tensor when it is not read)."""
-    class_total = class_total.reshape(-1)  # the kernels pass it on: it is not seen flat
+    # the kernels pass it on: it is not seen flat (its 1-D view: it is contiguous)
+    class_total = make_view(class_total, (class_total.numel(),), (1,), class_total._offset)
     arguments = (grad_x, x, target, weight, stats, grad, denominator, class_total, classes)
     arguments += (float(classes), rows, ignore_index, smoothing, has_weight, per_row, mean)
     if not backend_capability(x._backend, "work_groups"):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 from ... import autograd
+from ...backends.base import View
 from ...errors import DTypeError, ShapeError, format_shape
+from ...ops.elementwise import ADD
 from ...tensor import Tensor
 
 
@@ -35,21 +37,91 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     lead = input.shape[:-1]
     # (the row count spelled out: reshape cannot infer -1 when in_features is 0)
     x = input.reshape(math.prod(lead), input.shape[-1]) if input.ndim > 2 else input
+    direct = _direct(x, weight, bias)
     with autograd.no_grad():
-        result = x @ weight.T
-        if bias is not None:
-            result.add_(bias)
+        if direct:
+            result = _product(x, _view(x), _transposed(weight), (x.shape[0], weight.shape[0]))
+            if bias is not None:
+                ADD(result, bias, out=result)  # what result.add_(bias) runs
+                result._storage.version += 1
+        else:
+            result = x @ weight.T
+            if bias is not None:
+                result.add_(bias)
     if autograd.needs_grad(x, weight, bias):
 
         def backward(grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-            # Written with the inputs themselves: differentiable again under create_graph.
-            grad_x = grad @ weight if x.requires_grad else None
-            grad_w = grad.T @ x if weight.requires_grad else None  # contiguous (out, in)
+            if direct and not autograd.is_grad_enabled() and _direct_grad(grad, x, weight):
+                # the products below, with the same views, straight to the backend
+                grad_x = grad_w = None
+                if x.requires_grad:
+                    grad_x = _product(grad, _view(grad), _view(weight), x.shape)
+                if weight.requires_grad:
+                    grad_w = _product(grad, _transposed(grad), _view(x), weight.shape)
+            else:
+                # Written with the inputs themselves: differentiable again under create_graph.
+                grad_x = grad @ weight if x.requires_grad else None
+                grad_w = grad.T @ x if weight.requires_grad else None  # contiguous (out, in)
             grad_b = grad.sum(0) if bias is not None and bias.requires_grad else None
             return grad_x, grad_w, grad_b
 
         autograd.record("linear", (x, weight, bias), result, backward, (x, weight))
     return result.reshape(lead + (weight.shape[0],)) if input.ndim > 2 else result
+
+
+# --- the products of a 2-D input, straight to the backend ---------------------------------------
+# ``x @ weight.T`` and the two products of its gradient go through ``matmul``, which checks
+# operands, promotes dtypes, broadcasts batch dims, makes the transposes as tensors and
+# records autograd (~15 us each of Python). For the common case (2-D operands of one dtype
+# on one device, a non-empty inner dimension, a bias of shape (out_features,)) ``linear``
+# hands the backend the same views itself: the same BLAS calls, the same results.
+
+
+def _direct(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
+    """Whether ``linear`` may run its products directly (see above); the general path
+    raises the errors of anything else."""
+    device = x._storage.device
+    return (
+        weight.ndim == 2
+        and x.shape[1] > 0
+        and weight._storage.device is device
+        and (bias is None or (bias.shape == (weight.shape[0],) and bias._storage.device is device))
+    )
+
+
+def _direct_grad(grad: Tensor, x: Tensor, weight: Tensor) -> bool:
+    """Whether the backward products may run directly: the gradient is the result's
+    shape and dtype, on its device, and neither product has an empty inner dimension
+    (rows for the weight's gradient, ``out_features`` for the input's), which the
+    general path fills with zeros."""
+    rows, features = x.shape[0], weight.shape[0]
+    return (
+        rows > 0
+        and features > 0
+        and grad.shape == (rows, features)
+        and grad.dtype is x.dtype
+        and grad._storage.device is x._storage.device
+    )
+
+
+def _view(t: Tensor) -> View:
+    return View(t._storage.buffer, t.shape, t._strides, t._offset, t.dtype)
+
+
+def _transposed(t: Tensor) -> View:
+    """The view ``t.T`` is, for a 2-D tensor."""
+    rows, cols = t.shape
+    row_stride, col_stride = t._strides
+    return View(t._storage.buffer, (cols, rows), (col_stride, row_stride), t._offset, t.dtype)
+
+
+def _product(like: Tensor, a: View, b: View, shape: tuple[int, int]) -> Tensor:
+    """``a @ b`` into a new contiguous tensor of ``shape`` on ``like``'s device, as
+    ``ops.linalg._matmul`` computes it (inner dimension > 0)."""
+    result = Tensor._empty_on(like._storage, shape, like.dtype)
+    if result.numel():
+        result._storage.backend.matmul(result._view(), a, b)
+    return result
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

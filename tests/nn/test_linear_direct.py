@@ -1,0 +1,81 @@
+"""``F.linear`` runs its products straight to the backend for 2-D operands of one
+dtype and device (``nn/functional/linear.py``): the same results, bit for bit, as the
+general ``matmul`` path, and the general path for everything else."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import kernelgrad as kg
+import kernelgrad.nn.functional as F
+
+linear_module = importlib.import_module("kernelgrad.nn.functional.linear")
+
+RNG = np.random.default_rng(0)
+
+
+def _tensor(shape, device, transposed=False):
+    values = RNG.standard_normal(shape[::-1] if transposed else shape).astype(np.float32)
+    t = kg.tensor(values, device=device)
+    return (t.T if transposed else t).detach().requires_grad_()
+
+
+def _general(x, w, b):
+    """``linear`` written with the general ops: matmul, transpose, add."""
+    out = x @ w.T
+    return out + b if b is not None else out
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("x_transposed, w_transposed", [(False, False), (True, True)])
+def test_direct_products_equal_the_general_path_bit_for_bit(
+    bias, x_transposed, w_transposed, device
+):
+    runs = []
+    for direct in (True, False):
+        x = _tensor((6, 5), device, x_transposed)
+        w = _tensor((4, 5), device, w_transposed)
+        b = _tensor((4,), device) if bias else None
+        out = F.linear(x, w, b) if direct else _general(x, w, b)
+        upstream = kg.tensor(RNG.standard_normal((6, 4)).astype(np.float32), device=device)
+        out.backward(upstream)
+        runs.append([out, x.grad, w.grad] + ([b.grad] if bias else []))
+        RNG.bit_generator.state = np.random.default_rng(0).bit_generator.state
+    for got, expected in zip(*runs, strict=True):
+        np.testing.assert_array_equal(got.cpu().numpy(), expected.cpu().numpy())
+
+
+def test_the_direct_path_is_taken_for_plain_operands_only(device):
+    x, w = _tensor((3, 2), device), _tensor((4, 2), device)
+    assert linear_module._direct(x, w, _tensor((4,), device))
+    assert linear_module._direct(x, w, None)
+    assert not linear_module._direct(x, w, _tensor((1, 4), device))  # broadcast bias
+    empty_x, empty_w = kg.ones(3, 0, device=device), kg.ones(4, 0, device=device)
+    assert not linear_module._direct(empty_x, empty_w, None)
+
+
+def test_an_empty_batch_gives_zero_weight_gradients(device):
+    layer = kg.nn.Linear(3, 4).to(device)
+    # fill the allocator's recycled memory with non-zeros first
+    for _ in range(3):
+        (kg.ones(4, 3, device=device) * 7.0).sum()
+    out = layer(kg.ones(0, 3, device=device, requires_grad=True))
+    out.sum().backward()
+    assert out.shape == (0, 4)
+    assert (layer.weight.grad.cpu().numpy() == 0).all()
+    assert (layer.bias.grad.cpu().numpy() == 0).all()
+
+
+def test_a_three_dimensional_input(device):
+    """(Second derivatives, through the create_graph form: test_functional.py.)"""
+    x = _tensor((2, 3, 5), device)
+    w, b = _tensor((4, 5), device), _tensor((4,), device)
+    out = F.linear(x, w, b)
+    xs, ws, bs = (t.detach().cpu().numpy() for t in (x, w, b))
+    expected = np.einsum("abi,oi->abo", xs, ws) + bs
+    np.testing.assert_allclose(out.detach().cpu().numpy(), expected, rtol=1e-5, atol=1e-5)
+    out.sum().backward()
+    np.testing.assert_allclose(x.grad.cpu().numpy(), np.broadcast_to(ws.sum(0), x.shape), rtol=1e-5)

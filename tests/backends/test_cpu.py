@@ -325,10 +325,13 @@ def test_small_products_run_on_one_blas_thread_and_leave_numpys_threads_alone(mo
     monkeypatch.setattr(split_gemm, "gemm_batch", spy_gemm)
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     b = np.arange(20, dtype=np.float32).reshape(4, 5)
-    assert_close(kg.tensor(a) @ kg.tensor(b), a @ b)
-    # a matrix times a vector: no cblas_?gemm layout, NumPy runs it
-    assert_close(kg.tensor(a) @ kg.tensor(b[:, 0].copy()), a @ b[:, 0])
-    assert seen == [("cblas", 1), ("numpy", 1)]  # each small product ran on one thread
+    assert_close(kg.tensor(a) @ kg.tensor(b), a @ b)  # eager: through NumPy
+    out = np.zeros((3, 5), np.float32)
+    blas.prepare(a, b, out, 60)()  # prepared for kg.compile's replay: cblas_sgemm itself
+    np.testing.assert_array_equal(out, a @ b)
+    # a matrix times a vector, prepared: no cblas_?gemm layout, NumPy runs it
+    blas.prepare(a, b[:, :1].copy(), out[:, :1], 12)()
+    assert seen == [("numpy", 1), ("cblas", 1), ("numpy", 1)]  # each on one thread
     assert blas.current_threads() == before  # and NumPy's own count is back
 
 

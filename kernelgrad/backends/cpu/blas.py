@@ -127,8 +127,13 @@ def current_threads() -> int | None:
 def matmul(left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: int) -> None:
     """``np.matmul(left, right, out=out)``: on one BLAS thread when the product has fewer
     than ``KG_BLAS_SMALL`` multiply-adds, split across Numba's threads when it has more
-    (``split_gemm.py``)."""
-    prepare(left, right, out, multiply_adds)()
+    (``split_gemm.py``). A small product runs through NumPy here, which takes the same
+    ``cblas_?gemm`` call as :class:`PreparedProduct` but for ``x @ x.T`` (NumPy's
+    ``?syrk``), without working out ``split_gemm``'s arguments (~9 us in Python)."""
+    if single_thread_available() and multiply_adds < _Blas.small:
+        _on_one_thread(left, right, out)
+    else:
+        prepare(left, right, out, multiply_adds)()
 
 
 def prepare(
@@ -155,8 +160,9 @@ class PreparedProduct:
     ``split_gemm``'s but the part count (the operands' addresses among them), or None
     for a small product no single ``cblas_?gemm`` layout serves (NumPy runs it on one
     BLAS thread). A native replay (``native_replay.py``) makes the same calls with the
-    same arguments, so eager, replayed and natively replayed products agree bit for
-    bit."""
+    same arguments, so prepared and natively replayed products agree bit for bit (and
+    with eager ones, which NumPy runs with the same call, but for its ``?syrk`` for
+    ``x @ x.T``)."""
 
     __slots__ = ("arguments", "left", "out", "right", "split")
 

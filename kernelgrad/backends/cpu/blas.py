@@ -7,13 +7,19 @@ on Numba's OpenMP pool: with both pools on the same cores, each waited for cores
 other pool's spinning workers held. Small products therefore run on the calling thread
 (on a 2-core machine a LeNet-5 training step took 8.5-9.3 ms with every product
 threaded and 7.4-7.8 ms with products below 2**24 multiply-adds on one thread), and
-large ones are cut into one block per Numba thread, each block one single-threaded
+larger ones are cut into one block per Numba thread, each block one single-threaded
 ``cblas_?gemm`` call inside a ``prange``: one pool, as PyTorch runs MKL on its own
 OpenMP pool, and OpenBLAS's workers are never woken. On the same machine a product alone
 takes as long either way (128x784x256: 266 us split, 273 us on OpenBLAS's threads), but
 a training step of the ``cnn`` model, whose convolutions make batched products, went
 from 40.6-44.8 to 34.1-35.7 ms (``benchmarks/bench_conv.py``, ``KG_BLAS_SPLIT=0`` and 1
-alternating). The split serves float32 and float64 products of matrices with unit
+alternating). Once products were split on Numba's pool, the line between the two fell
+from 2**24 to 2**20 multiply-adds: LeNet-5's fully connected products (1.3M and 6.1M)
+and an LSTM's 20x200x800 steps (3.2M) gain from two threads too (LeNet-5 eager step
+5.6-9.1 -> 4.7-7.5 ms, compiled 3.9-5.2 -> 2.9-4.0 ms over four alternating rounds of
+``bench_lenet.py --compile``; the compiled LSTM step of ``bench_lstm.py --compile``
+34.2 -> 29.4 ms; the MLP 784-256-10 step unchanged).
+The split serves float32 and float64 products of matrices with unit
 stride along rows or columns, batched over leading dims that one stride walks; other
 large products run as NumPy runs them.
 
@@ -42,7 +48,7 @@ import numpy as np
 from ..base import whole_number_setting
 from . import split_gemm
 
-DEFAULT_SMALL_PRODUCT = 1 << 24
+DEFAULT_SMALL_PRODUCT = 1 << 20
 _NAMES = (
     "scipy_openblas_set_num_threads64_",
     "scipy_openblas_set_num_threads",

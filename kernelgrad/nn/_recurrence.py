@@ -42,6 +42,7 @@ import kernelgrad as kg
 
 from ..autograd_function import Function, once_differentiable
 from ..backends.base import View
+from ..debug import debug_level
 from ..ops.creation import empty, zeros
 from ..ops.movement import cat
 from ..tensor import Tensor
@@ -270,6 +271,112 @@ def _input_gradients(
     return dx, d_w_ih
 
 
+# --- running a time loop ------------------------------------------------------------------------
+# A layer's time loop is a fixed list of launches for a given shape: the backend's
+# ``matmul`` and ``elementwise`` on views of a few buffers (made anew on each call, at the
+# same offsets). Where the backend can join launches into native calls
+# (``Backend.join_launches``: the CPU runs them from generated code, with no Python
+# between kernels, docs/kernels.md), the loop's launches are prepared and joined once a
+# shape has been run JOIN_AFTER times, and later calls of that shape run the joined calls
+# over their own buffers instead of building and launching each step from Python.
+JOIN_AFTER = 3
+_JOINED: dict[tuple, Any] = {}  # loop key -> calls counted so far, or the joined runs
+
+
+class _Recorder:
+    """Stands in for the backend while a loop body runs: keeps its launches."""
+
+    def __init__(self) -> None:
+        self.launches: list[tuple[str, tuple]] = []
+
+    def matmul(self, out: View, a: View, b: View) -> None:
+        self.launches.append(("matmul", (out, a, b)))
+
+    def elementwise(self, fn: Any, outputs: list, inputs: list, compute: list) -> None:
+        self.launches.append(("elementwise", (fn, outputs, inputs, compute)))
+
+
+def _time_loop(backend: Any, key: tuple, tensors: list[Tensor], body: Any) -> None:
+    """Run ``body(launcher)``, a time loop that calls ``launcher.matmul`` and
+    ``launcher.elementwise`` on views of ``tensors``' buffers only, as native calls the
+    backend joined where it can (see above), else through the backend itself. ``key``
+    names everything the views depend on but the buffers (the loop, the steps, the
+    tensors' shapes, strides and dtypes)."""
+    join = getattr(backend, "join_launches", None)
+    if join is None or "elementwise" in vars(backend) or "matmul" in vars(backend):
+        body(backend)  # no joining here, or launches being traced or counted
+        return
+    key = (id(backend), *key, *[(t.shape, t._strides, t.dtype.name) for t in tensors])
+    entry = _JOINED.get(key, 0)
+    if isinstance(entry, list):
+        table = [t._storage.buffer for t in tensors]
+        bases = [t._offset for t in tensors]
+        for _, _, run in entry:
+            run(table, bases)
+        return
+    if entry is None or entry + 1 < JOIN_AFTER or debug_level() > 0:
+        body(backend)  # never joinable, not yet worth joining, or launches being logged
+        if entry is not None and debug_level() == 0:
+            _remember(key, entry + 1)
+        return
+    recorder = _Recorder()
+    body(recorder)
+    runs = _joined(backend, join, recorder.launches, tensors)
+    if not isinstance(runs, list):
+        for kind, arguments in recorder.launches:
+            getattr(backend, kind)(*arguments)
+        _remember(key, runs)  # None: never; 0: ask again after JOIN_AFTER more calls
+        return
+    _remember(key, runs)
+    table = [t._storage.buffer for t in tensors]
+    bases = [t._offset for t in tensors]
+    for _, _, run in runs:
+        run(table, bases)
+
+
+def _remember(key: tuple, value: Any) -> None:
+    if len(_JOINED) >= 256:
+        _JOINED.clear()
+    _JOINED[key] = value
+
+
+def _joined(backend: Any, join: Any, launches: list, tensors: list[Tensor]) -> Any:
+    """The joined runs of these launches if they cover all of them; None where they
+    cannot (a view of a buffer outside ``tensors``, a launch the backend cannot prepare
+    or join); 0 where the backend answers "not yet"."""
+    slot_of = {id(t._storage.buffer): slot for slot, t in enumerate(tensors)}
+    if len(slot_of) != len(tensors):
+        return None  # two of the tensors share a buffer
+    prepared = []
+    for kind, arguments in launches:
+        views = [v for v in _views(arguments) if isinstance(v, View)]
+        if any(id(v.buffer) not in slot_of for v in views):
+            return None
+        prepare = getattr(backend, f"prepare_{kind}", None)
+        launch = prepare(*arguments) if prepare is not None else None
+        if launch is None:
+            return None
+        prepared.append((launch, sorted({slot_of[id(v.buffer)] for v in views})))
+    table = [t._storage.buffer for t in tensors]
+    bases = [t._offset for t in tensors]
+    runs = join(prepared, table, bases, set(range(len(tensors))))
+    if runs is None:
+        return 0
+    if sum(stop - first for first, stop, _ in runs) != len(prepared):
+        return None
+    return runs
+
+
+def _views(arguments: tuple) -> list[Any]:
+    found = []
+    for argument in arguments:
+        if isinstance(argument, list):
+            found.extend(argument)
+        else:
+            found.append(argument)
+    return found
+
+
 # --- LSTM ---------------------------------------------------------------------------------------
 class _LSTMLayer(Function):
     """forward(steps, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr) -> (output, h_n, c_n);
@@ -286,29 +393,34 @@ class _LSTMLayer(Function):
         if w_hr is not None:
             unprojected = _new(steps, (steps.count, steps.batch, hidden), x)
         hidden_part = empty((steps.batch, 4 * hidden), dtype=x.dtype, device=x.device)
-        w_hh_t = w_hh.t().contiguous()._view()
-        w_hr_t = w_hr.t().contiguous()._view() if w_hr is not None else None
-        backend = x._backend
+        w_hh_t = w_hh.t().contiguous()
+        w_hr_t = w_hr.t().contiguous() if w_hr is not None else None
         compute = [x.dtype] * _lstm_step.nin
         kernel = _lstm_step.scalar_for(compute)
-        h_slots, c_slots, gate_steps = _slots(hs), _slots(cs), _slots(gates)
-        r_steps = _slots(unprojected) if unprojected is not None else None
-        products = hidden_part._view()
-        for step in steps.order():
-            rows = steps.sizes[step]
-            previous, output = steps.previous_slot(step), steps.output_slot(step)
-            product = _rows(products, rows)
-            backend.matmul(product, _rows(h_slots[previous], rows), w_hh_t)
-            four = _gates(_rows(gate_steps[step], rows), 4)
-            h = _rows(r_steps[step] if r_steps is not None else h_slots[output], rows)
-            backend.elementwise(
-                kernel,
-                [h, _rows(c_slots[output], rows), *four],
-                [*four, *_gates(product, 4), _rows(c_slots[previous], rows)],
-                compute,
-            )
-            if w_hr_t is not None:
-                backend.matmul(_rows(h_slots[output], rows), h, w_hr_t)
+
+        def body(launch: Any) -> None:
+            h_slots, c_slots, gate_steps = _slots(hs), _slots(cs), _slots(gates)
+            r_steps = _slots(unprojected) if unprojected is not None else None
+            products, w_hh_view = hidden_part._view(), w_hh_t._view()
+            for step in steps.order():
+                rows = steps.sizes[step]
+                previous, output = steps.previous_slot(step), steps.output_slot(step)
+                product = _rows(products, rows)
+                launch.matmul(product, _rows(h_slots[previous], rows), w_hh_view)
+                four = _gates(_rows(gate_steps[step], rows), 4)
+                h = _rows(r_steps[step] if r_steps is not None else h_slots[output], rows)
+                launch.elementwise(
+                    kernel,
+                    [h, _rows(c_slots[output], rows), *four],
+                    [*four, *_gates(product, 4), _rows(c_slots[previous], rows)],
+                    compute,
+                )
+                if w_hr_t is not None:
+                    launch.matmul(_rows(h_slots[output], rows), h, w_hr_t._view())
+
+        tensors = [gates, hs, cs, hidden_part, w_hh_t]
+        tensors += [unprojected, w_hr_t] if w_hr_t is not None else []
+        _time_loop(x._backend, ("lstm", steps), tensors, body)
         ctx.steps = steps
         ctx.x_shape = x.shape
         ctx.save_for_backward(x_flat, gates, hs, cs, unprojected, w_ih, w_hh, w_hr)
@@ -328,47 +440,52 @@ class _LSTMLayer(Function):
         if w_hr is not None:
             d_h_total = _new(steps, d_output.shape, hs)
             d_unprojected = empty((steps.batch, w_hr.shape[1]), dtype=hs.dtype, device=hs.device)
-        backend = hs._backend
         compute = [hs.dtype] * _lstm_step_backward.nin
         kernel = _lstm_step_backward.scalar_for(compute)
         add = _add.scalar_for([hs.dtype] * 2)
-        c_slots, gate_steps, d_gate_steps = _slots(cs), _slots(gates), _slots(d_gates)
-        output_steps = _slots(d_output)
-        total_steps = _slots(d_h_total) if d_h_total is not None else None
-        d_h_view, d_c_view = d_h._view(), d_c._view()
-        w_hh_view = w_hh._view()
-        w_hr_view = w_hr._view() if w_hr is not None else None
-        d_unprojected_view = d_unprojected._view() if d_unprojected is not None else None
-        for step in reversed(steps.order()):
-            rows = steps.sizes[step]
-            previous, output = steps.previous_slot(step), steps.output_slot(step)
-            d_h_rows = _rows(d_h_view, rows)
-            if total_steps is not None:
-                # h = (the cell's h) @ w_hr.T: its gradient, then the cell's h's
-                total = _rows(total_steps[step], rows)
-                backend.elementwise(
-                    add, [total], [_rows(output_steps[step], rows), d_h_rows], [hs.dtype] * 2
+
+        def body(launch: Any) -> None:
+            c_slots, gate_steps, d_gate_steps = _slots(cs), _slots(gates), _slots(d_gates)
+            output_steps = _slots(d_output)
+            total_steps = _slots(d_h_total) if d_h_total is not None else None
+            d_h_view, d_c_view = d_h._view(), d_c._view()
+            w_hh_view = w_hh._view()
+            w_hr_view = w_hr._view() if w_hr is not None else None
+            d_unprojected_view = d_unprojected._view() if d_unprojected is not None else None
+            for step in reversed(steps.order()):
+                rows = steps.sizes[step]
+                previous, output = steps.previous_slot(step), steps.output_slot(step)
+                d_h_rows = _rows(d_h_view, rows)
+                if total_steps is not None:
+                    # h = (the cell's h) @ w_hr.T: its gradient, then the cell's h's
+                    total = _rows(total_steps[step], rows)
+                    launch.elementwise(
+                        add, [total], [_rows(output_steps[step], rows), d_h_rows], [hs.dtype] * 2
+                    )
+                    cell_h = _rows(d_unprojected_view, rows)
+                    launch.matmul(cell_h, total, w_hr_view)
+                    d_h_parts = [cell_h, 0.0]
+                else:
+                    d_h_parts = [_rows(output_steps[step], rows), d_h_rows]
+                d_four = _rows(d_gate_steps[step], rows)
+                d_c_rows = _rows(d_c_view, rows)
+                launch.elementwise(
+                    kernel,
+                    [*_gates(d_four, 4), d_c_rows],
+                    [
+                        *d_h_parts,
+                        d_c_rows,
+                        *_gates(_rows(gate_steps[step], rows), 4),
+                        _rows(c_slots[previous], rows),
+                        _rows(c_slots[output], rows),
+                    ],
+                    compute,
                 )
-                cell_h = _rows(d_unprojected_view, rows)
-                backend.matmul(cell_h, total, w_hr_view)
-                d_h_parts = [cell_h, 0.0]
-            else:
-                d_h_parts = [_rows(output_steps[step], rows), d_h_rows]
-            d_four = _rows(d_gate_steps[step], rows)
-            d_c_rows = _rows(d_c_view, rows)
-            backend.elementwise(
-                kernel,
-                [*_gates(d_four, 4), d_c_rows],
-                [
-                    *d_h_parts,
-                    d_c_rows,
-                    *_gates(_rows(gate_steps[step], rows), 4),
-                    _rows(c_slots[previous], rows),
-                    _rows(c_slots[output], rows),
-                ],
-                compute,
-            )
-            backend.matmul(d_h_rows, d_four, w_hh_view)
+                launch.matmul(d_h_rows, d_four, w_hh_view)
+
+        tensors = [cs, gates, d_gates, d_output, d_h, d_c, w_hh]
+        tensors += [d_h_total, w_hr, d_unprojected] if w_hr is not None else []
+        _time_loop(hs._backend, ("lstm backward", steps), tensors, body)
         needs = ctx.needs_input_grad
         dx, d_w_ih = _input_gradients(d_gates, x_flat, w_ih, ctx.x_shape, (needs[1], needs[4]))
         flat = _flat(d_gates)
@@ -398,25 +515,30 @@ class _GRULayer(Function):
         hs = _state_buffer(steps, h0)
         hidden_n = empty((steps.count, steps.batch, hidden), dtype=x.dtype, device=x.device)
         hidden_part = empty((steps.batch, 3 * hidden), dtype=x.dtype, device=x.device)
-        w_hh_t = w_hh.t().contiguous()._view()
-        backend = x._backend
+        w_hh_t = w_hh.t().contiguous()
         compute = [x.dtype] * _gru_step.nin
         kernel = _gru_step.scalar_for(compute)
-        h_slots, gate_steps, n_steps = _slots(hs), _slots(gates), _slots(hidden_n)
-        products = hidden_part._view()
-        for step in steps.order():
-            rows = steps.sizes[step]
-            previous, output = steps.previous_slot(step), steps.output_slot(step)
-            product = _rows(products, rows)
-            h_previous = _rows(h_slots[previous], rows)
-            backend.matmul(product, h_previous, w_hh_t)
-            three = _gates(_rows(gate_steps[step], rows), 3)
-            backend.elementwise(
-                kernel,
-                [_rows(h_slots[output], rows), *three, _rows(n_steps[step], rows)],
-                [*three, *_gates(product, 3), bias_n[rows], h_previous],
-                compute,
-            )
+
+        def body(launch: Any) -> None:
+            h_slots, gate_steps, n_steps = _slots(hs), _slots(gates), _slots(hidden_n)
+            products, w_hh_view = hidden_part._view(), w_hh_t._view()
+            for step in steps.order():
+                rows = steps.sizes[step]
+                previous, output = steps.previous_slot(step), steps.output_slot(step)
+                product = _rows(products, rows)
+                h_previous = _rows(h_slots[previous], rows)
+                launch.matmul(product, h_previous, w_hh_view)
+                three = _gates(_rows(gate_steps[step], rows), 3)
+                launch.elementwise(
+                    kernel,
+                    [_rows(h_slots[output], rows), *three, _rows(n_steps[step], rows)],
+                    [*three, *_gates(product, 3), bias_n[rows], h_previous],
+                    compute,
+                )
+
+        tensors = [gates, hs, hidden_n, hidden_part, w_hh_t]
+        tensors += [b_hh] if b_ih is not None else []
+        _time_loop(x._backend, ("gru", steps, b_ih is not None), tensors, body)
         ctx.steps = steps
         ctx.x_shape = x.shape
         ctx.save_for_backward(x_flat, gates, hs, hidden_n, w_ih, w_hh)
@@ -431,32 +553,36 @@ class _GRULayer(Function):
         d_hidden = _new(steps, gates.shape, gates)  # of the gates' hidden parts
         d_h = d_h_n.clone()  # through the direct path (z * h)
         d_h_product = zeros(d_h.shape, dtype=hs.dtype, device=hs.device)  # through w_hh
-        backend = hs._backend
         compute = [hs.dtype] * _gru_step_backward.nin
         kernel = _gru_step_backward.scalar_for(compute)
-        h_slots, gate_steps, n_steps = _slots(hs), _slots(gates), _slots(hidden_n)
-        d_input_steps, d_hidden_steps = _slots(d_inputs), _slots(d_hidden)
-        output_steps = _slots(d_output)
-        d_h_view, product_view = d_h._view(), d_h_product._view()
-        w_hh_view = w_hh._view()
-        for step in reversed(steps.order()):
-            rows = steps.sizes[step]
-            d_h_rows, product = _rows(d_h_view, rows), _rows(product_view, rows)
-            d_three = _rows(d_hidden_steps[step], rows)
-            backend.elementwise(
-                kernel,
-                [*_gates(_rows(d_input_steps[step], rows), 3), *_gates(d_three, 3), d_h_rows],
-                [
-                    _rows(output_steps[step], rows),
-                    d_h_rows,
-                    product,
-                    *_gates(_rows(gate_steps[step], rows), 3),
-                    _rows(n_steps[step], rows),
-                    _rows(h_slots[steps.previous_slot(step)], rows),
-                ],
-                compute,
-            )
-            backend.matmul(product, d_three, w_hh_view)
+
+        def body(launch: Any) -> None:
+            h_slots, gate_steps, n_steps = _slots(hs), _slots(gates), _slots(hidden_n)
+            d_input_steps, d_hidden_steps = _slots(d_inputs), _slots(d_hidden)
+            output_steps = _slots(d_output)
+            d_h_view, product_view = d_h._view(), d_h_product._view()
+            w_hh_view = w_hh._view()
+            for step in reversed(steps.order()):
+                rows = steps.sizes[step]
+                d_h_rows, product = _rows(d_h_view, rows), _rows(product_view, rows)
+                d_three = _rows(d_hidden_steps[step], rows)
+                launch.elementwise(
+                    kernel,
+                    [*_gates(_rows(d_input_steps[step], rows), 3), *_gates(d_three, 3), d_h_rows],
+                    [
+                        _rows(output_steps[step], rows),
+                        d_h_rows,
+                        product,
+                        *_gates(_rows(gate_steps[step], rows), 3),
+                        _rows(n_steps[step], rows),
+                        _rows(h_slots[steps.previous_slot(step)], rows),
+                    ],
+                    compute,
+                )
+                launch.matmul(product, d_three, w_hh_view)
+
+        tensors = [hs, gates, hidden_n, d_inputs, d_hidden, d_output, d_h, d_h_product, w_hh]
+        _time_loop(hs._backend, ("gru backward", steps), tensors, body)
         needs = ctx.needs_input_grad
         dx, d_w_ih = _input_gradients(d_inputs, x_flat, w_ih, ctx.x_shape, (needs[1], needs[3]))
         d_h0 = d_h + d_h_product if needs[2] else None
@@ -477,22 +603,27 @@ class _ElmanLayer(Function):
         x_flat, projected = _projection(x, w_ih, bias)
         hs = _state_buffer(steps, h0)
         hidden_part = empty((steps.batch, w_hh.shape[0]), dtype=x.dtype, device=x.device)
-        w_hh_t = w_hh.t().contiguous()._view()
-        backend = x._backend
+        w_hh_t = w_hh.t().contiguous()
         compute = [x.dtype] * 2
         kernel = (_relu_step if relu else _tanh_step).scalar_for(compute)
-        h_slots, projected_steps = _slots(hs), _slots(projected)
-        products = hidden_part._view()
-        for step in steps.order():
-            rows = steps.sizes[step]
-            product = _rows(products, rows)
-            backend.matmul(product, _rows(h_slots[steps.previous_slot(step)], rows), w_hh_t)
-            backend.elementwise(
-                kernel,
-                [_rows(h_slots[steps.output_slot(step)], rows)],
-                [_rows(projected_steps[step], rows), product],
-                compute,
-            )
+
+        def body(launch: Any) -> None:
+            h_slots, projected_steps = _slots(hs), _slots(projected)
+            products, w_hh_view = hidden_part._view(), w_hh_t._view()
+            for step in steps.order():
+                rows = steps.sizes[step]
+                product = _rows(products, rows)
+                previous = _rows(h_slots[steps.previous_slot(step)], rows)
+                launch.matmul(product, previous, w_hh_view)
+                launch.elementwise(
+                    kernel,
+                    [_rows(h_slots[steps.output_slot(step)], rows)],
+                    [_rows(projected_steps[step], rows), product],
+                    compute,
+                )
+
+        tensors = [projected, hs, hidden_part, w_hh_t]
+        _time_loop(x._backend, ("elman", steps, relu), tensors, body)
         ctx.steps = steps
         ctx.relu = relu
         ctx.x_shape = x.shape
@@ -506,25 +637,29 @@ class _ElmanLayer(Function):
         x_flat, hs, w_ih, w_hh = ctx.saved_tensors
         d_gates = _new(steps, (steps.count, steps.batch, w_hh.shape[0]), hs)
         d_h = d_h_n.clone()
-        backend = hs._backend
         compute = [hs.dtype] * 3
         kernel = (_relu_step_backward if ctx.relu else _tanh_step_backward).scalar_for(compute)
-        h_slots, d_gate_steps, output_steps = _slots(hs), _slots(d_gates), _slots(d_output)
-        d_h_view, w_hh_view = d_h._view(), w_hh._view()
-        for step in reversed(steps.order()):
-            rows = steps.sizes[step]
-            d_step, d_h_rows = _rows(d_gate_steps[step], rows), _rows(d_h_view, rows)
-            backend.elementwise(
-                kernel,
-                [d_step],
-                [
-                    _rows(output_steps[step], rows),
-                    d_h_rows,
-                    _rows(h_slots[steps.output_slot(step)], rows),
-                ],
-                compute,
-            )
-            backend.matmul(d_h_rows, d_step, w_hh_view)
+
+        def body(launch: Any) -> None:
+            h_slots, d_gate_steps, output_steps = _slots(hs), _slots(d_gates), _slots(d_output)
+            d_h_view, w_hh_view = d_h._view(), w_hh._view()
+            for step in reversed(steps.order()):
+                rows = steps.sizes[step]
+                d_step, d_h_rows = _rows(d_gate_steps[step], rows), _rows(d_h_view, rows)
+                launch.elementwise(
+                    kernel,
+                    [d_step],
+                    [
+                        _rows(output_steps[step], rows),
+                        d_h_rows,
+                        _rows(h_slots[steps.output_slot(step)], rows),
+                    ],
+                    compute,
+                )
+                launch.matmul(d_h_rows, d_step, w_hh_view)
+
+        tensors = [hs, d_gates, d_output, d_h, w_hh]
+        _time_loop(hs._backend, ("elman backward", steps, ctx.relu), tensors, body)
         needs = ctx.needs_input_grad
         dx, d_w_ih = _input_gradients(d_gates, x_flat, w_ih, ctx.x_shape, (needs[2], needs[4]))
         flat = _flat(d_gates)

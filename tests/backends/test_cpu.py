@@ -329,8 +329,10 @@ def test_small_products_run_on_one_blas_thread_and_leave_numpys_threads_alone(mo
     out = np.zeros((3, 5), np.float32)
     blas.prepare(a, b, out, 60)()  # prepared for kg.compile's replay: cblas_sgemm itself
     np.testing.assert_array_equal(out, a @ b)
-    # a matrix times a vector, prepared: no cblas_?gemm layout, NumPy runs it
-    blas.prepare(a, b[:, :1].copy(), out[:, :1], 12)()
+    # a matrix times a vector (one dimension), prepared: not a gemm, NumPy runs it
+    vector = np.zeros(3, np.float32)
+    blas.prepare(a, b[:, 0].copy(), vector, 12)()
+    np.testing.assert_array_equal(vector, a @ b[:, 0])
     assert seen == [("numpy", 1), ("cblas", 1), ("numpy", 1)]  # each on one thread
     assert blas.current_threads() == before  # and NumPy's own count is back
 
@@ -439,12 +441,28 @@ def test_large_products_split_across_numbas_threads_with_one_blas_thread(monkeyp
     assert len(seen) == 1
 
 
+def test_products_of_one_row_or_column_run_as_gemm_calls():
+    """A matrix of one row or column is still a gemm (a packed recurrent layer's last
+    steps run one row): split or on one thread, the result is NumPy's."""
+    blas = _split_ready()
+    rng = np.random.default_rng(0)
+    for m, k, n in [(1, 5, 3), (4, 1, 3), (4, 5, 1), (1, 300, 1)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k)).astype(np.float32).T  # column-major
+        for split in (False, True):
+            out = np.zeros((m, n), np.float32)
+            arguments = blas._split_arguments(a, b, out)
+            assert arguments is not None
+            blas.PreparedProduct(a, b, out, arguments, split)()
+            np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
 def test_products_the_split_does_not_serve_fall_back_to_numpy():
     blas = _split_ready()
     f32 = np.ones((4, 4), np.float32)
     assert blas._split_arguments(np.ones(4, np.float32), f32, f32[0]) is None  # a vector
     assert blas._split_arguments(f32.astype(np.int64), f32, f32) is None  # integers
-    assert blas._split_arguments(np.ones((1, 4), np.float32), f32, f32[:1]) is None  # one row
+    assert blas._split_arguments(np.ones((0, 4), np.float32), f32, f32[:0]) is None  # empty
     assert blas._split_arguments(f32, f32, np.ones((4, 4), np.float32).T) is None  # out F-order
     assert blas._split_arguments(f32[:, ::2], f32[:2], f32[:, :4]) is None  # strided columns
 

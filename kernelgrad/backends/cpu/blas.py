@@ -264,9 +264,10 @@ def _batch_step(array: np.ndarray, batch: tuple[int, ...]) -> int | None:
 
 def _split_arguments(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> tuple | None:
     """The arguments of ``split_gemm`` but the part count, or None where the product is
-    not one the split serves: an operand of one dimension, another dtype, matrices with
-    a dimension under 2, a layout BLAS cannot read, batch dims that no single stride
-    walks, NumPy's BLAS not OpenBLAS's 64-bit interface."""
+    not one the split serves: an operand of one dimension, another dtype, an empty
+    matrix, a layout BLAS cannot read, batch dims that no single stride walks, NumPy's
+    BLAS not OpenBLAS's 64-bit interface. A matrix of one row or column is a matrix
+    like another (a packed recurrent layer's last steps run one row)."""
     dtype = out.dtype
     address = _Blas.gemm.get(dtype.name)
     if address is None or left.ndim < 2 or right.ndim < 2:
@@ -275,7 +276,7 @@ def _split_arguments(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> tu
         return None
     m, k = left.shape[-2:]
     n = right.shape[-1]
-    if min(m, n, k) < 2:
+    if min(m, n, k) < 1:
         return None
     a, b, c = _matrix_layout(left), _matrix_layout(right), _matrix_layout(out)
     if a is None or b is None or c is None or c[0] != split_gemm.NO_TRANSPOSE:

@@ -394,7 +394,8 @@ def _build(calls: list, slots: _SlotFinder, label: str) -> Callable | None:
     def value(argument: Any, value_type: Any) -> Any:
         if isinstance(argument, _ArrayAt):
             array = argument.array
-            keep.append(array)
+            if not isinstance(argument.address, _Address):
+                keep.append(array)  # its address is in the code (not a call's buffer)
             struct = context.get_value_type(value_type)
             if context.data_model_manager[value_type]._fields != _ARRAY_FIELDS:
                 raise _UnsupportedError  # not Numba's usual array layout
@@ -435,7 +436,11 @@ def _build(calls: list, slots: _SlotFinder, label: str) -> Callable | None:
         for dispatcher, original, arguments in (call for run in calls for call in run):
             if isinstance(arguments, _Product):
                 products = True
-                keep.extend(array for _, array in original[1])  # their addresses are used
+                keep.extend(  # the operands whose addresses are in the code
+                    array
+                    for position, array in original[1]
+                    if not isinstance(arguments[0][position], _Address)
+                )
                 original, arguments = original[0], arguments[0]
                 if dispatcher == "split":  # split_gemm takes the part count third
                     dispatcher = split_gemm.split_gemm

@@ -78,6 +78,10 @@ out_dtype, shape)`` (``kinds``: ``"array"`` or ``"scalar"`` per input) returns
 each scalar as a number, for a new contiguous output from contiguous inputs of that
 shape; or None. ``ops/elementwise.apply`` asks for it once per cached decision and calls
 it instead of ``elementwise`` unless the instance's ``elementwise`` is wrapped.
+``prepare_strided_elementwise(fn, kinds, compute_dtypes, out_dtype, shape,
+input_strides)`` is the same for array inputs of other strides (a broadcast row or
+column, a transposed input, a 0-d tensor), ``input_strides`` giving each input's strides
+broadcast to ``shape`` (None for a scalar).
 
 Three more let layers have kernels compiled ahead, while a forward pass runs, for the
 launches their backward pass will make: ``prefetch_kernel(program, launch)`` (as

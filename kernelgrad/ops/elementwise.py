@@ -196,16 +196,21 @@ class _Plan:
 
     def set_flat(self, backend: Any, out: Tensor | None) -> None:
         """Ask the backend for a launcher of this op's common case, a new result from
-        contiguous inputs of its own shape and scalars (``prepare_flat_elementwise``,
-        optional in the Backend protocol); ``apply`` then hands it buffers, offsets and
-        numbers, with no views in between."""
-        prepare = getattr(backend, "prepare_flat_elementwise", None)
-        if prepare is None or out is not None or self.op.scalar.nout != 1:
+        tensor inputs of these layouts and scalars (``prepare_flat_elementwise`` for
+        contiguous inputs of the result's shape, ``prepare_strided_elementwise`` for
+        broadcast or strided ones; both optional in the Backend protocol); ``apply``
+        then hands it buffers, offsets and numbers, with no views in between."""
+        if out is not None or self.op.scalar.nout != 1:
             return
-        if any(s is not None and s != self.strides for s in self.input_strides):
-            return  # a broadcast or strided input: the general path
         kinds = tuple("scalar" if s is None else "array" for s in self.input_strides)
-        self.flat = prepare(self.op.scalar, kinds, self.compute_dtypes, self.out_dtype, self.shape)
+        arguments = (self.op.scalar, kinds, self.compute_dtypes, self.out_dtype, self.shape)
+        if all(s is None or s == self.strides for s in self.input_strides):
+            prepare = getattr(backend, "prepare_flat_elementwise", None)
+            self.flat = prepare(*arguments) if prepare is not None else None
+            return
+        # a broadcast or strided input (``prepare_strided_elementwise``, also optional)
+        prepare = getattr(backend, "prepare_strided_elementwise", None)
+        self.flat = prepare(*arguments, self.input_strides) if prepare is not None else None
 
 
 def _plan_key(op: ElementwiseOp, operands: Sequence[Any], out: Tensor | None) -> tuple | None:

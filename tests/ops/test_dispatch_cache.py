@@ -236,6 +236,38 @@ def test_repeated_contiguous_ops_take_the_direct_launcher(monkeypatch: pytest.Mo
     assert all(plan.flat is not None for plan in elementwise._PLANS.values())
 
 
+def test_repeated_broadcast_and_strided_ops_take_the_strided_launcher(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``prepare_strided_elementwise``: a row or a column broadcast, a transposed
+    input, a 0-d tensor (a one-element "splat"), inputs at offsets into longer buffers
+    (the layout's offsets made again), and the parallel form: NumPy's values, and after
+    the first call of each pattern never the general path."""
+    from kernelgrad.backends.cpu import PARALLEL_THRESHOLD
+
+    calls = _counting_elementwise(monkeypatch)
+    values = _values((6, 8))
+    a = kg.tensor(values)
+    row, column = kg.tensor(values[0]), kg.tensor(values[:, :1].copy())
+    transposed = kg.tensor(values.T.copy()).T  # strides (1, 6)
+    scale = kg.tensor(np.float32(1.5))  # 0-d: broadcast everywhere
+    longer = kg.tensor(_values((70,)))
+    big = kg.tensor(_values((PARALLEL_THRESHOLD // 16 + 1, 16)))
+    big_row = kg.tensor(_values((16,)))
+    for start in (0, 3, 0, 5):  # offsets of the row: cached (0) and made again
+        offset_row = longer[start : start + 8]
+        np.testing.assert_array_equal((a * row).numpy(), values * values[0])
+        np.testing.assert_array_equal((a - column).numpy(), values - values[:, :1])
+        np.testing.assert_array_equal((a + transposed).numpy(), values + values)
+        np.testing.assert_array_equal((a * scale).numpy(), values * np.float32(1.5))
+        np.testing.assert_array_equal(
+            (a + offset_row).numpy(), values + longer.numpy()[start : start + 8]
+        )
+        np.testing.assert_array_equal((big * big_row).numpy(), big.numpy() * big_row.numpy())
+    assert len(calls) == 6  # one general call per pattern, the first
+    assert all(plan.flat is not None for plan in elementwise._PLANS.values())
+
+
 def test_the_direct_launcher_converts_scalars_and_mixed_dtypes() -> None:
     integers = kg.tensor(np.arange(6, dtype=np.int32))
     floats = kg.tensor(_values((6,)))

@@ -148,6 +148,17 @@ def _interleave(arrays: list[Any], kinds: Any, scalars: list[Any], n_outputs: in
     return args
 
 
+def _interleave_flat(arrays: list[Any], kinds: Any, scalars: list[Any]) -> list[Any]:
+    """The flat kernel's arguments after the element count: the output, then each input
+    (an array, a one-element splat, or a scalar) in order."""
+    args = [arrays[0]]
+    array_iter = iter(arrays[1:])
+    scalar_iter = iter(scalars)
+    for kind in kinds:
+        args.append(next(scalar_iter) if kind == "scalar" else next(array_iter))
+    return args
+
+
 def _numpy_view(view: View) -> np.ndarray:
     """A NumPy array that shares the view's memory."""
     return strided_array(view.buffer, view.shape, view.strides, view.offset)
@@ -409,6 +420,62 @@ class CPUBackend:
                 else:
                     args.append(convert(operands[position]))
                     position += 1
+            if debug_level():
+                _launch(name, kernel, shape, *args)
+            else:
+                kernel(*args)
+
+        return launch
+
+    def prepare_strided_elementwise(
+        self, fn: ScalarFunction, kinds: tuple[str, ...], compute_dtypes, out_dtype, shape,
+        input_strides: Sequence[tuple[int, ...] | None],
+    ) -> Callable[..., None] | None:  # fmt: skip
+        """:meth:`prepare_flat_elementwise` for array inputs of any strides (in elements,
+        per input; None for a scalar), broadcast ones (stride 0) among them: the kernel
+        and its layout arguments are chosen once, and ``launch(out_buffer, *operands)``
+        only slots in the buffers (and the offsets, when they are not 0, as they are for
+        tensors of their own)."""
+        numel = prod(shape)
+        if fn.library is not None or numel == 0:
+            return None
+        out = View(None, shape, contiguous_strides(shape), 0, out_dtype)
+        stand_ins = [  # views of no buffer at offset 0 for the arrays; 0 for the scalars
+            0 if strides is None else View(None, shape, strides, 0, dtype)
+            for strides, dtype in zip(input_strides, compute_dtypes)
+        ]
+        kinds = _with_splats(tuple(kinds), stand_ins, [out])
+        views = [out, *[x for x, kind in zip(stand_ins, kinds) if kind == "array"]]
+        small = numel < PARALLEL_THRESHOLD
+        kernel, layout = self._elementwise_plan(fn, kinds, compute_dtypes, [out], views, small)
+        converters = [dtype.numpy.type for dtype in compute_dtypes]
+        name = fn.name
+        zeros = (0,) * len(views)
+
+        def launch(out_buffer: Any, *operands: Any) -> None:
+            arrays, offsets, scalars = [out_buffer], [0], []
+            position = 0
+            for kind, convert in zip(kinds, converters):
+                if kind == "scalar":
+                    scalars.append(convert(operands[position]))
+                    position += 1
+                    continue
+                buffer, offset = operands[position], operands[position + 1]
+                position += 2
+                if kind == "splat":
+                    arrays.append(buffer[offset : offset + 1])
+                elif layout is None:  # contiguous
+                    arrays.append(buffer[offset : offset + numel])
+                else:
+                    arrays.append(buffer)
+                    offsets.append(offset)
+            if layout is None:
+                args = [numel, *_interleave_flat(arrays, kinds, scalars)]
+            else:
+                run = layout
+                if tuple(offsets) != zeros:
+                    run = (layout[0], np.array(offsets, dtype=np.int64), *layout[2:])
+                args = [*run, *_interleave(arrays, kinds, scalars, 1)]
             if debug_level():
                 _launch(name, kernel, shape, *args)
             else:

@@ -72,7 +72,7 @@ from .ops.creation import (
     zeros_like,
 )
 from .ops.elementwise import clamp
-from .ops.indexing import gather, take
+from .ops.indexing import gather, index_copy, index_fill, index_put, masked_scatter, take
 from .ops.linalg import matmul
 from .ops.movement import cat, stack
 from .placement import on

@@ -53,6 +53,22 @@ from .dropout import (
 )
 from .embedding import Embedding, EmbeddingBag
 from .fold import Fold, Unfold
+from .lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    UninitializedBuffer,
+    UninitializedParameter,
+)
 from .linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten
 from .loss import (
     BCELoss,
@@ -217,6 +233,20 @@ __all__ = [
     "ParameterDict",
     "Bilinear",
     "LazyLinear",
+    "LazyConv1d",
+    "LazyConv2d",
+    "LazyConv3d",
+    "LazyConvTranspose1d",
+    "LazyConvTranspose2d",
+    "LazyConvTranspose3d",
+    "LazyBatchNorm1d",
+    "LazyBatchNorm2d",
+    "LazyBatchNorm3d",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
+    "UninitializedParameter",
+    "UninitializedBuffer",
     "Dropout3d",
     "AlphaDropout",
     "FeatureAlphaDropout",

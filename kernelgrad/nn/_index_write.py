@@ -1,8 +1,9 @@
 """Rows written at integer positions, as one ``@kg.kernel`` (the same source on the CPU
 and CUDA): ``max_unpool``'s output and ``embedding``'s ``max_norm`` renormalisation.
-Advanced-index assignment (``t[index] = values``) runs on the CPU only; this runs on
-every backend. A row named twice is written twice; both callers write equal values
-there, so which write lands last does not matter."""
+It predates advanced-index assignment on every device (``t[index] = values``,
+``ops/_index_put_kernel.py``) and skips its checks: the callers' positions are already
+checked. A row named twice is written twice; both callers write equal values there, so
+which write lands last does not matter."""
 
 from __future__ import annotations
 

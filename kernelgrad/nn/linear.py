@@ -7,12 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import autograd
 from ..ops.creation import empty
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .module import Module, Parameter, _swap_memory
+from .module import Module, Parameter
 
 __all__ = ["Identity", "Linear", "Bilinear", "LazyLinear", "Flatten", "Unflatten"]
 
@@ -117,9 +116,10 @@ class Bilinear(Module):
 class LazyLinear(Linear):
     """A ``Linear`` whose ``in_features`` is taken from the last dim of its first input
     (or from the weight of a state dict loaded before that); it then becomes a plain
-    ``Linear``, initialised as PyTorch. Until then its weight and bias are empty
-    placeholders, which keep their identity when filled (an optimizer may be built
-    before the first call).
+    ``Linear``, initialised as PyTorch, on the input's device and in its floating point
+    dtype. Until then its weight and bias are ``UninitializedParameter`` placeholders
+    (what ``state_dict()`` lists, as PyTorch's), which keep their identity when filled
+    (an optimizer may be built before the first call).
 
     >>> import kernelgrad as kg
     >>> layer = kg.nn.LazyLinear(2)
@@ -130,27 +130,31 @@ class LazyLinear(Linear):
     def __init__(
         self, out_features: int, bias: bool = True, device: Any = None, dtype: Any = None
     ) -> None:
+        from .lazy import UninitializedParameter
+
         Module.__init__(self)
         self.in_features = 0
         self.out_features = out_features
-        self.weight = Parameter(empty(0, device=device, dtype=dtype))
-        self.bias = Parameter(empty(0, device=device, dtype=dtype)) if bias else None
+        self.weight = UninitializedParameter(device=device, dtype=dtype)
+        self.bias = UninitializedParameter(device=device, dtype=dtype) if bias else None
 
     def reset_parameters(self) -> None:
         if self.in_features:
             super().reset_parameters()
 
-    def _materialise(self, in_features: int) -> None:
-        """Give the placeholders their shapes (in place) and become a ``Linear``."""
+    def has_uninitialized_params(self) -> bool:
+        """True until the first input (or a loaded state dict) gave ``in_features``."""
+        return True  # the layer becomes a Linear when they are filled
+
+    def _materialise(self, in_features: int, input: Tensor | None = None) -> None:
+        """Give the placeholders their shapes (in place, on the input's device and in its
+        floating point dtype) and become a ``Linear``."""
         self.in_features = in_features
-        like = self.weight
-        with autograd.no_grad():
-            shape = (self.out_features, in_features)
-            _swap_memory(self.weight, empty(shape, device=like.device, dtype=like.dtype))
-            if self.bias is not None:
-                _swap_memory(
-                    self.bias, empty(self.out_features, device=like.device, dtype=like.dtype)
-                )
+        device = None if input is None else input.device
+        dtype = None if input is None or not input.dtype.is_floating_point else input.dtype
+        self.weight.materialize((self.out_features, in_features), device, dtype)
+        if self.bias is not None:
+            self.bias.materialize((self.out_features,), device, dtype)
         object.__setattr__(self, "__class__", Linear)
         self.reset_parameters()
 
@@ -165,7 +169,7 @@ class LazyLinear(Linear):
     def forward(self, input: Tensor) -> Tensor:
         if input.ndim == 0:
             return F.linear(input, self.weight, self.bias)  # its shape error
-        self._materialise(input.shape[-1])
+        self._materialise(input.shape[-1], input)
         return self.forward(input)
 
     def extra_repr(self) -> str:

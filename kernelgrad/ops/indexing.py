@@ -9,25 +9,28 @@ so every gather is one ``take`` kernel.
 
 from __future__ import annotations
 
+import threading
 from math import prod
 from typing import Any
 
 import numpy as np
 
-from .. import autograd
+from .. import autograd, tracing
+from ..backends import get_backend
+from ..backends.base import View
 from ..dtypes import bool_, int64
 from ..errors import (
+    ArgumentError,
     DeviceMismatchError,
     DTypeError,
     IndexingError,
     ShapeError,
-    UnsupportedError,
     format_shape,
 )
-from ..shapes import broadcast_shapes, normalize_dim
+from ..shapes import broadcast_shapes, contiguous_strides, normalize_dim
 from ..tensor import Tensor, _check_scalar_access
 from . import register
-from .elementwise import check_writable, copy_into, where
+from .elementwise import check_scalar_fits, check_writable, copy_into, where
 from .movement import slice_view
 
 register("take", "indexing", ("Tensor.index_select", "Tensor.__getitem__", "kg.take"), True)
@@ -172,13 +175,15 @@ def _check_bounds(index: Tensor, size: int, dim: int, op: str) -> None:
     bad = ((index < -size) | (index >= size)).any()
     if bad.item():
         value = where((index < -size) | (index >= size), index, 0).abs().max().item()
+        if (index == -value).any().item():
+            value = -value  # the index as it was given
         raise IndexingError(
             f"{op}: index {value} is out of bounds for dimension {dim} with size {size}"
         )
 
 
 # --- __getitem__ ---------------------------------------------------------------------------------
-def _normalise_key(x: Tensor, key: Any) -> list[Any]:
+def _normalise_key(x: Tensor, key: Any, expand_masks: bool = True) -> list[Any]:
     from .creation import tensor
 
     if not isinstance(key, tuple):
@@ -221,8 +226,6 @@ def _normalise_key(x: Tensor, key: Any) -> list[Any]:
         entries[i : i + 1] = [slice(None)] * (x.ndim - consumed)
     else:
         entries += [slice(None)] * (x.ndim - consumed)
-    # Boolean masks become integer indices (their positions), one per masked dim.
-    expanded: list[Any] = []
     dim = 0
     for k in entries:
         if isinstance(k, Tensor) and k.dtype.is_bool:
@@ -232,11 +235,24 @@ def _normalise_key(x: Tensor, key: Any) -> list[Any]:
                     "`kg.where(mask, t, ...)`"
                 )
             _check_mask_shape(k, x, dim)
-            positions = np.nonzero(k.cpu().numpy() if k.device.type != "cpu" else k.numpy())
-            expanded.extend(tensor(p.astype(np.int64), device=x.device) for p in positions)
+        dim += _dims_indexed(k)
+    return _expand_masks(entries, x.device) if expand_masks else entries
+
+
+def _expand_masks(entries: list[Any], device: Any) -> list[Any]:
+    """Boolean masks become integer indices (their positions), one per masked dim: one
+    device-to-host read of each mask, as PyTorch's ``nonzero``."""
+    if not any(isinstance(k, Tensor) and k.dtype.is_bool for k in entries):
+        return entries
+    backend = get_backend(device)
+    expanded: list[Any] = []
+    for k in entries:
+        if isinstance(k, Tensor) and k.dtype.is_bool:
+            for p in np.nonzero(k._host_copy()):
+                buffer = backend.from_numpy(p.astype(np.int64))
+                expanded.append(Tensor._from_buffer(buffer, p.shape, int64, device))
         else:
             expanded.append(k)
-        dim += _dims_indexed(k)
     return expanded
 
 
@@ -299,6 +315,18 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     entries = _basic_entries(x, key)
     if entries is None:
         entries = _ints_as_advanced(_normalise_key(x, key), x.device)
+    view, advanced = _split_key(x, entries)
+    if not advanced:
+        return view
+    if len(advanced) == 1:
+        position, index = advanced[0]
+        return take(view, position, index)
+    return _multi_take(view, advanced)
+
+
+def _split_key(x: Tensor, entries: list[Any]) -> tuple[Tensor, list[tuple[int, Tensor]]]:
+    """The basic part of a normalised key as a view of ``x`` (integer index tensors keep
+    their dim), and the integer index tensors with their dims in that view."""
     shape: list[int] = []
     strides: list[int] = []
     offset = x._offset
@@ -340,12 +368,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
     view = x
     if tuple(shape) != x.shape or offset != x._offset or tuple(strides) != x._strides:
         view = slice_view(x, tuple(shape), tuple(strides), offset, tuple(basic_key))
-    if not advanced:
-        return view
-    if len(advanced) == 1:
-        position, index = advanced[0]
-        return take(view, position, index)
-    return _multi_take(view, advanced)
+    return view, advanced
 
 
 def _multi_take(view: Tensor, advanced: list[tuple[int, Tensor]]) -> Tensor:
@@ -372,18 +395,22 @@ def _multi_take(view: Tensor, advanced: list[tuple[int, Tensor]]) -> Tensor:
 
 
 # --- __setitem__ ---------------------------------------------------------------------------------
-def setitem(x: Tensor, key: Any, value: Any) -> None:
+def setitem(
+    x: Tensor, key: Any, value: Any, op: str = "indexing", accumulate: bool = False
+) -> None:
+    """``x[key] = value`` (``op`` names the caller in errors; ``accumulate`` adds instead,
+    for ``index_put_``, whose keys are index tensors)."""
     if autograd.is_grad_enabled() and (x.requires_grad or getattr(value, "requires_grad", False)):
-        _recorded_setitem(x, key, value)
+        _recorded_setitem(x, key, value, op, accumulate)
         return
-    entries = _normalise_key(x, key)
+    entries = _normalise_key(x, key, expand_masks=False)
     if (
         all(isinstance(k, int) for k in entries if k is not None)
         and len([k for k in entries if k is not None]) == x.ndim
     ):
         _check_scalar_access(x, "assigning to a single element")
-    if any(isinstance(k, Tensor) for k in entries):
-        _advanced_setitem(x, entries, value)
+    if accumulate or any(isinstance(k, Tensor) for k in entries):
+        _advanced_setitem(x, entries, value, accumulate, op)
         return
     with autograd.no_grad():
         target = getitem(x, tuple(entries))
@@ -400,69 +427,530 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
         x._storage.version += 1
 
 
-def _recorded_setitem(x: Tensor, key: Any, value: Any) -> None:
+def _recorded_setitem(
+    x: Tensor, key: Any, value: Any, op: str = "indexing", accumulate: bool = False
+) -> None:
     """``x[key] = value`` recorded by autograd, as PyTorch does: ``x``'s earlier values get
     a zero gradient where they were overwritten, ``value`` the gradient of the region
-    (summed over its broadcasting)."""
+    (summed over its broadcasting). With ``accumulate`` (``index_put_``) the values are
+    added instead, so ``x``'s earlier values keep their whole gradient."""
     from .creation import zeros
     from .inplace import _check_autograd
 
-    _check_autograd(x, (value,), "indexing (assignment)")  # refuses leaves and views
+    _check_autograd(x, (value,), f"{op} (assignment)")  # refuses leaves and views
     previous = x.clone()  # recorded: the edge to what x held
     with autograd.no_grad():
-        written = zeros(x.shape, dtype=bool_, device=x.device)
-        setitem(written, key, True)
         result = previous.detach().clone()
-        setitem(result, key, value.detach() if isinstance(value, Tensor) else value)
+        plain = value.detach() if isinstance(value, Tensor) else value
+        setitem(result, key, plain, op, accumulate)
+        written = None
+        if not accumulate:
+            written = zeros(x.shape, dtype=bool_, device=x.device)
+            setitem(written, key, True, op)
 
     def backward(g: Tensor) -> tuple[Tensor | None, Tensor | None]:
         grad_value = getitem(g, key) if getattr(value, "requires_grad", False) else None
-        return where(written, 0.0, g), grad_value
+        return (g if written is None else where(written, 0.0, g)), grad_value
 
-    autograd.record("setitem", (previous, value), result, backward)
-    copy_into(x, result, "indexing (assignment)")
+    autograd.record("index_put" if accumulate else "setitem", (previous, value), result, backward)
+    copy_into(x, result, f"{op} (assignment)")
     x._node = result._node
     x.requires_grad = True
 
 
-def _advanced_setitem(x: Tensor, entries: list[Any], value: Any) -> None:
-    if x.device.type != "cpu":
-        raise UnsupportedError(
-            f"indexing: assignment through integer or boolean index tensors is not "
-            f"implemented for {x.device} tensors yet; use `t = kg.where(mask, value, t)` for "
-            "masks"
-        )
-    check_writable(x, "indexing (assignment)")
-    key: list[Any] = []
-    dim = 0
-    for k in entries:
-        if isinstance(k, Tensor):
-            k = _index_tensor(k, x.device, "indexing")
-            _check_bounds(k, x.shape[dim], dim, "indexing")
-            k = k.numpy()
-        elif isinstance(k, int) and not -x.shape[dim] <= k < x.shape[dim]:
-            raise IndexingError(
-                f"indexing: index {k} is out of bounds for dimension {dim} with size "
-                f"{x.shape[dim]} (tensor of shape {format_shape(x.shape)})"
+def _assigned_value(x: Tensor, value: Any, op: str) -> Tensor:
+    """The value of an advanced assignment as a tensor of ``x``'s dtype on its device.
+
+    As PyTorch: numbers and 0-d tensors are converted (a 0-d tensor may come from any
+    device), a tensor with dims must already have ``x``'s dtype and device."""
+    from .creation import full, tensor
+
+    if not isinstance(value, Tensor):
+        if isinstance(value, (list, tuple, np.ndarray)):
+            value = tensor(value, device=x.device)
+            if value.dtype != x.dtype:
+                value = value.to(x.dtype)
+            return value
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, (bool, int, float)):
+            raise DTypeError(
+                f"{op}: cannot assign a value of type {type(value).__name__} into a "
+                f"{x.dtype} tensor; give a number or a tensor"
             )
-        key.append(k)
-        dim += k is not None
-    broadcast_shapes(*(k.shape for k in key if isinstance(k, np.ndarray)), op="indexing")
-    target = x.numpy()
-    selected = target[tuple(key)].shape
-    if isinstance(value, Tensor):
-        value = value.cpu().numpy()
-    value = np.asarray(value)
-    if value.dtype.kind not in "biuf":
+        return full((), value, dtype=x.dtype, device=x.device)
+    if value.ndim == 0:
+        if value.device != x.device:
+            value = value.to(x.device)
+        return value if value.dtype == x.dtype else value.to(x.dtype)
+    if value.device != x.device:
+        raise DeviceMismatchError(
+            f"{op}: the value is on {value.device} but the tensor written to is on "
+            f"{x.device}; move it with `.to({str(x.device)!r})` (only a 0-d value may come "
+            "from another device)"
+        )
+    if value.dtype != x.dtype:
         raise DTypeError(
-            f"indexing: cannot assign a value of NumPy dtype {value.dtype} into a "
-            f"{x.dtype} tensor; give a number or a tensor"
+            f"{op}: the value has dtype {value.dtype} but the tensor written to has "
+            f"{x.dtype} (PyTorch requires them to match); convert it with "
+            f"`value.to({x.dtype})`"
         )
-    broadcast_shapes(selected, value.shape, op="indexing (assignment)")
-    if broadcast_shapes(selected, value.shape) != selected:
-        raise ShapeError(
-            f"indexing: cannot assign a value of shape {format_shape(value.shape)} to the "
-            f"{format_shape(selected)} elements the index selects"
+    return value
+
+
+def _advanced_setitem(
+    x: Tensor, entries: list[Any], value: Any, accumulate: bool = False, op: str = "indexing"
+) -> None:
+    """``x[entries] = value`` (or ``+=`` with ``accumulate``) in place, outside autograd,
+    on any device: one ``put_kernel`` launch (``_index_put_kernel.py``), or the backend's
+    ``index_add`` when accumulating; ``t[mask] = v`` with ``v`` independent of the number
+    of selected elements is ``where(mask, v, t)`` written back, with no device read."""
+    check_writable(x, f"{op} (assignment)")
+    for k in entries:
+        if isinstance(k, Tensor) and k.device != x.device:
+            _index_tensor(k, x.device, op)  # raises, naming the fix
+    if not accumulate and _plain_number(x, value, op) and _masked_write(x, entries, value, op):
+        return
+    value = _assigned_value(x, value, f"{op} (assignment)")
+    if accumulate and x.dtype is bool_:  # adding booleans is "or", as in PyTorch
+        counts = x.long()
+        _advanced_setitem(counts, entries, value.long(), True, op)
+        copy_into(x, counts != 0, f"{op} (assignment)")
+        return
+    if not accumulate and _masked_write(x, entries, value, op):
+        return
+    entries = _ints_as_advanced(_expand_masks(entries, x.device), x.device)
+    with autograd.no_grad():
+        view, advanced = _split_key(x, entries)
+        dims = [d for d, _ in advanced]
+        indices = [i for _, i in advanced]
+        index_shape = broadcast_shapes(*(i.shape for i in indices), op=op)
+        if dims == list(range(dims[0], dims[-1] + 1)):
+            lead = list(range(dims[0]))
+            trail = list(range(dims[-1] + 1, view.ndim))
+        else:  # the index dims go first, as in NumPy
+            lead, trail = [], [d for d in range(view.ndim) if d not in dims]
+        selected = (
+            tuple(view.shape[d] for d in lead) + index_shape + tuple(view.shape[d] for d in trail)
         )
-    target[tuple(key)] = value
+        if broadcast_shapes(selected, value.shape, op=f"{op} (assignment)") != selected:
+            raise ShapeError(
+                f"{op} (assignment): a value of shape {format_shape(value.shape)} cannot be "
+                f"assigned to the {format_shape(selected)} elements the index selects"
+            )
+        if not prod(selected):  # nothing to write, but the indices must still fit
+            for d, index in advanced:
+                _check_bounds(index, view.shape[d], d, op)
+        else:
+            rest = _rest_offsets(view, lead, trail)
+            n_trail = prod(view.shape[d] for d in trail)
+            if accumulate:
+                expanded = value.expand(selected)
+                _accumulate(x, view, advanced, index_shape, rest, n_trail, expanded, op)
+            else:
+                _put(x, view, advanced, index_shape, rest, n_trail, value, selected, op)
     x._storage.version += 1
+
+
+def _plain_number(x: Tensor, value: Any, op: str) -> bool:
+    """Whether ``value`` is a Python number that mixes with ``x`` without changing its
+    dtype (a float into a float tensor, an int into an integer one, a bool into a bool
+    one), so ``where`` may take it as it is."""
+    kind = type(value)
+    if kind is float or kind is int:
+        if x.dtype.is_floating_point:
+            return True
+        if kind is int and not x.dtype.is_bool:
+            check_scalar_fits(value, x.dtype, f"{op} (assignment)")
+            return True
+        return False
+    return kind is bool and x.dtype.is_bool
+
+
+def _masked_write(x: Tensor, entries: list[Any], value: Any, op: str) -> bool:
+    """``x[..., mask, ...] = value`` as ``where``, when the key is one boolean mask among
+    slices and ``None`` and ``value`` does not depend on how many elements the mask
+    selects (a number, or a tensor of size 1 along the selected dim). Returns False to
+    leave every other case to the general path."""
+    tensors = [k for k in entries if isinstance(k, Tensor)]
+    if len(tensors) != 1 or not tensors[0].dtype.is_bool:
+        return False
+    if any(isinstance(k, int) for k in entries):
+        return False
+    mask = tensors[0]
+    position = next(k for k, entry in enumerate(entries) if entry is mask)
+    # Only slices and None around the mask: each gives one dim of the view.
+    before, after = position, len(entries) - position - 1
+    if not isinstance(value, Tensor):
+        pass
+    elif value.ndim > after:
+        if value.shape[value.ndim - after - 1] != 1:
+            return False  # one value per selected element: the general path
+        head = value.shape[: value.ndim - after - 1]
+        tail = value.shape[value.ndim - after :]
+        value = value.reshape(head + (1,) * mask.ndim + tail)
+    basic = entries[:position] + [slice(None)] * mask.ndim + entries[position + 1 :]
+    with autograd.no_grad():
+        view = getitem(x, tuple(basic))
+    shape = getattr(value, "shape", ())
+    if broadcast_shapes(view.shape, shape, op=f"{op} (assignment)") != view.shape:
+        return False  # the general path names the shapes
+    placed = mask
+    if before or after:
+        placed = mask.reshape((1,) * before + mask.shape + (1,) * after)
+    copy_into(view, where(placed, value, view), f"{op} (assignment)")
+    return True
+
+
+_REST_CACHE: dict[Any, Tensor] = {}
+
+
+def _rest_offsets(view: Tensor, lead: list[int], trail: list[int]) -> Tensor:
+    """The storage offsets of the basic dims of a selection, ``(lead..., trail...)``
+    flattened: metadata only, computed on the host and cached per layout and device."""
+    key = (
+        view._offset,
+        tuple((view.shape[d], view._strides[d]) for d in lead),
+        tuple((view.shape[d], view._strides[d]) for d in trail),
+        view.device,
+    )
+    rest = _REST_CACHE.get(key)
+    if rest is None:
+        from .creation import tensor
+
+        offsets = np.full((1,) * (len(lead) + len(trail)), view._offset, dtype=np.int64)
+        for k, d in enumerate(lead + trail):
+            shape = [1] * (len(lead) + len(trail))
+            shape[k] = view.shape[d]
+            offsets = offsets + (np.arange(view.shape[d]) * view._strides[d]).reshape(shape)
+        rest = tensor(offsets.reshape(-1).astype(np.int64), device=view.device)
+        if len(_REST_CACHE) >= 4096:
+            _REST_CACHE.clear()
+        _REST_CACHE[key] = rest
+    return rest
+
+
+def _storage_flat(x: Tensor) -> Tensor:
+    """``x``'s whole storage as a 1-d tensor (the positions written are storage offsets)."""
+    buffer = x._storage.buffer
+    return Tensor._make(x._storage, (int(buffer.shape[0]),), (1,), 0, x.dtype)
+
+
+def _combined_offsets(
+    view: Tensor, advanced: list[tuple[int, Tensor]], index_shape: tuple[int, ...], op: str
+) -> Tensor:
+    """The storage-offset contribution of several index tensors (checked, wrapped,
+    broadcast), one per element of ``index_shape``."""
+    total = None
+    for d, index in advanced:
+        size = view.shape[d]
+        _check_bounds(index, size, d, op)
+        term = where(index < 0, index + size, index).to(int64) * view._strides[d]
+        total = term if total is None else total + term
+    assert total is not None
+    return total.expand(index_shape).contiguous().reshape(-1)
+
+
+class _Flags(threading.local):
+    """Each thread's zeroed error flag per device, reused by the next launch (a flag
+    that reported an error is zeroed again before the error is raised)."""
+
+    def __init__(self) -> None:
+        self.by_device: dict[Any, Tensor] = {}
+
+
+_FLAGS = _Flags()
+
+
+def _error_flag(device: Any, make_error: Any) -> tuple[Tensor, Any]:
+    """A two-element int64 flag a kernel reports a bad index into, and the function
+    that raises ``make_error(value)`` for it: read at once, or, on a backend with
+    ``error_slot`` (CUDA), at its next device-to-host read (no wait for the device)."""
+    from .creation import zeros
+
+    slot = getattr(get_backend(device), "error_slot", None)
+    traced = tracing.active_recorder() is not None
+    if slot is None or traced:
+        flag = None if traced else _FLAGS.by_device.get(device)
+        if flag is None:  # a fresh flag while kg.compile traces: it becomes the plan's
+            flag = zeros(2, dtype=int64, device=device)
+            if not traced:
+                _FLAGS.by_device[device] = flag
+
+        def check() -> None:
+            bad, found = flag._host_copy().tolist()
+            if found:
+                copy_into(flag, 0)
+                raise make_error(bad)
+
+        return flag, check
+    buffer, check = slot(make_error)
+    return Tensor._from_buffer(buffer, (2,), int64, device), check
+
+
+def _flat(t: Tensor) -> Tensor:
+    """``t`` as a 1-d contiguous tensor (a view when ``t`` is contiguous), no autograd."""
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return Tensor._make(t._storage, (t.numel(),), (1,), t._offset, t.dtype)
+
+
+_put_kernel: Any = None  # ``_index_put_kernel.put_kernel``, imported on first use
+
+
+def _put(
+    x: Tensor,
+    view: Tensor,
+    advanced: list[tuple[int, Tensor]],
+    index_shape: tuple[int, ...],
+    rest: Tensor,
+    n_trail: int,
+    value: Tensor,
+    selected: tuple[int, ...],
+    op: str,
+) -> None:
+    """Write ``value`` (broadcast to ``selected``) at the selection: one kernel launch,
+    which checks and wraps a single index tensor itself."""
+    global _put_kernel
+    if _put_kernel is None:
+        from ._index_put_kernel import put_kernel as _put_kernel
+    if len(advanced) == 1:
+        d, index = advanced[0]
+        size, stride = view.shape[d], view._strides[d]
+        index = _flat(index)
+    else:  # checked and combined into storage offsets first
+        d, size, stride = -1, 0, 1
+        index = _combined_offsets(view, advanced, index_shape, op)
+    if value._storage is x._storage:
+        value = value.clone()  # read while x is written
+    if value.numel() == 1:
+        values, vstep = _flat(value), 0
+    else:
+        values, vstep = _flat(value if value.shape == selected else value.expand(selected)), 1
+    flag, check = _error_flag(
+        x.device,
+        lambda bad: IndexingError(
+            f"{op}: index {bad} is out of bounds for dimension {d} with size {size} "
+            f"(tensor of shape {format_shape(view.shape)})"
+        ),
+    )
+    _put_kernel(
+        _storage_flat(x),
+        rest,
+        index,
+        size,
+        stride,
+        values,
+        vstep,
+        prod(index_shape),
+        n_trail,
+        flag,
+        ndrange=prod(selected),
+    )
+    check()
+
+
+def _accumulate(
+    x: Tensor,
+    view: Tensor,
+    advanced: list[tuple[int, Tensor]],
+    index_shape: tuple[int, ...],
+    rest: Tensor,
+    n_trail: int,
+    value: Tensor,
+    op: str,
+) -> None:
+    """Add ``value`` (already of the selection's shape) at the selection with the
+    backend's ``index_add`` over the storage: repeated positions add up. One index into
+    a contiguous view is ``index_add`` along its dim directly (the backend checks it)."""
+    if value._storage is x._storage:
+        value = value.clone()
+    if len(advanced) == 1 and view.is_contiguous():
+        d, index = advanced[0]
+        shape = view.shape[:d] + (prod(index_shape),) + view.shape[d + 1 :]
+        source = _flat(value)
+        source_view = View(
+            source._storage.buffer, shape, contiguous_strides(shape), source._offset, x.dtype
+        )
+        bad = x._backend.index_add(view._view(), d, _flat(index)._view(), source_view)
+        if bad is not None:
+            raise IndexingError(
+                f"{op}: index {bad} is out of bounds for dimension {d} with size "
+                f"{view.shape[d]} (tensor of shape {format_shape(view.shape)})"
+            )
+        return
+    offsets = _combined_offsets(view, advanced, index_shape, op)
+    n_index = prod(index_shape)
+    n_lead = rest.numel() // n_trail
+    positions = (rest.reshape(n_lead, 1, n_trail) + offsets.reshape(1, n_index, 1)).reshape(-1)
+    source = _flat(value)
+    bad = x._backend.index_add(_storage_flat(x)._view(), 0, positions._view(), source._view())
+    if bad is not None:  # pragma: no cover - the indices were checked above
+        raise IndexingError(f"{op}: storage offset {bad} is out of bounds")
+
+
+# --- index_put_, index_copy_, index_fill_, masked_scatter_ ----------------------------------------
+def index_put_(x: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """``x[indices] = values`` in place, ``indices`` a tuple of index tensors (integer or
+    boolean); with ``accumulate=True`` the values are added, and repeated positions add
+    up (assignment to a repeated position keeps one of its values, as in PyTorch).
+
+    >>> import kernelgrad as kg
+    >>> kg.zeros(3).index_put_((kg.tensor([0, 0, 2]),), kg.tensor(1.0), accumulate=True).tolist()
+    [2.0, 0.0, 1.0]
+    """
+    if not isinstance(indices, (tuple, list)):
+        raise ArgumentError(
+            f"index_put_: indices must be a tuple of index tensors, got "
+            f"{type(indices).__name__}; write `(index,)` for one"
+        )
+    for k, index in enumerate(indices):
+        if not isinstance(index, Tensor):
+            raise ArgumentError(
+                f"index_put_: indices[{k}] is a {type(index).__name__}, not a tensor; give "
+                "integer or boolean index tensors (for slices use `x[key] = values`)"
+            )
+    if len(indices) == 0:
+        raise ArgumentError("index_put_: give at least one index tensor")
+    setitem(x, tuple(indices), values, "index_put_", bool(accumulate))
+    return x
+
+
+def index_put(x: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """The out-of-place :func:`index_put_`: a copy of ``x`` with the values written."""
+    return index_put_(x.clone(), indices, values, accumulate)
+
+
+def _index_along(x: Tensor, dim: int, index: Any, op: str) -> tuple[int, Tensor]:
+    """``dim`` normalised and ``index`` as a 1-d integer tensor on ``x``'s device."""
+    if x.ndim == 0:
+        raise ShapeError(f"{op}: the tensor is 0-d; index a tensor with dims (e.g. `x.reshape(1)`)")
+    d = normalize_dim(dim, x.ndim, op)
+    index = _index_tensor(index, x.device, op)
+    if index.ndim > 1:
+        raise IndexingError(
+            f"{op}: the index must have 0 or 1 dims, got shape {format_shape(index.shape)}; "
+            "flatten it with `index.reshape(-1)`"
+        )
+    return d, index.reshape(-1)
+
+
+def index_copy_(x: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
+    """Copy the slices of ``source`` along ``dim`` into ``x`` at the positions ``index``
+    names: ``x[..., index[i], ...] = source[..., i, ...]``.
+
+    >>> import kernelgrad as kg
+    >>> kg.zeros(3).index_copy_(0, kg.tensor([2, 0]), kg.tensor([5.0, 6.0])).tolist()
+    [6.0, 0.0, 5.0]
+    """
+    d, index = _index_along(x, dim, index, "index_copy_")
+    if not isinstance(source, Tensor):
+        raise ArgumentError(f"index_copy_: source must be a tensor, got {type(source).__name__}")
+    if source.dtype != x.dtype:
+        raise DTypeError(
+            f"index_copy_: the source has dtype {source.dtype} but the tensor has {x.dtype}; "
+            f"convert it with `source.to({x.dtype})`"
+        )
+    expected = x.shape[:d] + (index.numel(),) + x.shape[d + 1 :]
+    if source.ndim == 0 and index.numel() == 1 and x.ndim == 1:
+        source = source.reshape(1)
+    if source.shape != expected:
+        raise ShapeError(
+            f"index_copy_: the source has shape {format_shape(source.shape)}, expected "
+            f"{format_shape(expected)}: the tensor's shape with dim {d} the number of "
+            f"indices ({index.numel()})"
+        )
+    setitem(x, (slice(None),) * d + (index,), source, "index_copy_")
+    return x
+
+
+def index_copy(x: Tensor, dim: int, index: Any, source: Tensor) -> Tensor:
+    """The out-of-place :func:`index_copy_`."""
+    return index_copy_(x.clone(), dim, index, source)
+
+
+def index_fill_(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
+    """Set every element of the slices ``index`` names along ``dim`` to ``value`` (a
+    number or a 0-d tensor).
+
+    >>> import kernelgrad as kg
+    >>> kg.zeros(2, 3).index_fill_(1, kg.tensor([0, 2]), 7.0).tolist()
+    [[7.0, 0.0, 7.0], [7.0, 0.0, 7.0]]
+    """
+    d, index = _index_along(x, dim, index, "index_fill_")
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise ShapeError(
+            f"index_fill_: the value must be a number or a 0-d tensor, got shape "
+            f"{format_shape(value.shape)}"
+        )
+    setitem(x, (slice(None),) * d + (index,), value, "index_fill_")
+    return x
+
+
+def index_fill(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
+    """The out-of-place :func:`index_fill_`."""
+    return index_fill_(x.clone(), dim, index, value)
+
+
+def _scatter_mask(x: Tensor, mask: Any, op: str) -> Tensor:
+    if not isinstance(mask, Tensor) or not mask.dtype.is_bool:
+        raise DTypeError(
+            f"{op}: the mask must be a boolean tensor, got "
+            f"{getattr(mask, 'dtype', type(mask).__name__)}; use `mask.bool()` or a comparison"
+        )
+    if mask.device != x.device:
+        raise DeviceMismatchError(
+            f"{op}: the mask is on {mask.device} but the tensor is on {x.device}; move it "
+            f"with `.to({str(x.device)!r})`"
+        )
+    if broadcast_shapes(x.shape, mask.shape, op=op) != x.shape:
+        raise ShapeError(
+            f"{op}: the mask of shape {format_shape(mask.shape)} does not broadcast to the "
+            f"tensor's shape {format_shape(x.shape)}"
+        )
+    return mask.expand(x.shape)
+
+
+def masked_scatter_(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """Copy the elements of ``source``, in order, into ``x`` where ``mask`` is true
+    (``mask`` broadcasts to ``x``; ``source`` needs at least as many elements as the mask
+    selects). Reads the number of selected elements to the host, as PyTorch does.
+
+    >>> import kernelgrad as kg
+    >>> x = kg.zeros(4)
+    >>> x.masked_scatter_(kg.tensor([True, False, True, False]), kg.tensor([1.0, 2.0])).tolist()
+    [1.0, 0.0, 2.0, 0.0]
+    """
+    mask = _scatter_mask(x, mask, "masked_scatter_")
+    if not isinstance(source, Tensor):
+        raise ArgumentError(
+            f"masked_scatter_: source must be a tensor, got {type(source).__name__}"
+        )
+    if source.dtype != x.dtype:
+        raise DTypeError(
+            f"masked_scatter_: the source has dtype {source.dtype} but the tensor has "
+            f"{x.dtype}; convert it with `source.to({x.dtype})`"
+        )
+    if source.device != x.device:
+        raise DeviceMismatchError(
+            f"masked_scatter_: the source is on {source.device} but the tensor is on "
+            f"{x.device}; move it with `.to({str(x.device)!r})`"
+        )
+    count = int(mask.sum().item()) if x.ndim else int(mask.item())
+    if source.numel() < count:
+        raise ShapeError(
+            f"masked_scatter_: the mask selects {count} elements but the source has only "
+            f"{source.numel()}; give a source with at least {count} elements"
+        )
+    if x.ndim == 0:
+        if count:
+            setitem(x, (), source.reshape(-1)[0], "masked_scatter_")
+        return x
+    setitem(x, mask, source.reshape(-1)[:count], "masked_scatter_")
+    return x
+
+
+def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """The out-of-place :func:`masked_scatter_` (``x`` and ``mask`` broadcast together)."""
+    shape = broadcast_shapes(x.shape, getattr(mask, "shape", ()), op="masked_scatter")
+    return masked_scatter_(x.expand(shape).clone(), mask, source)

@@ -42,6 +42,7 @@ from ..shapes import broadcast_shapes as _broadcast_shapes
 from ..tensor import Tensor
 from . import composite as _composite
 from . import elementwise as _ew
+from . import indexing as _indexing
 from . import inplace as _inplace
 from . import movement as _movement
 from .creation import arange, full, ones, rand, randint, randn, tensor, zeros
@@ -1279,6 +1280,14 @@ def _bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
 
 
 _METHODS: dict[str, Any] = {
+    "index_put_": _indexing.index_put_,
+    "index_put": _indexing.index_put,
+    "index_copy_": _indexing.index_copy_,
+    "index_copy": _indexing.index_copy,
+    "index_fill_": _indexing.index_fill_,
+    "index_fill": _indexing.index_fill,
+    "masked_scatter_": _indexing.masked_scatter_,
+    "masked_scatter": _indexing.masked_scatter,
     "scatter": scatter,
     "scatter_add": scatter_add,
     "index_add": index_add,

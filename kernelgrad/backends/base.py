@@ -82,6 +82,11 @@ it instead of ``elementwise`` unless the instance's ``elementwise`` is wrapped.
 input_strides)`` is the same for array inputs of other strides (a broadcast row or
 column, a transposed input, a 0-d tensor), ``input_strides`` giving each input's strides
 broadcast to ``shape`` (None for a scalar).
+``prepare_elementwise_foreach_fed(fn, items, compute_dtypes, fed_array, fed_scalars)``
+prepares an ``elementwise_foreach`` whose input ``fed_array`` (one contiguous view per
+item) and scalars ``fed_scalars`` are given anew on each call, ``launch(arrays,
+scalars)``: an optimizer's eager update (``nn._fused.prepare_each_fed``; Adam's fused
+step), whose gradients and step sizes change while its parameters and state stay.
 
 Three more let layers have kernels compiled ahead, while a forward pass runs, for the
 launches their backward pass will make: ``prefetch_kernel(program, launch)`` (as

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ... import autograd
 from ...backends.base import View
@@ -84,9 +85,16 @@ def _direct(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
     return (
         weight.ndim == 2
         and x.shape[1] > 0
-        and weight._storage.device is device
-        and (bias is None or (bias.shape == (weight.shape[0],) and bias._storage.device is device))
+        and _same_device(weight, device)
+        and (bias is None or (bias.shape == (weight.shape[0],) and _same_device(bias, device)))
     )
+
+
+def _same_device(t: Tensor, device: Any) -> bool:
+    """Whether ``t`` is on ``device`` (the same object, as on the CPU, or an equal one:
+    a CUDA device object is made per tensor)."""
+    other = t._storage.device
+    return other is device or other == device
 
 
 def _direct_grad(grad: Tensor, x: Tensor, weight: Tensor) -> bool:
@@ -100,7 +108,7 @@ def _direct_grad(grad: Tensor, x: Tensor, weight: Tensor) -> bool:
         and features > 0
         and grad.shape == (rows, features)
         and grad.dtype is x.dtype
-        and grad._storage.device is x._storage.device
+        and _same_device(grad, x._storage.device)
     )
 
 

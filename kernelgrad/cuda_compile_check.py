@@ -295,6 +295,57 @@ def more_layers(device: str) -> None:
     sum(output.sum() for output in outputs).backward()
 
 
+def surface(device: str) -> None:
+    """What PyTorch programs asked for next: index assignment through index tensors and
+    masks (one write kernel and its error flag), ``index_put_``/``index_copy_``/
+    ``index_fill_``/``masked_scatter_``, in-place activations, max-pool indices and
+    unpooling, ``affine_grid``/``grid_sample`` (2-d and 3-d), ``embedding_bag`` and
+    embedding's ``max_norm``, and the lazy layers, forward and backward."""
+    nn, functional = kg.nn, kg.nn.functional
+    kg.manual_seed(3)
+    target = kg.zeros(6, 4, device=device)
+    rows = _tensor([0, 3, 5], kg.int64, device)
+    target[rows] = kg.ones(3, 4, device=device)
+    target[target > 0.5] = 2.0
+    target[rows, rows.clamp(max=3)] = _tensor([1.0, 2.0, 3.0], kg.float32, device)
+    target.index_put_((rows,), kg.ones(3, 4, device=device), accumulate=True)
+    target.index_copy_(0, rows, kg.ones(3, 4, device=device))
+    target.index_fill_(1, rows[:2], 5.0)
+    target.masked_scatter_(target > 4.0, kg.arange(24.0, device=device))
+    x = kg.randn(2, 3, 6, 6, device=device, requires_grad=True)
+    activated = functional.elu(x * 1.0, inplace=True) + functional.hardtanh(x * 1.0, inplace=True)
+    pooled, indices = functional.max_pool2d(x, 2, return_indices=True)
+    values_1d, indices_1d = functional.max_pool1d(x.flatten(2), 3, return_indices=True)
+    volume = x.unsqueeze(2).expand(2, 3, 2, 6, 6)
+    values_3d, indices_3d = functional.max_pool3d(volume, 2, return_indices=True)
+    outputs = [
+        activated,
+        functional.max_unpool2d(pooled, indices, 2),
+        functional.max_unpool1d(values_1d, indices_1d, 3),
+        functional.max_unpool3d(values_3d, indices_3d, 2),
+        functional.adaptive_max_pool2d(x, 3, return_indices=True)[0],
+    ]
+    theta = kg.tensor([[[1.0, 0.1, 0.0], [0.0, 0.9, 0.1]]] * 2, device=device)
+    theta.requires_grad_(True)
+    for mode, padding in (("bilinear", "zeros"), ("nearest", "border"), ("bilinear", "reflection")):
+        grid = functional.affine_grid(theta, (2, 3, 5, 5), align_corners=False)
+        outputs.append(functional.grid_sample(x, grid, mode=mode, padding_mode=padding))
+    theta_3d = kg.eye(3, 4, device=device).expand(2, 3, 4).contiguous()
+    grid_3d = functional.affine_grid(theta_3d, (2, 3, 2, 4, 4), align_corners=True)
+    outputs.append(functional.grid_sample(volume.contiguous(), grid_3d, align_corners=True))
+    weight = kg.randn(10, 4, device=device, requires_grad=True)
+    words = _tensor([1, 2, 4, 5, 4, 3, 2, 9], kg.int64, device)
+    offsets = _tensor([0, 4], kg.int64, device)
+    for mode in ("sum", "mean", "max"):
+        outputs.append(functional.embedding_bag(words, weight, offsets, mode=mode))
+    with kg.no_grad():
+        functional.embedding(words, weight.detach().clone(), max_norm=1.0)
+    for layer, shape in ((nn.LazyConv2d(2, 3), (2, 3, 6, 6)), (nn.LazyBatchNorm1d(), (4, 5))):
+        layer = layer.to(device)
+        outputs.append(layer(kg.randn(*shape, device=device)))
+    sum(output.float().sum() for output in outputs).backward()
+
+
 def optimizers(device: str) -> None:
     """Two steps of each optimizer kind (fused and unfused updates) on a matrix, a
     vector and a 0-d parameter (a loss without products: matmul is covered elsewhere)."""
@@ -563,6 +614,7 @@ PARTS: dict[str, Callable[[str], None]] = {
     "movement": movement_and_indexing,
     "nn": nn_layers,
     "more_nn": more_layers,
+    "surface": surface,
     "optim": optimizers,
     "compile": compiled_functions,
     "functions": elementwise_functions,

@@ -771,7 +771,7 @@ class Plan:
 
     def _join(self, table: list[Any], bases: list[int]) -> None:
         """Ask the backend to join runs of consecutive steps into native calls
-        (``Backend.join_launches``: the CPU generates one Numba function per run that
+        (``Backend.join_launches``: the CPU generates one native function per run that
         calls the kernels' compiled code, so no Python runs between them). Steps it
         cannot join (guards, host operations, library functions) run as before. While
         the backend answers None (a kernel still compiling elsewhere) the question is

@@ -181,11 +181,11 @@ class PreparedProduct:
         if self.split:
             _split(self.arguments)
         elif self.arguments is not None:  # the call a native replay makes, bit for bit
-            _Blas.setter(1)
+            one_thread()
             try:
                 split_gemm.gemm_batch(*self.arguments)
             finally:
-                _Blas.setter(_Blas.threads)
+                all_threads()
         else:
             _on_one_thread(self.left, self.right, self.out)
 
@@ -201,26 +201,20 @@ def all_threads() -> None:
 
 
 def _on_one_thread(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
-    _Blas.setter(1)
+    one_thread()
     try:
         np.matmul(left, right, out=out)
     finally:
-        _Blas.setter(_Blas.threads)
-
-
-def split_parts(count: int, threads: int) -> int:
-    """How many blocks ``split_gemm`` cuts each of ``count`` products into: one per
-    thread when there are fewer than two matrices per thread, else whole matrices."""
-    return threads if count < 2 * threads else 1
+        all_threads()
 
 
 def _split(arguments: tuple) -> None:
-    parts = split_parts(arguments[-1][0], numba.get_num_threads())
-    _Blas.setter(1)
+    parts = split_gemm.split_parts(arguments[-1][0])
+    one_thread()
     try:
         split_gemm.split_gemm(arguments[0], arguments[1], parts, *arguments[2:])
     finally:
-        _Blas.setter(_Blas.threads)
+        all_threads()
 
 
 def _matrix_layout(array: np.ndarray) -> tuple[int, int] | None:

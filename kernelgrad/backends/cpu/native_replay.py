@@ -37,6 +37,7 @@ native calls are built once every form is final.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -284,12 +285,6 @@ def _compiled(dispatcher: Any, argument_types: tuple) -> Any:
     return result
 
 
-@numba.njit(nogil=True)  # not cached: get_num_threads reads the threading layer's address
-def _parts(count):
-    threads = numba.get_num_threads()
-    return threads if count < 2 * threads else 1
-
-
 @intrinsic
 def _call_replay(typingctx, address, buffers, offsets):
     """Call the generated function at ``address`` with the data pointers of
@@ -340,14 +335,14 @@ class _Code:
         self.count = count
 
 
-_names = iter(range(1 << 62))
+_names = itertools.count()
 
 
 def _build(calls: list, slots: _SlotFinder, label: str) -> Callable | None:
     """One generated function for these calls, or None where it cannot be made."""
     from numba.core.registry import cpu_target
 
-    from . import blas, split_gemm
+    from . import split_gemm
 
     context = cpu_target.target_context
     intp_type = context.get_value_type(types.intp)
@@ -418,7 +413,7 @@ def _build(calls: list, slots: _SlotFinder, label: str) -> Callable | None:
         if isinstance(argument, _Address):
             return address(argument)
         if isinstance(argument, _Code):
-            parts = _compiled(_parts, (types.intp,))
+            parts = _compiled(split_gemm.split_parts, (types.intp,))
             keep.append(parts)
             return call(parts, [ir.Constant(intp_type, argument.count)])
         if isinstance(argument, tuple):
@@ -445,8 +440,7 @@ def _build(calls: list, slots: _SlotFinder, label: str) -> Callable | None:
                 if dispatcher == "split":  # split_gemm takes the part count third
                     dispatcher = split_gemm.split_gemm
                     count = original[-1][0]
-                    parts = blas.split_parts(count, numba.get_num_threads())
-                    original = (*original[:2], parts, *original[2:])
+                    original = (*original[:2], split_gemm.split_parts(count), *original[2:])
                     arguments = (*arguments[:2], _Code(count), *arguments[2:])
             argument_types = tuple(dispatcher.typeof_pyval(a) for a in original)
             result = _compiled(dispatcher, argument_types)

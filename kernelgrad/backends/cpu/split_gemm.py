@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import get_num_threads, njit, prange, types
 from numba.extending import intrinsic
 
 ROW_MAJOR = 101  # CBLAS_ORDER
@@ -83,6 +83,16 @@ def _gemm(address, item, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
         _sgemm(address, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
     else:
         _dgemm(address, ta, tb, m, n, k, a, lda, b, ldb, c, ldc)
+
+
+@njit(nogil=True)  # not cached: get_num_threads reads the threading layer's address
+def split_parts(count):
+    """How many blocks ``split_gemm`` cuts each of ``count`` products into on the
+    calling thread's Numba thread count: one per thread when there are fewer than two
+    matrices per thread, else whole matrices (called from Python before a split, and
+    from a native replay's generated code)."""
+    threads = get_num_threads()
+    return threads if count < 2 * threads else 1
 
 
 @njit(parallel=True, cache=True, nogil=True)

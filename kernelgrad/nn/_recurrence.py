@@ -309,10 +309,7 @@ def _time_loop(backend: Any, key: tuple, tensors: list[Tensor], body: Any) -> No
     key = (id(backend), *key, *[(t.shape, t._strides, t.dtype.name) for t in tensors])
     entry = _JOINED.get(key, 0)
     if isinstance(entry, list):
-        table = [t._storage.buffer for t in tensors]
-        bases = [t._offset for t in tensors]
-        for _, _, run in entry:
-            run(table, bases)
+        _run_joined(entry, tensors)
         return
     if entry is None or entry + 1 < JOIN_AFTER or debug_level() > 0:
         body(backend)  # never joinable, not yet worth joining, or launches being logged
@@ -328,8 +325,16 @@ def _time_loop(backend: Any, key: tuple, tensors: list[Tensor], body: Any) -> No
         _remember(key, runs)  # None: never; 0: ask again after JOIN_AFTER more calls
         return
     _remember(key, runs)
-    table = [t._storage.buffer for t in tensors]
-    bases = [t._offset for t in tensors]
+    _run_joined(runs, tensors)
+
+
+def _table(tensors: list[Tensor]) -> tuple[list[Any], list[int]]:
+    """The slot table a joined loop reads: each tensor's buffer, and its offset."""
+    return [t._storage.buffer for t in tensors], [t._offset for t in tensors]
+
+
+def _run_joined(runs: list, tensors: list[Tensor]) -> None:
+    table, bases = _table(tensors)
     for _, _, run in runs:
         run(table, bases)
 
@@ -357,8 +362,7 @@ def _joined(backend: Any, join: Any, launches: list, tensors: list[Tensor]) -> A
         if launch is None:
             return None
         prepared.append((launch, sorted({slot_of[id(v.buffer)] for v in views})))
-    table = [t._storage.buffer for t in tensors]
-    bases = [t._offset for t in tensors]
+    table, bases = _table(tensors)
     runs = join(prepared, table, bases, set(range(len(tensors))))
     if runs is None:
         return 0

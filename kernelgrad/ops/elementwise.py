@@ -195,13 +195,16 @@ class _Plan:
         self.flat = None  # the backend's launcher for contiguous operands (set_flat)
 
     def set_flat(self, backend: Any, out: Tensor | None) -> None:
-        """Ask the backend for a launcher of this op's common case, a new result from
+        """Ask the backend for a launcher of this op's common case, a result (new, or an
+        ``out=`` tensor laid out contiguously, as in ``a.add_(b)``) from
         tensor inputs of these layouts and scalars (``prepare_flat_elementwise`` for
         contiguous inputs of the result's shape, ``prepare_strided_elementwise`` for
         broadcast or strided ones; both optional in the Backend protocol); ``apply``
         then hands it buffers, offsets and numbers, with no views in between."""
-        if out is not None or self.op.scalar.nout != 1:
+        if self.op.scalar.nout != 1:
             return
+        if out is not None and (out._strides != self.strides or out.dtype != self.out_dtype):
+            return  # a strided ``out=``, or one holding another dtype: the general path
         kinds = tuple("scalar" if s is None else "array" for s in self.input_strides)
         arguments = (self.op.scalar, kinds, self.compute_dtypes, self.out_dtype, self.shape)
         if all(s is None or s == self.strides for s in self.input_strides):
@@ -274,8 +277,12 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         output = _new_view(View, (buffer, shape, strides, 0, out_dtype))
     else:
         result = out
-        output = out._view()
         backend = out._storage.backend
+        flat = plan.flat
+        if flat is not None and "elementwise" not in backend.__dict__:
+            _launch_flat_into(flat, out, plan.numel, operands)
+            return result
+        output = out._view()
     inputs = [
         x
         if strides is None
@@ -286,6 +293,42 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
     if out is None:
         _after(op, operands, result)
     return result
+
+
+def _launch_flat_into(
+    flat: Callable[..., None], out: Tensor, numel: int, operands: Sequence[Any]
+) -> None:
+    """Run a plan's launcher writing into ``out`` (contiguous, as the plan's key says)."""
+    buffer = out._storage.buffer
+    offset = out._offset
+    if offset or len(buffer) != numel:
+        buffer = buffer[offset : offset + numel]
+    arguments = []
+    for x in operands:
+        if isinstance(x, Tensor):
+            arguments += (x._storage.buffer, x._offset)
+        else:
+            arguments.append(x)
+    flat(buffer, *arguments)
+
+
+def apply_into(op: ElementwiseOp, operands: Sequence[Any], out: Tensor, key: tuple | None) -> bool:
+    """``apply(op, *operands, out=out)`` for a key whose decisions are cached and whose
+    launcher is at hand (the in-place ops' common case, ``ops/inplace.py``, which has
+    computed ``key`` already); False, having done nothing, otherwise."""
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is None or plan.flat is None:
+        return False
+    backend = out._storage.backend
+    if "elementwise" in backend.__dict__:
+        return False
+    op = plan.op
+    if op.check is not None:
+        op.check(operands, plan.out_dtype)
+    if plan.scalar_checks:
+        _check_scalars(operands, plan.compute_dtypes, op.name)
+    _launch_flat_into(plan.flat, out, plan.numel, operands)
+    return True
 
 
 def _after(op: ElementwiseOp, operands: Sequence[Any], result: Tensor) -> None:

@@ -23,6 +23,7 @@ from .elementwise import (
     _overlaps,
     _plan_key,
     apply,
+    apply_into,
     check_writable,
     clamp,
     copy_into,
@@ -56,47 +57,67 @@ def _check_autograd(x: Tensor, others: tuple[Any, ...], op_name: str) -> bool:
 
 
 def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
-    if _check_autograd(x, others, f"{op.name}_"):
-        source = x.clone() if op.saves in ("inputs", "both") else x
-        result = apply(op, source, *others)
-        if result.shape != x.shape:
-            raise ShapeError(
-                f"{op.name}_: the result of shape {format_shape(result.shape)} cannot be "
-                f"written into a tensor of shape {format_shape(x.shape)}"
-            )
-        _check_dtype(f"{op.name}_", result.dtype, x)
-        copy_into(x, result.detach(), f"{op.name}_")
-        x._node = result._node
-        x.requires_grad = True
-        return x
-
     operands = (x, *others)
-    tensors = [o for o in operands if isinstance(o, Tensor)]
+    if (
+        autograd._mode.enabled
+        and (x.requires_grad or any(getattr(o, "requires_grad", False) for o in others))
+        and _check_autograd(x, others, f"{op.name}_")
+    ):
+        return _apply_recorded(op, x, others)
     # The shape and dtype checks depend only on what apply's cache key holds: passed once
     # for a key, they pass again (the overlap check reads storages and runs every time).
     key = _plan_key(op, operands, x)
     if key is None or key not in _CHECKED:
-        shape = broadcast_shapes(*(t.shape for t in tensors), op=f"{op.name}_")
-        if shape != x.shape:
-            raise ShapeError(
-                f"{op.name}_: operands broadcast to {format_shape(shape)}, which cannot be "
-                f"written into a tensor of shape {format_shape(x.shape)}"
-            )
-        _, out_dtype = op.dtype_rule(list(operands))
-        _check_dtype(f"{op.name}_", out_dtype, x)
-        if key is not None:
-            if len(_CHECKED) >= 4096:
-                _CHECKED.clear()
-            _CHECKED.add(key)
-    if len(tensors) > 1 and any(
-        t is not x and t._storage is x._storage and _overlaps(t, x) for t in tensors
-    ):
-        check_writable(x, f"{op.name}_")
-        copy_into(x, apply(op, *operands), f"{op.name}_")  # overlap: compute, then write
-        return x
-    apply(op, *operands, out=x)
-    x._storage.version += 1
+        _check_inplace(op, operands, x, key)
+    storage = x._storage
+    for t in others:
+        if type(t) is not Tensor and not isinstance(t, Tensor):
+            continue
+        if t._storage is storage and t is not x and _overlaps(t, x):
+            check_writable(x, f"{op.name}_")
+            copy_into(x, apply(op, *operands), f"{op.name}_")  # overlap: compute, then write
+            return x
+    if not apply_into(op, operands, x, key):
+        apply(op, *operands, out=x)
+    storage.version += 1
     return x
+
+
+def _apply_recorded(op: ElementwiseOp, x: Tensor, others: tuple[Any, ...]) -> Tensor:
+    """``apply_inplace`` when autograd is involved: recorded out of place, the tensor's
+    history rebased onto the result."""
+    source = x.clone() if op.saves in ("inputs", "both") else x
+    result = apply(op, source, *others)
+    if result.shape != x.shape:
+        raise ShapeError(
+            f"{op.name}_: the result of shape {format_shape(result.shape)} cannot be "
+            f"written into a tensor of shape {format_shape(x.shape)}"
+        )
+    _check_dtype(f"{op.name}_", result.dtype, x)
+    copy_into(x, result.detach(), f"{op.name}_")
+    x._node = result._node
+    x.requires_grad = True
+    return x
+
+
+def _check_inplace(
+    op: ElementwiseOp, operands: tuple[Any, ...], x: Tensor, key: tuple | None
+) -> None:
+    """The result of ``op`` on ``operands`` has ``x``'s shape and a dtype ``x`` can hold
+    (remembered per key in ``_CHECKED``)."""
+    tensors = [o for o in operands if isinstance(o, Tensor)]
+    shape = broadcast_shapes(*(t.shape for t in tensors), op=f"{op.name}_")
+    if shape != x.shape:
+        raise ShapeError(
+            f"{op.name}_: operands broadcast to {format_shape(shape)}, which cannot be "
+            f"written into a tensor of shape {format_shape(x.shape)}"
+        )
+    _, out_dtype = op.dtype_rule(list(operands))
+    _check_dtype(f"{op.name}_", out_dtype, x)
+    if key is not None:
+        if len(_CHECKED) >= 4096:
+            _CHECKED.clear()
+        _CHECKED.add(key)
 
 
 def _check_dtype(name: str, result_dtype: Any, x: Tensor) -> None:

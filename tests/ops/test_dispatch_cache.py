@@ -268,6 +268,45 @@ def test_repeated_broadcast_and_strided_ops_take_the_strided_launcher(
     assert all(plan.flat is not None for plan in elementwise._PLANS.values())
 
 
+def test_repeated_in_place_ops_take_the_direct_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``a.add_(b)`` and friends write through the launcher on repeats: into a tensor at
+    an offset in a longer buffer, with a scalar, and reading the target itself; a strided
+    target, or one whose dtype differs from the result's, stays on the general path."""
+    calls = _counting_elementwise(monkeypatch)
+    values = _values((30,))
+    step = _values((10,), seed=1)
+    buffer = kg.tensor(values)
+    window = buffer[10:20]  # contiguous, at an offset
+    target = kg.tensor(values[:10])
+    expected_window, expected_target = values[10:20].copy(), values[:10].copy()
+    for _ in range(3):
+        window.add_(kg.tensor(step))
+        expected_window += step
+        target.mul_(1.5)
+        expected_target *= np.float32(1.5)
+        target.sub_(target)
+        expected_target -= expected_target
+        np.testing.assert_array_equal(window.numpy(), expected_window)
+        np.testing.assert_array_equal(target.numpy(), expected_target)
+    np.testing.assert_array_equal(buffer.numpy()[:10], values[:10])  # nothing else written
+    np.testing.assert_array_equal(buffer.numpy()[20:], values[20:])
+    assert calls == ["add", "mul", "sub"]  # the first calls decide, the repeats launch
+    strided = kg.tensor(values)[::3]  # 10 elements, stride 3
+    grid = kg.tensor(values.reshape(3, 10).T.copy())
+    halves = kg.zeros(10, dtype=kg.float32)
+    wide_step = kg.tensor(step.astype(np.float64))
+    del calls[:]
+    for _ in range(2):
+        strided.add_(1.0)
+        grid.T.add_(1.0)  # a transposed view: strided
+        halves.add_(wide_step)  # a float64 result into float32
+    one = np.float32(1)
+    np.testing.assert_array_equal(strided.numpy(), values[::3] + one + one)
+    np.testing.assert_array_equal(grid.numpy(), values.reshape(3, 10).T + one + one)
+    np.testing.assert_allclose(halves.numpy(), 2 * step, rtol=1e-6)
+    assert calls == ["add", "add", "add"] * 2  # never a launcher for those
+
+
 def test_the_direct_launcher_converts_scalars_and_mixed_dtypes() -> None:
     integers = kg.tensor(np.arange(6, dtype=np.int32))
     floats = kg.tensor(_values((6,)))

@@ -82,6 +82,10 @@ it instead of ``elementwise`` unless the instance's ``elementwise`` is wrapped.
 input_strides)`` is the same for array inputs of other strides (a broadcast row or
 column, a transposed input, a 0-d tensor), ``input_strides`` giving each input's strides
 broadcast to ``shape`` (None for a scalar).
+``prepare_reduce(kind, x_shape, x_strides, x_dtype, axes, out_dtype)`` is the same for a
+reduction into a new contiguous output: ``launch(x_buffer, x_offset, out_buffer)``, or
+None; ``ops/reduce.py`` caches it per (kind, dim, keepdim, input layout) and calls it
+unless the instance's ``reduce`` is wrapped.
 ``prepare_elementwise_foreach_fed(fn, items, compute_dtypes, fed_array, fed_scalars)``
 prepares an ``elementwise_foreach`` whose input ``fed_array`` (one contiguous view per
 item) and scalars ``fed_scalars`` are given anew on each call, ``launch(arrays,

@@ -9,13 +9,14 @@ dims as size 1. As in PyTorch, ``x.max(dim=int)`` returns ``(values, indices)``,
 from __future__ import annotations
 
 import builtins
+from math import prod
 from typing import Any
 
 from .. import autograd
 from ..dtypes import as_dtype, bool_, default_float, int64
 from ..errors import DTypeError, ShapeError, format_shape
-from ..shapes import normalize_dim, normalize_dims
-from ..tensor import Tensor, ValuesIndices
+from ..shapes import contiguous_strides, normalize_dim, normalize_dims
+from ..tensor import Storage, Tensor, ValuesIndices
 from . import register
 from .elementwise import cast, where
 
@@ -45,6 +46,54 @@ def _run(kind: str, x: Tensor, axes: tuple[int, ...], out_dtype: Any) -> Tensor:
     return result
 
 
+# --- cached decisions ----------------------------------------------------------------------------
+# What a reduction decides depends only on its kind, the ``dim`` and ``keepdim`` given, the
+# input's dtype, shape and strides, and its backend: the axes, the result's shape and
+# dtype, and the backend's launcher (``prepare_reduce``, optional in the Backend protocol).
+# A repeated ``x.sum(1)`` looks them up instead of normalising dims and building views.
+_PLANS: dict[tuple, tuple] = {}
+_PLAN_LIMIT = 4096
+_NO_PLAN = (None, None, None, None, 0)
+
+
+def _planned(
+    kind: str, x: Tensor, dim: Any, keepdim: bool, out_dtype: Any
+) -> tuple[Tensor, tuple[int, ...]] | None:
+    """The reduction's result and axes through the cached launcher, or None (the caller
+    takes the general path: an empty reduction, or a backend without the launcher)."""
+    if type(dim) is list:
+        return None
+    storage = x._storage
+    key = (kind, dim, keepdim, x.dtype, x.shape, x._strides, storage.backend)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _make_plan(kind, x, dim, keepdim, out_dtype, key)
+    axes, shape, dtype, launch, numel = plan
+    if launch is None or "reduce" in storage.backend.__dict__:
+        return None  # nothing to launch, or something watches the backend (kg.compile)
+    backend = storage.backend
+    buffer = backend.empty(numel, dtype)
+    launch(storage.buffer, x._offset, buffer)
+    result = Tensor._make(Storage(buffer, storage.device, backend), shape,
+                          contiguous_strides(shape), 0, dtype)  # fmt: skip
+    return result, axes
+
+
+def _make_plan(kind: str, x: Tensor, dim: Any, keepdim: bool, out_dtype: Any, key: tuple) -> tuple:
+    prepare = getattr(x._storage.backend, "prepare_reduce", None)
+    plan = _NO_PLAN
+    if prepare is not None:
+        axes = normalize_dims(dim, x.ndim, kind)
+        if axes and builtins.all(x.shape[d] for d in axes):  # empty axes: not this path
+            launch = prepare(kind, x.shape, x._strides, x.dtype, axes, out_dtype)
+            shape = _kept_shape(x, axes, keepdim)
+            plan = (axes, shape, out_dtype, launch, prod(shape))
+    if len(_PLANS) >= _PLAN_LIMIT:
+        _PLANS.clear()
+    _PLANS[key] = plan
+    return plan
+
+
 def _expand_back(g: Tensor, x_shape: tuple[int, ...], axes: tuple[int, ...]) -> Tensor:
     """Reshape a reduced gradient to keepdim form and broadcast it to ``x_shape``."""
     kept = tuple(1 if d in axes else s for d, s in enumerate(x_shape))
@@ -58,6 +107,15 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
     >>> kg.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(dim=0).tolist()
     [4.0, 6.0]
     """
+    if dtype is None:
+        out_dtype = x.dtype if x.dtype.is_floating_point else int64
+        planned = _planned("sum", x, dim, keepdim, out_dtype)
+        if planned is not None:
+            result, axes = planned
+            if autograd.needs_grad(x):
+                shape = x.shape
+                autograd.record("sum", (x,), result, lambda g: (_expand_back(g, shape, axes),))
+            return result
     axes = normalize_dims(dim, x.ndim, "sum")
     if dtype is not None:
         x = x.to(as_dtype(dtype))
@@ -100,7 +158,8 @@ def _extreme_values(
     """max/min values over several dims; ties share the gradient equally. ``op`` is the
     public name errors use (``amax``)."""
     _check_nonempty(x, axes, op or kind)
-    result = _run(kind, x, axes, x.dtype)
+    planned = _planned(kind, x, axes, keepdim, x.dtype)
+    result = _run(kind, x, axes, x.dtype) if planned is None else planned[0]
     if autograd.needs_grad(x):
         shape = x.shape
         source = x.detach()
@@ -113,7 +172,9 @@ def _extreme_values(
             return (_expand_back(g, shape, axes) * mask / count,)
 
         autograd.record(kind, (x,), result, backward, (x,))
-    return result.reshape(_kept_shape(x, axes, keepdim)) if keepdim else result
+    if keepdim and planned is None:
+        return result.reshape(_kept_shape(x, axes, keepdim))
+    return result
 
 
 def _extreme_with_indices(kind: str, x: Tensor, dim: int, keepdim: bool) -> ValuesIndices:

@@ -369,3 +369,64 @@ def test_the_direct_launcher_logs_launches_at_debug_level_2(
     finally:
         set_debug_level(0)
     assert "cpu sub" in capfd.readouterr().err
+
+
+# --- the CPU's reduction launcher (``prepare_reduce``) ------------------------------------------
+def test_repeated_reductions_take_the_cached_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sum``/``mean``/``amax``/``amin`` repeated on one layout skip the general path
+    (counted on the backend class): rows, columns, a transposed input, an input at an
+    offset, keepdim, negative and tuple dims, the split of a long reduction; NumPy's values
+    and the gradients every time; a watcher (``count_launches``) still sees each launch."""
+    from kernelgrad.backends.cpu import PARALLEL_THRESHOLD
+
+    calls: list[str] = []
+    prepared: list[str] = []
+    backend_class = type(kg.zeros(1)._backend)
+    original, original_prepare = backend_class.reduce, backend_class.prepare_reduce
+
+    def counted(self, kind, out, x, axes):
+        calls.append(kind)
+        return original(self, kind, out, x, axes)
+
+    def counted_prepare(self, kind, *rest):
+        prepared.append(kind)
+        return original_prepare(self, kind, *rest)
+
+    monkeypatch.setattr(backend_class, "reduce", counted)
+    monkeypatch.setattr(backend_class, "prepare_reduce", counted_prepare)
+    values = _values((5, 7))
+    longer = _values((2 * PARALLEL_THRESHOLD,))
+    x = kg.tensor(values, requires_grad=True)
+    long_row = kg.tensor(longer)[None]  # one long row: split across threads
+    for start in (1, 2, 1):
+        window = kg.tensor(_values((40,)))[start : start + 35].reshape(5, 7)
+        np.testing.assert_allclose(x.sum(1).detach().numpy(), values.sum(1), rtol=1e-6)
+        np.testing.assert_allclose(x.T.sum(-1).detach().numpy(), values.sum(0), rtol=1e-6)
+        kept = x.mean((0, 1), keepdim=True)
+        assert kept.shape == (1, 1)
+        np.testing.assert_allclose(kept.item(), values.mean(), rtol=1e-5)
+        np.testing.assert_array_equal(x.amax(0).detach().numpy(), values.max(0))
+        np.testing.assert_array_equal(
+            x.amin(1, keepdim=True).detach().numpy(), values.min(1, keepdims=True)
+        )
+        np.testing.assert_allclose(
+            window.sum(0).numpy(), window.numpy().sum(0), rtol=1e-6
+        )  # the offset is read on every call
+        np.testing.assert_allclose(
+            long_row.sum(1).numpy(), longer.astype(np.float64).sum(keepdims=True), rtol=1e-4
+        )
+        x.grad = None
+        (x.sum(1) * kg.arange(5.0)).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.repeat(np.arange(5.0), 7).reshape(5, 7))
+    # one launcher per pattern (sum(1), T.sum(-1), mean, amax, amin, the window's sum(0),
+    # the long row, the weighted sum), made at its first call; never the general path
+    assert prepared == ["sum", "sum", "sum", "max", "min", "sum", "sum", "sum"]
+    assert calls == []
+    with kg.compile.count_launches() as counter:
+        _ = x.sum(1)
+    assert counter.names == ["reduce"] and calls == ["sum"]
+    with pytest.raises(kg.errors.DimensionError):
+        x.sum(2)
+    with pytest.raises(ShapeError, match="empty dimension"):
+        kg.zeros((0, 3)).amax(0)
+    assert kg.zeros((0, 3)).sum(0).tolist() == [0.0, 0.0, 0.0]

@@ -793,6 +793,49 @@ class CPUBackend:
             nsplit,
         )
 
+    def prepare_reduce(
+        self,
+        kind: str,
+        x_shape: tuple[int, ...],
+        x_strides: tuple[int, ...],
+        x_dtype: DType,
+        axes: tuple[int, ...],
+        out_dtype: DType,
+    ) -> Callable[[Any, int, Any], None] | None:
+        """:meth:`reduce` of an input of this layout over ``axes`` into a new contiguous
+        output, as ``launch(x_buffer, x_offset, out_buffer)`` with its decisions made
+        once (the eager reductions' cached path, ``ops/reduce.py``); None where there is
+        nothing to launch."""
+        out_shape = tuple(s for d, s in enumerate(x_shape) if d not in axes)
+        out = View(None, out_shape, contiguous_strides(out_shape), 0, out_dtype)
+        x = View(None, x_shape, x_strides, 0, x_dtype)
+        n_out, name, kernel, shapes, columns, nsplit, acc = self._reduce_plan(kind, out, x, axes)
+        if n_out == 0:
+            return None
+        if columns:
+
+            def launch(buffer: Any, offset: int, target: Any) -> None:
+                _launch(name, kernel, x_shape, *shapes, buffer, offset, target, columns)
+
+            return launch
+        if nsplit > 1:
+
+            def launch(buffer: Any, offset: int, target: Any) -> None:
+                partial_value = np.empty(n_out * nsplit, dtype=acc.numpy)
+                partial_index = np.empty(n_out * nsplit, dtype=np.int64)
+                _launch(
+                    name, kernel, x_shape, *shapes, buffer, offset, target,
+                    partial_value, partial_index, nsplit,
+                )  # fmt: skip
+
+            return launch
+        dummies = (self._dummy_array(acc), self._dummy_array(int64), 1)
+
+        def launch(buffer: Any, offset: int, target: Any) -> None:
+            _launch(name, kernel, x_shape, *shapes, buffer, offset, target, *dummies)
+
+        return launch
+
     def _reduce_plan(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> tuple:
         """What :meth:`reduce` decides for one (kind, input layout, axes, output): the
         number of outputs, the kernel and its name, the coalesced shapes and strides (as

@@ -541,7 +541,7 @@ def _view(tensor: Any, flatten: bool) -> View:
     return View(tensor._storage.buffer, shape, strides, tensor._offset, tensor.dtype)
 
 
-_TENSOR: list[type] = []
+_TENSOR_CLASS: list[type] = []
 _TRACE: list[Any] = []
 
 
@@ -556,11 +556,11 @@ def _trace() -> Any:
 
 def _tensor_class() -> type:
     """kernelgrad's Tensor class (imported on first use: this module loads before it)."""
-    if not _TENSOR:
+    if not _TENSOR_CLASS:
         from ..tensor import Tensor
 
-        _TENSOR.append(Tensor)
-    return _TENSOR[0]
+        _TENSOR_CLASS.append(Tensor)
+    return _TENSOR_CLASS[0]
 
 
 def _narrow_floats(converted: Sequence[_Argument]) -> bool:

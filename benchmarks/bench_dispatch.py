@@ -26,7 +26,8 @@ Two parts:
   ratio within each round (on a shared machine the load moves between rounds). Also the
   kernel launches per step. LeNet-5 has its own script, ``bench_lenet.py``.
 
-``--profile CASE`` runs one host case (or ``step``, the MLP step with real kernels)
+``--profile CASE`` runs one host case (or ``step``, the MLP step with real kernels, or
+``step-host``, that step with kernels as no-ops)
 under cProfile and prints the functions with the most time of their own.
 """
 
@@ -220,9 +221,13 @@ def profile(case: str, args: argparse.Namespace) -> None:
     import cProfile
     import pstats
 
-    if case == "step":
+    if case in ("step", "step-host"):
         fn = mlp_step(kg, kg.nn, kg.nn.functional)
         number = 200
+        if case == "step-host":
+            for _ in range(WARMUP_STEPS):
+                fn()
+            disable_kernels()
     else:
         cases = host_cases(kg, kg.nn, kg.nn.functional)
         for warm in cases.values():
@@ -231,7 +236,7 @@ def profile(case: str, args: argparse.Namespace) -> None:
         fn, number = cases[case], args.number
     for _ in range(WARMUP_STEPS):
         fn()
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.thread_time)  # this thread's CPU time: steadier when shared
     profiler.enable()
     for _ in range(number):
         fn()

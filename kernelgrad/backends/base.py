@@ -396,6 +396,17 @@ def whole_number_setting(name: str, default: int, minimum: int, unit: str) -> in
 def strided_array(buffer: np.ndarray, shape: tuple, strides: tuple, offset: int) -> np.ndarray:
     """A NumPy array of ``shape`` and ``strides`` (in elements) starting ``offset``
     elements into the 1-D ``buffer``, sharing its memory."""
+    # A run of the buffer is a slice (0.2 us; the constructor below takes 1.9 us), a
+    # row-major matrix a slice reshaped (0.7 us).
+    if offset >= 0:
+        if strides == (1,):
+            stop = offset + shape[0]
+            if stop <= len(buffer):
+                return buffer if offset == 0 and stop == len(buffer) else buffer[offset:stop]
+        elif len(strides) == 2 and strides[1] == 1 and strides[0] == shape[1]:
+            stop = offset + shape[0] * shape[1]
+            if stop <= len(buffer):
+                return buffer[offset:stop].reshape(shape)
     itemsize = buffer.itemsize
     byte_strides = tuple(s * itemsize for s in strides)
     try:  # the ndarray constructor is ~5x faster than as_strided (and checks the bounds)

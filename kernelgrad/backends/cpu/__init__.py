@@ -451,6 +451,19 @@ class CPUBackend:
         converters = [dtype.numpy.type for dtype in compute_dtypes]
         name = fn.name
         zeros = (0,) * len(views)
+        if layout is not None and kinds == ("array", "array"):  # a * row, a + b.T: no loop
+
+            def launch_pair(out: Any, a: Any, a_offset: int, b: Any, b_offset: int) -> None:
+                run = layout
+                if a_offset or b_offset:
+                    offsets = np.array((0, a_offset, b_offset), dtype=np.int64)
+                    run = (layout[0], offsets, *layout[2:])
+                if debug_level():
+                    _launch(name, kernel, shape, *run, out, a, b)
+                else:
+                    kernel(*run, out, a, b)
+
+            return launch_pair
 
         def launch(out_buffer: Any, *operands: Any) -> None:
             arrays, offsets, scalars = [out_buffer], [0], []

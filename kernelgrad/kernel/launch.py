@@ -538,7 +538,11 @@ def _view(tensor: Any, flatten: bool) -> View:
     shape, strides = tensor.shape, tensor._strides
     if flatten:
         shape, strides = (tensor.numel(),), (1,)
-    return View(tensor._storage.buffer, shape, strides, tensor._offset, tensor.dtype)
+    # View(...) through tuple.__new__: the named tuple's own __new__ is a Python function
+    return _new_view(View, (tensor._storage.buffer, shape, strides, tensor._offset, tensor.dtype))
+
+
+_new_view = tuple.__new__
 
 
 _TENSOR_CLASS: list[type] = []

@@ -199,6 +199,10 @@ def _normalise_key(x: Tensor, key: Any, expand_masks: bool = True) -> list[Any]:
                 "indexing: a Python bool is not a valid index; use a boolean tensor mask"
             )
         elif isinstance(k, Tensor):
+            if k.device != x.device and k.device.type == "cpu" and not k.requires_grad:
+                # as PyTorch: host indices (or a host mask) for a device tensor are
+                # copied to its device (a host-to-device copy, nothing read back)
+                k = k.to(x.device)
             entries.append(k)
         elif isinstance(k, (list, np.ndarray, range)):
             if isinstance(k, range):

@@ -183,8 +183,14 @@ def test_dtype_and_device_errors_name_the_fix(device):
     x[index] = kg.tensor(2, device=device)  # a 0-d value is converted, as in PyTorch
     assert_close(x, [2.0, 2.0, 0.0])
     if device != "cpu":
-        with pytest.raises(kg.errors.DeviceMismatchError, match=r"\.to\('cuda"):
-            x[kg.tensor([0])] = 1.0
+        x[kg.tensor([0])] = 1.0  # host indices for a device tensor move, as in PyTorch
+        x[kg.tensor([False, True, False])] = 3.0  # and so does a host mask
+        assert_close(x, [1.0, 3.0, 0.0])
+        x[kg.tensor([1])] = kg.tensor([2.0], device=device)
+        assert_close(x, [1.0, 2.0, 0.0])
+        assert_close(x[kg.tensor([1, 0])], [2.0, 1.0])  # reads too
+        assert_close(x[kg.tensor([True, False, True])], [1.0, 0.0])
+        x[index] = 2.0
         with pytest.raises(kg.errors.DeviceMismatchError, match=r"\.to\('cuda"):
             x[index] = kg.ones(2)
         x[index] = kg.tensor(5.0)  # a 0-d CPU value may come from the host

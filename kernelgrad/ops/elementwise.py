@@ -265,13 +265,7 @@ def apply(op: ElementwiseOp, *raw_operands: Any, out: Tensor | None = None) -> T
         # the launcher, unless something watches the backend's primitives (kg.compile's
         # trace, count_launches): those wrap ``elementwise`` on the instance
         if flat is not None and "elementwise" not in backend.__dict__:
-            arguments = []
-            for x in operands:
-                if isinstance(x, Tensor):
-                    arguments += (x._storage.buffer, x._offset)
-                else:
-                    arguments.append(x)
-            flat(buffer, *arguments)
+            _launch_flat(flat, buffer, operands)
             _after(op, operands, result)
             return result
         output = _new_view(View, (buffer, shape, strides, 0, out_dtype))
@@ -303,6 +297,12 @@ def _launch_flat_into(
     offset = out._offset
     if offset or len(buffer) != numel:
         buffer = buffer[offset : offset + numel]
+    _launch_flat(flat, buffer, operands)
+
+
+def _launch_flat(flat: Callable[..., None], buffer: Any, operands: Sequence[Any]) -> None:
+    """Call a plan's launcher: the output buffer, then each tensor operand as its buffer
+    and offset, each scalar as itself."""
     arguments = []
     for x in operands:
         if isinstance(x, Tensor):

@@ -42,6 +42,7 @@ from .activation import (
 )
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .ctc import CTCLoss
 from .device_functions import UnsupportedLayerError, device_function
 from .dropout import (
     AlphaDropout,
@@ -318,4 +319,6 @@ __all__ = [
     "PairwiseDistance",
     "device_function",
     "UnsupportedLayerError",
+    # connectionist temporal classification
+    "CTCLoss",
 ]

@@ -73,6 +73,7 @@ from .adaptive_pooling import (
 from .attention import multi_head_attention_forward, scaled_dot_product_attention
 from .convolution import conv1d, conv2d
 from .convolution3d import conv3d
+from .ctc import ctc_loss
 from .distance import cosine_similarity, pairwise_distance, pdist
 from .embedding import embedding, embedding_bag
 from .fold import fold, unfold
@@ -256,4 +257,6 @@ __all__ = [
     "cosine_similarity",
     "pairwise_distance",
     "pdist",
+    # connectionist temporal classification
+    "ctc_loss",
 ]

@@ -54,6 +54,7 @@ from .dropout import (
 )
 from .embedding import Embedding, EmbeddingBag
 from .fold import Fold, Unfold
+from .fractional_pool import FractionalMaxPool2d, FractionalMaxPool3d
 from .lazy import (
     LazyBatchNorm1d,
     LazyBatchNorm2d,
@@ -319,6 +320,8 @@ __all__ = [
     "PairwiseDistance",
     "device_function",
     "UnsupportedLayerError",
-    # connectionist temporal classification
+    # connectionist temporal classification, fractional max pooling
     "CTCLoss",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
 ]

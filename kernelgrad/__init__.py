@@ -507,6 +507,7 @@ _LAZY_ATTRIBUTES = {
     "save": "save_load",
     "from_dlpack": "interop",
     "load": "save_load",
+    "ctc_loss": "nn.functional.ctc",  # torch.ctc_loss (reduction may be its 0, 1, 2)
 }
 
 

@@ -346,6 +346,29 @@ def surface(device: str) -> None:
     sum(output.float().sum() for output in outputs).backward()
 
 
+def ctc_and_fractional_pooling(device: str) -> None:
+    """The CTC loss's two kernels (float32 and float64; padded and concatenated targets,
+    ``zero_infinity``) and fractional max pooling in 2-d and 3-d (the interval rule's
+    float ops, the NaN-aware winner, the gather), forward and backward."""
+    functional = kg.nn.functional
+    kg.manual_seed(5)
+    outputs = []
+    for dtype in (kg.float32, kg.float64):
+        logits = kg.randn(6, 2, 4, dtype=dtype, device=device, requires_grad=True)
+        lp = logits.log_softmax(2)
+        padded = _tensor([[1, 2, 2], [3, 0, 0]], kg.int64, device)
+        outputs.append(functional.ctc_loss(lp, padded, [6, 5], [3, 1]))
+        concatenated = _tensor([1, 2, 2, 3], kg.int64, device)
+        outputs.append(
+            functional.ctc_loss(lp, concatenated, [2, 5], [3, 1], blank=0, zero_infinity=True)
+        )
+        x = kg.randn(2, 3, 7, 6, dtype=dtype, device=device, requires_grad=True)
+        outputs.append(functional.fractional_max_pool2d(x, 2, output_size=(4, 3)))
+        volume = kg.randn(1, 2, 5, 6, 5, dtype=dtype, device=device, requires_grad=True)
+        outputs.append(functional.fractional_max_pool3d(volume, 2, output_ratio=0.5))
+    sum(output.double().sum() for output in outputs).backward()
+
+
 def optimizers(device: str) -> None:
     """Two steps of each optimizer kind (fused and unfused updates) on a matrix, a
     vector and a 0-d parameter (a loss without products: matmul is covered elsewhere)."""
@@ -615,6 +638,7 @@ PARTS: dict[str, Callable[[str], None]] = {
     "nn": nn_layers,
     "more_nn": more_layers,
     "surface": surface,
+    "ctc": ctc_and_fractional_pooling,
     "optim": optimizers,
     "compile": compiled_functions,
     "functions": elementwise_functions,

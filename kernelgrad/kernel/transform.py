@@ -20,6 +20,7 @@ import ast
 import builtins
 import contextlib
 import inspect
+import math
 import textwrap
 import types
 from typing import Any
@@ -511,6 +512,19 @@ def _literal(value: Any) -> bool:
     return False
 
 
+def _literal_source(value: Any) -> str:
+    """Python source for a literal constant; ``repr`` except for infinities and NaN
+    (``inf`` is not a name in the generated module), also inside tuples."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({repr(value)!r})"
+    if isinstance(value, complex) and not (math.isfinite(value.real) and math.isfinite(value.imag)):
+        return f"complex({repr(value)!r})"
+    if isinstance(value, tuple):
+        items = ", ".join(_literal_source(v) for v in value)
+        return f"({items},)" if len(value) == 1 else f"({items})"
+    return repr(value)
+
+
 def _free_names(body: list[ast.stmt], local_names: set[str]) -> list[ast.Name]:
     found = []
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
@@ -554,7 +568,7 @@ def _resolve_globals(
                 )
             _add_header(info, node, name, line)
         elif _literal(value):
-            _add_header(info, node, name, f"{name} = {value!r}")
+            _add_header(info, node, name, f"{name} = {_literal_source(value)}")
             info.global_types[name] = constant_type(value) or "?"
         elif isinstance(value, type) and issubclass(value, np.generic):
             _add_header(info, node, name, f"{name} = np.{value.__name__}")

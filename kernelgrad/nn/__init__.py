@@ -42,6 +42,7 @@ from .activation import (
 )
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .ctc import CTCLoss
 from .device_functions import UnsupportedLayerError, device_function
 from .dropout import (
     AlphaDropout,
@@ -53,6 +54,7 @@ from .dropout import (
 )
 from .embedding import Embedding, EmbeddingBag
 from .fold import Fold, Unfold
+from .fractional_pool import FractionalMaxPool2d, FractionalMaxPool3d
 from .lazy import (
     LazyBatchNorm1d,
     LazyBatchNorm2d,
@@ -318,4 +320,8 @@ __all__ = [
     "PairwiseDistance",
     "device_function",
     "UnsupportedLayerError",
+    # connectionist temporal classification, fractional max pooling
+    "CTCLoss",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
 ]

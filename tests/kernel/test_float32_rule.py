@@ -102,3 +102,24 @@ def test_integer_kernels_are_unchanged(device, dtype):
     out = kg.empty(4, dtype=dtype, device=device)
     halve_integers(out, x, ndrange=4)
     assert out.cpu().tolist() == [3, -4, 4, 0]
+
+
+LOWEST = -float("inf")
+EDGES = (float("inf"), float("nan"))
+
+
+@kg.kernel
+def clamp_below_with_constants(out, x):
+    i = kg.index()
+    value = x[i]
+    out[i] = LOWEST if value < 0.0 else (EDGES[0] if value > 1.0 else value)
+
+
+def test_infinite_module_constants_compile_in_both_precisions(device):
+    """Module constants that are infinite or NaN (alone or in a tuple) are written into
+    the generated module as ``float('inf')`` (their repr, ``inf``, is no Python name)."""
+    for dtype in (np.float32, np.float64):
+        values = np.array([-1.0, 0.5, 2.0], dtype=dtype)
+        out = kg.empty(3, dtype=kg.float32 if dtype == np.float32 else kg.float64, device=device)
+        clamp_below_with_constants(out, kg.tensor(values, device=device), ndrange=3)
+        np.testing.assert_array_equal(out.cpu().numpy(), [-np.inf, 0.5, np.inf])

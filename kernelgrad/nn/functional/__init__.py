@@ -73,9 +73,16 @@ from .adaptive_pooling import (
 from .attention import multi_head_attention_forward, scaled_dot_product_attention
 from .convolution import conv1d, conv2d
 from .convolution3d import conv3d
+from .ctc import ctc_loss
 from .distance import cosine_similarity, pairwise_distance, pdist
 from .embedding import embedding, embedding_bag
 from .fold import fold, unfold
+from .fractional_pool import (
+    fractional_max_pool2d,
+    fractional_max_pool2d_with_indices,
+    fractional_max_pool3d,
+    fractional_max_pool3d_with_indices,
+)
 from .grid import affine_grid, grid_sample
 from .layers import (
     alpha_dropout,
@@ -256,4 +263,10 @@ __all__ = [
     "cosine_similarity",
     "pairwise_distance",
     "pdist",
+    # connectionist temporal classification, fractional max pooling
+    "ctc_loss",
+    "fractional_max_pool2d",
+    "fractional_max_pool2d_with_indices",
+    "fractional_max_pool3d",
+    "fractional_max_pool3d_with_indices",
 ]

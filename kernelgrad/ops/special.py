@@ -83,7 +83,7 @@ def _float_only(name: str) -> Any:
 
 # --- scalar functions ---------------------------------------------------------------------------
 def lgamma(x):
-    if x <= 0 and x == math.floor(x):
+    if x <= 0 and x % 1.0 == 0.0:
         return math.inf
     return math.lgamma(x)
 
@@ -97,7 +97,7 @@ def digamma(x):
         return -math.inf if math.copysign(1.0, x) > 0 else math.inf
     result = 0.0
     if x < 0:
-        if x == math.floor(x):
+        if x % 1.0 == 0.0:
             return math.nan
         # reflection: psi(x) = psi(1 - x) - pi / tan(pi x)
         result = -math.pi / math.tan(math.pi * x)
@@ -114,10 +114,12 @@ def digamma(x):
 
 def polygamma(n, x):
     # psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 1 (Hurwitz zeta by Euler-Maclaurin)
-    if x != x:
+    if x != x or x == -math.inf:
         return math.nan
-    if x <= 0 and x == math.floor(x):
+    if x <= 0 and x % 1.0 == 0.0:
         return math.inf if n % 2 == 1 else math.nan
+    if x < -1e6:
+        return math.nan  # beyond the recurrence's reach (PyTorch's series would not end)
     s = n + 1.0
     total = 0.0
     while x < 12.0:

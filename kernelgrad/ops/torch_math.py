@@ -1023,17 +1023,6 @@ def kaiser_window(
 # --- Tensor methods and properties ---------------------------------------------------------------
 
 
-def _no_dtype(name: str, dtype: str) -> Any:
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        raise UnsupportedError(
-            f"Tensor.{name}(): kernelgrad has no {dtype} dtype (it has float32, float64, "
-            "int32, int64 and bool); use .float(), .int() or .long()"
-        )
-
-    method.__name__ = name
-    return method
-
-
 def _data_ptr(self: Tensor) -> int:
     """The address of the tensor's first element."""
     buffer = self._storage.buffer
@@ -1168,11 +1157,6 @@ _FUNCTIONS_AS_METHODS = {
     "resolve_conj": lambda self: self,
     "resolve_neg": lambda self: self,
     "conj": lambda self: self,
-    "byte": _no_dtype("byte", "uint8"),
-    "char": _no_dtype("char", "int8"),
-    "short": _no_dtype("short", "int16"),
-    "half": _no_dtype("half", "float16"),
-    "bfloat16": _no_dtype("bfloat16", "bfloat16"),
     "fill_diagonal_": lambda self, fill_value, wrap=False: _tf._write_result(
         self, "fill_diagonal_", lambda x: _fill_diagonal(x, fill_value, wrap)
     ),

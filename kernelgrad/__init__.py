@@ -471,12 +471,87 @@ from .ops.torch_functions import (
     vsplit,
 )
 
+# Special functions, bit operations, statistics, scatter reductions, windows and small
+# helpers (ops/special.py, ops/torch_math.py); kg.take also takes PyTorch's take(x, index).
+from .ops.torch_math import (
+    TORCH_INPLACE_FUNCTIONS as _TORCH_INPLACE_FUNCTIONS,
+)
+from .ops.torch_math import (
+    asarray,
+    bartlett_window,
+    bitwise_and,
+    bitwise_left_shift,
+    bitwise_not,
+    bitwise_or,
+    bitwise_right_shift,
+    bitwise_xor,
+    blackman_window,
+    can_cast,
+    corrcoef,
+    cov,
+    diagonal_scatter,
+    digamma,
+    dist,
+    empty_strided,
+    erfc,
+    erfinv,
+    finfo,
+    float_power,
+    frexp,
+    gcd,
+    get_num_interop_threads,
+    get_num_threads,
+    hamming_window,
+    hann_window,
+    heaviside,
+    histc,
+    histogram,
+    i0,
+    igamma,
+    igammac,
+    iinfo,
+    index_reduce,
+    initial_seed,
+    kaiser_window,
+    lcm,
+    ldexp,
+    lgamma,
+    mode,
+    msort,
+    mvlgamma,
+    nanmedian,
+    nanquantile,
+    nextafter,
+    polygamma,
+    put,
+    quantile,
+    renorm,
+    result_type,
+    scalar_tensor,
+    scatter_reduce,
+    seed,
+    select_scatter,
+    set_num_interop_threads,
+    set_num_threads,
+    slice_scatter,
+    take,  # noqa: F811 (kg.take also takes PyTorch's take(input, index))
+    unique,
+    unique_consecutive,
+)
+
+globals().update(_TORCH_INPLACE_FUNCTIONS)
+# PyTorch's constants (torch.nan, torch.inf, torch.pi, torch.e, torch.newaxis)
+from math import e, inf, nan, pi
+
+newaxis = None
+
 # Sub-packages load on first attribute access (kg.nn, kg.optim, kg.data, kg.cuda, ...;
 # kg.distributed imports mpi4py only in init_process_group).
 # ``kg.kernel`` and ``kg.compile`` are packages that can be called (the decorators).
 _LAZY_SUBMODULES = (
     "nn",
     "linalg",
+    "special",
     "optim",
     "data",
     "utils",

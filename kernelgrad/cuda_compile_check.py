@@ -631,6 +631,46 @@ def random_numbers(device: str) -> None:
         kg.randint(0, 7, (5,), dtype=dtype, device=device)
 
 
+def special_math(device: str) -> None:
+    """The primitives of ops/special.py (special functions and their gradients, bit
+    operations, gcd, frexp, nextafter) in float32 and float64 and both integer dtypes, and
+    the composites of ops/torch_math.py that launch other kernels (scatter_reduce,
+    quantile, windows)."""
+    for dtype in (kg.float32, kg.float64):
+        x = kg.tensor([0.3, 1.5, 4.0], dtype=dtype, device=device, requires_grad=True)
+        u = kg.tensor([-0.5, 0.1, 0.7], dtype=dtype, device=device, requires_grad=True)
+        a = kg.tensor([0.5, 2.0, 5.0], dtype=dtype, device=device)
+        outputs = [
+            kg.lgamma(x),
+            kg.digamma(x),
+            kg.polygamma(2, x),
+            kg.erfc(u),
+            kg.erfinv(u),
+            kg.i0(u),
+            kg.special.i1(u),
+            kg.igamma(a, x),
+            kg.igammac(a, x),
+            kg.frexp(x).mantissa,
+            kg.nextafter(x, u),
+        ]
+        sum(o.sum() for o in outputs).backward()
+        kg.frexp(x.detach()).exponent.sum()
+    for dtype in (kg.int32, kg.int64):
+        i = kg.tensor([5, -3, 12], dtype=dtype, device=device)
+        j = kg.tensor([3, 2, 40], dtype=dtype, device=device)
+        (i & j) | (i ^ j)
+        kg.bitwise_not(i)
+        (i << j) + (i >> j)
+        kg.gcd(i, j)
+        kg.lcm(i, j)
+    values = kg.randn(3, 4, device=device, requires_grad=True)
+    index = kg.tensor([[0, 1, 0, 2], [2, 2, 1, 0], [0, 0, 0, 1]], device=device)
+    reduced = [values.scatter_reduce(0, index, values, r) for r in ("prod", "mean", "amax")]
+    sum(r.sum() for r in reduced).backward()
+    kg.quantile(values.detach(), 0.3, dim=1)
+    kg.kaiser_window(6, device=device) + kg.hann_window(6, device=device)
+
+
 PARTS: dict[str, Callable[[str], None]] = {
     "elementwise": elementwise_ops,
     "reductions": reductions,
@@ -645,6 +685,7 @@ PARTS: dict[str, Callable[[str], None]] = {
     "kernels": user_kernels,
     "docs": documented_kernels,
     "random": random_numbers,
+    "math": special_math,
 }
 
 

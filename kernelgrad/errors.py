@@ -111,8 +111,10 @@ MODULE_ADVICE = {
 TENSOR_ADVICE = {
     "half": "kernelgrad has float32 and float64 only: use .float()",
     "bfloat16": "kernelgrad has float32 and float64 only: use .float()",
-    "data_ptr": "kernelgrad does not expose raw pointers: use x.__dlpack__() or, on CUDA, "
-    "x.__cuda_array_interface__",
+    "byte": "kernelgrad has no uint8 dtype (it has float32, float64, int32, int64, bool): "
+    "use .int() or .long()",
+    "char": "kernelgrad has no int8 dtype: use .int() or .long()",
+    "short": "kernelgrad has no int16 dtype: use .int() or .long()",
     "pin_memory": "kernelgrad has no pinned host memory: remove the call (copies to the GPU "
     "are synchronous)",
     "share_memory_": "kernelgrad tensors are not shared between processes: use kg.distributed",

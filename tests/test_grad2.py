@@ -158,6 +158,22 @@ ORDER_2: dict[str, Callable[[], Case]] = {
     "sum": lambda: Case(lambda x: x.sum(1), [uniform(-1, 1)]),
     "max": lambda: Case(lambda x: x.amax(1), [_distinct((2, 3))]),
     "min": lambda: Case(lambda x: x.amin(0), [_distinct((2, 3))]),
+    # ops/special.py
+    "lgamma": lambda: _elementwise("lgamma", uniform(0.5, 3)),
+    "digamma": lambda: _elementwise("digamma", uniform(0.5, 3)),
+    "polygamma": lambda: Case(lambda x: OPS["polygamma"](1, x), [uniform(0.5, 3)]),
+    "erfc": lambda: _elementwise("erfc", uniform(-1.5, 1.5)),
+    "erfinv": lambda: _elementwise("erfinv", uniform(-0.8, 0.8)),
+    "i0": lambda: _elementwise("i0", uniform(-2, 2)),
+    "i1": lambda: _elementwise("i1", away_from_zero()),
+    "igamma": lambda: Case(
+        lambda x: OPS["igamma"](kg.tensor([1.5, 2.5, 0.7], dtype=kg.float64), x, False),
+        [uniform(0.5, 2)],
+    ),
+    "frexp_mantissa": lambda: _elementwise("frexp_mantissa", uniform(1.1, 1.9)),
+    "nextafter": lambda: Case(
+        lambda x, y: OPS["nextafter"](x, y, 53, 2.0**-1074), [uniform(-1, 1), uniform(-1, 1)]
+    ),
 }
 
 # The primitives without a derivative at all, and why.
@@ -180,6 +196,14 @@ NOT_DIFFERENTIABLE = {
     "full": "creates a tensor from constants: no tensor input",
     "from_data": "creates a tensor from data: no tensor input",
     "random": "random numbers: no tensor input",
+    "frexp_exponent": "integer result",
+    "bitwise_and": "integer or boolean result",
+    "bitwise_or": "integer or boolean result",
+    "bitwise_xor": "integer or boolean result",
+    "bitwise_not": "integer result",
+    "bitwise_left_shift": "integer result",
+    "bitwise_right_shift": "integer result",
+    "gcd": "integer result",
 }
 
 

@@ -16,6 +16,7 @@ TEST_MODULES = [
     "tests.ops.test_indexing",
     "tests.ops.test_linalg",
     "tests.ops.test_creation",
+    "tests.ops.test_special",
 ]
 
 

@@ -880,6 +880,273 @@ def _error_cases() -> None:
     case("error_transpose_dim", lambda m, x: x.transpose(0, 3), None, raises=IndexError)
 
 
+def _special_cases() -> None:
+    """Special functions, bit operations, statistics and scatter reductions (ops/special.py,
+    ops/torch_math.py)."""
+    import math
+
+    lgamma = np.vectorize(math.lgamma)
+    erfc = np.vectorize(math.erfc)
+    XY = (F(3, 4), F(3, 4))
+    INTS = (I(3, 4), I(3, 4))
+    rows = [
+        ("lgamma", lambda m, x: m.lgamma(x), lgamma, (P(3, 4),)),
+        ("Tensor.lgamma", lambda m, x: x.lgamma(), lgamma, (F(3, 4),)),
+        ("digamma", lambda m, x: m.digamma(x), None, (P(3, 4),)),
+        ("digamma_negative", lambda m, x: m.digamma(x - 2.5), None, (U(3, 4),)),
+        ("polygamma_1", lambda m, x: m.polygamma(1, x), None, (P(3, 4),)),
+        ("polygamma_3", lambda m, x: m.polygamma(3, x), None, (P(3, 4),)),
+        ("Tensor.polygamma", lambda m, x: x.polygamma(2), None, (P(3, 4),)),
+        ("mvlgamma", lambda m, x: m.mvlgamma(x + 1, 3), None, (P(3, 4),)),
+        ("erfc", lambda m, x: m.erfc(x), erfc, X34),
+        ("erfinv", lambda m, x: m.erfinv(x), None, (U(3, 4),)),
+        ("Tensor.erfinv", lambda m, x: x.erfinv(), None, (U(3, 4),)),
+        ("i0", lambda m, x: m.i0(x), np.i0, X34),
+        ("special.i1", lambda m, x: m.special.i1(x), None, X34),
+        ("special.gammaln", lambda m, x: m.special.gammaln(x), lgamma, (P(3, 4),)),
+        ("special.ndtri", lambda m, x: m.special.ndtri(x), None, (U(3, 4),)),
+        ("igamma", lambda m, a, x: m.igamma(a.detach(), x), None, (G(3, 4), P(3, 4))),
+        ("igammac", lambda m, a, x: m.igammac(a.detach(), x), None, (P(3, 4), G(3, 4))),
+        (
+            "xlogy_method",
+            lambda m, x, y: x.xlogy(y),
+            lambda a, b: a * np.log(b),
+            (F(3, 4), P(3, 4)),
+        ),
+        ("heaviside", lambda m, x: m.heaviside(x.round(), m.tensor([0.5])), None, X34),
+        ("float_power", lambda m, x, y: m.float_power(x, y), None, (P(3, 4), F(3, 4))),
+        # positive exponents: PyTorch's ldexp gradient is 0 for negative integer exponents
+        ("ldexp", lambda m, x, e: m.ldexp(x, e), lambda a, b: a * 2.0**b, (F(3, 4), N(3, 4))),
+        ("frexp", lambda m, x: m.frexp(x), lambda a: np.frexp(a), X34),
+        ("nextafter", lambda m, x, y: m.nextafter(x, y), np.nextafter, XY),
+        ("sinc_method", lambda m, x: x.sinc(), None, X34),
+        ("fmax_method", lambda m, x, y: x.fmax(y), np.fmax, XY),
+        ("fmin_method", lambda m, x, y: x.fmin(y), np.fmin, XY),
+        ("hypot_method", lambda m, x, y: x.hypot(y), np.hypot, XY),
+        ("logaddexp2_method", lambda m, x, y: x.logaddexp2(y), np.logaddexp2, XY),
+        ("bitwise_and", lambda m, x, y: m.bitwise_and(x, y), np.bitwise_and, INTS),
+        ("bitwise_or", lambda m, x, y: x.bitwise_or(y), np.bitwise_or, INTS),
+        ("bitwise_xor", lambda m, x, y: x ^ y, np.bitwise_xor, INTS),
+        ("bitwise_not", lambda m, x: ~x, np.invert, (I(3, 4),)),
+        (
+            "bitwise_and_bool",
+            lambda m, x, y: m.bitwise_and(x, y),
+            np.logical_and,
+            (B(3, 4), B(3, 4)),
+        ),
+        ("left_shift", lambda m, x, y: x << y.abs(), lambda a, b: a << np.abs(b), INTS),
+        (
+            "right_shift",
+            lambda m, x, y: m.bitwise_right_shift(x, y.abs()),
+            lambda a, b: a >> np.abs(b),
+            INTS,
+        ),
+        ("gcd", lambda m, x, y: m.gcd(x, y), np.gcd, INTS),
+        ("lcm", lambda m, x, y: x.lcm(y), np.lcm, INTS),
+        ("msort", lambda m, x: m.msort(x), lambda a: np.sort(a, 0), X34),
+        ("unique", lambda m, x: m.unique(x), np.unique, (I(3, 4),)),
+        (
+            "unique_inverse_counts",
+            lambda m, x: m.unique(x, return_inverse=True, return_counts=True),
+            lambda a: np.unique(a, return_inverse=True, return_counts=True),
+            (I(3, 4),),
+        ),
+        (
+            "unique_dim",
+            lambda m, x: m.unique(m.cat([x, x]), dim=0),
+            lambda a: np.unique(a, axis=0),
+            (I(2, 3),),
+        ),
+        ("unique_consecutive", lambda m, x: m.unique_consecutive(x.sort().values), None, (I(12),)),
+        ("mode", lambda m, x: m.mode(x, 1), None, (I(3, 8),)),
+        ("Tensor.mode_float", lambda m, x: x.round().mode(0), None, X34),
+        ("nanmedian", lambda m, x: m.nanmedian(m.where(x > 1, m.nan, x), 1), None, X34),
+        ("nanmedian_all", lambda m, x: m.where(x > 1, m.nan, x).nanmedian(), None, X34),
+        ("quantile", lambda m, x: m.quantile(x, 0.3), lambda a: np.quantile(a, 0.3), X34),
+        (
+            "quantile_dim_q",
+            lambda m, x: m.quantile(x, m.tensor([0.25, 0.9]), dim=1, keepdim=True),
+            lambda a: np.quantile(a, [0.25, 0.9], axis=1, keepdims=True),
+            X34,
+        ),
+        (
+            "quantile_nearest",
+            lambda m, x: x.quantile(0.4, dim=0, interpolation="nearest"),
+            None,
+            X34,
+        ),
+        (
+            "quantile_midpoint",
+            lambda m, x: m.quantile(x, 0.4, dim=1, interpolation="midpoint"),
+            lambda a: np.quantile(a, 0.4, axis=1, method="midpoint"),
+            X34,
+        ),
+        (
+            "nanquantile",
+            lambda m, x: m.nanquantile(m.where(x > 1, m.nan, x), 0.5, dim=1),
+            None,
+            X34,
+        ),
+        (
+            "histc",
+            lambda m, x: m.histc(x, 5, -1, 1),
+            lambda a: np.histogram(a, 5, (-1, 1))[0].astype(np.float32),
+            X34,
+        ),
+        (
+            "histogram",
+            lambda m, x: m.histogram(x, 4),
+            lambda a: [v.astype(np.float32) for v in np.histogram(a, 4)],
+            X34,
+        ),
+        ("dist", lambda m, x, y: m.dist(x, y), lambda a, b: np.linalg.norm(a - b), XY),
+        ("dist_p1", lambda m, x, y: x.dist(y, 1), lambda a, b: np.abs(a - b).sum(), XY),
+        ("renorm", lambda m, x: x.renorm(2, 0, 1.0), None, X34),
+        ("cov", lambda m, x: m.cov(x), np.cov, X34),
+        (
+            "cov_weights",
+            lambda m, x, w: m.cov(x, correction=0, aweights=w),
+            lambda a, w: np.cov(a, aweights=w, ddof=0),
+            (F(3, 4), P(4)),
+        ),
+        ("corrcoef", lambda m, x: x.corrcoef(), np.corrcoef, X34),
+    ]
+    for name, fn, ref, inputs in rows:
+        case(name, fn, ref, inputs)
+    index = [[0, 1, 0, 2], [2, 2, 1, 0], [0, 0, 0, 1]]
+    for reduce in ("sum", "prod", "mean", "amax", "amin"):
+        for include_self in (True, False):
+            case(
+                f"scatter_reduce_{reduce}{'' if include_self else '_excl'}",
+                lambda m, x, s, r=reduce, i=include_self: x.scatter_reduce(
+                    0, m.tensor(index), s, r, include_self=i
+                ),
+                None,
+                (F(3, 4), F(3, 4)),
+            )
+    case(
+        "scatter_reduce_int_mean",
+        lambda m, x, s: m.scatter_reduce(x, 1, m.tensor(index), s, "mean"),
+        None,
+        INTS,
+    )
+    for reduce in ("prod", "mean", "amax", "amin"):
+        case(
+            f"index_reduce_{reduce}",
+            lambda m, x, s, r=reduce: x.index_reduce(1, m.tensor([0, 2, 0]), s, r),
+            None,
+            (F(3, 4), F(3, 3)),
+        )
+    more = [
+        (
+            "take_flat",
+            lambda m, x: m.take(x, m.tensor([[0, 5], [11, 3]])),
+            lambda a: a.reshape(-1)[[[0, 5], [11, 3]]],
+        ),
+        ("Tensor.take", lambda m, x: x.take(m.tensor([1, 7])), lambda a: a.reshape(-1)[[1, 7]]),
+        ("put", lambda m, x: x.put(m.tensor([0, 5]), x[0, :2] * 2), None),
+        ("put_accumulate", lambda m, x: x.put(m.tensor([1, 1]), x[1, :2], accumulate=True), None),
+        ("diagonal_scatter", lambda m, x: m.diagonal_scatter(x, x[0, :3] * 3, 1), None),
+        ("select_scatter", lambda m, x: m.select_scatter(x, x[0] * 2, 0, 2), None),
+        ("slice_scatter", lambda m, x: m.slice_scatter(x, x[:, :2] * 2, 1, 0, 4, 2), None),
+        ("fill_diagonal_", lambda m, x: (x * 1).fill_diagonal_(5.0), None),
+        ("fill_diagonal_wrap", lambda m: m.zeros(7, 3).fill_diagonal_(2.0, wrap=True), None, ()),
+        ("sum_to_size", lambda m, x: x.sum_to_size(1, 4), lambda a: a.sum(0, keepdims=True)),
+        ("fliplr_method", lambda m, x: x.fliplr(), np.fliplr),
+        ("flipud_method", lambda m, x: x.flipud(), np.flipud),
+        ("acos_", lambda m, x: (x * 0.5).acos_(), lambda a: np.arccos(a * 0.5)),
+        ("atan2_", lambda m, x, y: (x * 1).atan2_(y), np.arctan2, (F(3, 4), F(3, 4))),
+        (
+            "lerp_",
+            lambda m, x, y: (x * 1).lerp_(y, 0.25),
+            lambda a, b: a + 0.25 * (b - a),
+            (F(3, 4), F(3, 4)),
+        ),
+        ("fmod_", lambda m, x: (x * 1).fmod_(0.7), lambda a: np.fmod(a, np.float32(0.7))),
+        (
+            "remainder_",
+            lambda m, x: (x * 1).remainder_(0.7),
+            lambda a: np.remainder(a, np.float32(0.7)),
+        ),
+        ("copysign_", lambda m, x, y: (x * 1).copysign_(y), np.copysign, (F(3, 4), F(3, 4))),
+        ("cumsum_", lambda m, x: (x * 1).cumsum_(1), lambda a: np.cumsum(a, 1)),
+        (
+            "xlogy_",
+            lambda m, x, y: (x * 1).xlogy_(y),
+            lambda a, b: a * np.log(b),
+            (F(3, 4), P(3, 4)),
+        ),
+        ("true_divide_", lambda m, x, y: (x * 1).true_divide_(y), np.divide, (F(3, 4), P(3, 4))),
+        ("floor_divide_", lambda m, x: (x * 1).floor_divide_(0.3), lambda a: a // np.float32(0.3)),
+        ("hypot_", lambda m, x, y: (x * 1).hypot_(y), np.hypot, (F(3, 4), F(3, 4))),
+        ("lgamma_", lambda m, x: (x * 1).lgamma_(), lgamma, (P(3, 4),)),
+        ("bitwise_and_", lambda m, x, y: x.clone().bitwise_and_(y), np.bitwise_and, INTS),
+        ("torch.abs_", lambda m, x: m.abs_(x * 1), np.abs),
+        ("itemsize", lambda m, x: x.itemsize, lambda a: 4),
+        ("is_complex", lambda m, x: x.is_complex(), lambda a: False),
+        ("is_same_size", lambda m, x: x.is_same_size(x[0]), lambda a: False),
+        (
+            "is_sparse",
+            lambda m, x: (x.is_sparse, x.is_quantized, x.is_meta),
+            lambda a: (False,) * 3,
+        ),
+        (
+            "result_type",
+            lambda m, x: str(m.result_type(x, 2.5)).split(".")[-1],
+            lambda a: "float32",
+        ),
+        (
+            "can_cast",
+            lambda m: (m.can_cast(m.int64, m.float32), m.can_cast(m.float32, m.int32)),
+            lambda: (True, False),
+            (),
+        ),
+        ("finfo_eps", lambda m: m.finfo(m.float32).eps, lambda: np.finfo(np.float32).eps, ()),
+        ("iinfo_max", lambda m: m.iinfo(m.int32).max, lambda: 2**31 - 1, ()),
+        ("scalar_tensor", lambda m: m.scalar_tensor(3), lambda: np.float32(3), ()),
+        ("empty_strided", lambda m: m.empty_strided((2, 3), (1, 2)).stride(), lambda: (1, 2), ()),
+        ("asarray", lambda m: m.asarray([1.0, 2.0]), lambda: np.array([1.0, 2.0], np.float32), ()),
+        ("new_method", lambda m, x: x.new([1, 2]), lambda a: np.array([1.0, 2.0], np.float32)),
+        ("hann_window", lambda m: m.hann_window(8), None, ()),
+        (
+            "hann_window_symmetric",
+            lambda m: m.hann_window(8, periodic=False),
+            lambda: np.hanning(8),
+            (),
+        ),
+        (
+            "hamming_window",
+            lambda m: m.hamming_window(7, periodic=False),
+            lambda: np.hamming(7),
+            (),
+        ),
+        (
+            "blackman_window",
+            lambda m: m.blackman_window(9, periodic=False),
+            lambda: np.blackman(9),
+            (),
+        ),
+        (
+            "bartlett_window",
+            lambda m: m.bartlett_window(6, periodic=False),
+            lambda: np.bartlett(6),
+            (),
+        ),
+        (
+            "kaiser_window",
+            lambda m: m.kaiser_window(6, periodic=False, beta=5.0),
+            lambda: np.kaiser(6, 5.0),
+            (),
+        ),
+        ("kaiser_window_periodic", lambda m: m.kaiser_window(6), None, ()),
+    ]
+    for row in more:
+        name, fn, ref, *inputs = row
+        case(name, fn, ref, inputs[0] if inputs else X34)
+    case("error_bitwise_float", lambda m, x: m.bitwise_and(x, x), None, raises=RuntimeError)
+    case("error_half", lambda m, x: x.byte(), None, raises=Exception)
+
+
 _creation_cases()
 _unary_cases()
 _binary_cases()
@@ -889,6 +1156,7 @@ _index_cases()
 _method_cases()
 _functional_cases()
 _error_cases()
+_special_cases()
 
 # The cases kernelgrad does not pass yet, each for the reason given by the run.
 EXPECTED_FAILURES: set[str] = set()
@@ -1087,6 +1355,9 @@ DEVICE_SLICE = [
     "sort", "topk", "argsort_desc", "tril", "triu_k", "masked_fill", "roll_dims",
     "diagonal_offset", "einsum_mm", "einsum_batch", "nonzero", "repeat_interleave",
     "new_zeros", "type_dtype", "Tensor.mm", "index_range",
+    # ops/special.py and ops/torch_math.py
+    "lgamma", "polygamma_1", "erfinv", "i0", "igamma", "nextafter", "frexp", "left_shift",
+    "gcd", "msort", "nanmedian", "quantile", "renorm", "cov", "acos_", "lerp_",
 ]  # fmt: skip
 
 

@@ -42,6 +42,16 @@ acos = _ieee(_np.arccos)
 acosh = _ieee(_np.arccosh)
 atanh = _ieee(_np.arctanh)
 fmod = _ieee(_np.fmod)
+copysign = _ieee(_np.copysign)
+erfc = _math.erfc  # never raises
+
+
+def lgamma(x: Any) -> Any:
+    """``inf`` at the poles (Python's raises ValueError), NaN for NaN."""
+    try:
+        return _math.lgamma(x)
+    except (ValueError, OverflowError):
+        return _math.inf
 
 
 def __getattr__(name: str) -> Any:

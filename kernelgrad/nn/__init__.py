@@ -40,6 +40,9 @@ from .activation import (
     Tanhshrink,
     Threshold,
 )
+
+# PyTorch's remaining nn surface (docs/pytorch-compat.md)
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .device_functions import UnsupportedLayerError, device_function
@@ -92,11 +95,18 @@ from .loss import (
     SoftMarginLoss,
     TripletMarginLoss,
 )
-from .module import IncompatibleKeys, Module, Parameter, StateDictError
+from .module import Buffer, Container, IncompatibleKeys, Module, Parameter, StateDictError
+from .more_losses import (
+    LinearCrossEntropyLoss,
+    MultiLabelMarginLoss,
+    NLLLoss2d,
+    TripletMarginWithDistanceLoss,
+)
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
     BatchNorm3d,
+    CrossMapLRN2d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
@@ -122,7 +132,7 @@ from .padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
-from .pixelshuffle import PixelShuffle, PixelUnshuffle
+from .pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -147,6 +157,7 @@ from .pooling import (
     UpsamplingNearest2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .sync_batchnorm import SyncBatchNorm
 from .transformer import (
     MultiheadAttention,
     Transformer,
@@ -318,4 +329,17 @@ __all__ = [
     "PairwiseDistance",
     "device_function",
     "UnsupportedLayerError",
+]
+
+__all__ += [
+    "AdaptiveLogSoftmaxWithLoss",
+    "Buffer",
+    "ChannelShuffle",
+    "Container",
+    "CrossMapLRN2d",
+    "LinearCrossEntropyLoss",
+    "MultiLabelMarginLoss",
+    "NLLLoss2d",
+    "SyncBatchNorm",
+    "TripletMarginWithDistanceLoss",
 ]

@@ -98,6 +98,7 @@ from .loss import (
 from .module import Buffer, Container, IncompatibleKeys, Module, Parameter, StateDictError
 from .more_losses import (
     LinearCrossEntropyLoss,
+    LinearCrossEntropyOptions,
     MultiLabelMarginLoss,
     NLLLoss2d,
     TripletMarginWithDistanceLoss,
@@ -338,6 +339,7 @@ __all__ += [
     "Container",
     "CrossMapLRN2d",
     "LinearCrossEntropyLoss",
+    "LinearCrossEntropyOptions",
     "MultiLabelMarginLoss",
     "NLLLoss2d",
     "SyncBatchNorm",

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -22,7 +23,26 @@ __all__ = [
     "TripletMarginWithDistanceLoss",
     "LinearCrossEntropyLoss",
     "NLLLoss2d",
+    "LinearCrossEntropyOptions",
 ]
+
+
+@dataclasses.dataclass(slots=True, frozen=True)
+class LinearCrossEntropyOptions:
+    """PyTorch 2.13's chunking settings of ``linear_cross_entropy`` (same fields and
+    defaults), accepted so that programs that pass them run: kernelgrad always makes
+    the logits whole, which gives the same values, so the settings change nothing.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.LinearCrossEntropyOptions(batch_chunk_size=64).batch_chunk_size
+    64
+    """
+
+    allow_retain_graph: bool = False
+    batch_chunk_size: int | None = None
+    chunking_method: str = "auto"
+    acc_policy: str = "auto"
+    acc_dtype: Any = None
 
 
 class MultiLabelMarginLoss(Module):

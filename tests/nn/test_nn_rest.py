@@ -226,6 +226,21 @@ def test_linear_cross_entropy_loss_loads_pytorch_state_dicts():
     assert_close(mine.linear.bias.grad, theirs.linear.bias.grad.numpy(), rtol=1e-10)
 
 
+@pytest.mark.torch
+def test_linear_cross_entropy_options_are_accepted_and_change_nothing():
+    import torch
+
+    x, w, target = RNG.standard_normal((6, 4)), RNG.standard_normal((5, 4)), RNG.integers(0, 5, 6)
+    mine = kg.nn.LinearCrossEntropyOptions(batch_chunk_size=2)
+    theirs = torch.nn.LinearCrossEntropyOptions(batch_chunk_size=2)
+    assert repr(mine) == repr(theirs)
+    got = F.linear_cross_entropy(kg.tensor(x), kg.tensor(w), kg.tensor(target), options=mine)
+    expected = torch.nn.functional.linear_cross_entropy(
+        torch.tensor(x), torch.tensor(w), torch.tensor(target), options=theirs
+    )
+    assert_close(got, expected.item(), rtol=1e-10)
+
+
 def test_linear_cross_entropy_refuses_what_pytorch_refuses():
     x, w = kg.zeros(2, 4), kg.zeros(3, 4)
     with pytest.raises(ShapeError, match="in_features"):

@@ -671,6 +671,41 @@ def special_math(device: str) -> None:
     kg.kaiser_window(6, device=device) + kg.hann_window(6, device=device)
 
 
+def nn_rest(device: str) -> None:
+    """The rest of torch.nn and torch's top-level nn operations, forward and backward:
+    multilabel_margin_loss (its target range check), triplet_margin_with_distance_loss,
+    linear_cross_entropy, AdaptiveLogSoftmaxWithLoss, channel_shuffle, CrossMapLRN2d,
+    SyncBatchNorm alone, upsample_nearest/bilinear, feature_dropout and embedding_bag's
+    outputs in max mode."""
+    import warnings
+
+    nn, functional = kg.nn, kg.nn.functional
+    kg.manual_seed(14)
+    scores = kg.randn(3, 4, device=device, requires_grad=True)
+    labels = _tensor([[3, 0, -1, 1], [1, 2, 3, -1], [0, 0, -1, 2]], kg.int64, device)
+    functional.multilabel_margin_loss(scores, labels).backward()
+    a, p, n = (kg.randn(4, 3, device=device, requires_grad=True) for _ in range(3))
+    functional.triplet_margin_with_distance_loss(a, p, n, swap=True).backward()
+    linear_ce = nn.LinearCrossEntropyLoss(5, 3, out_features=(2,), bias=True).to(device)
+    linear_ce(kg.randn(4, 5, device=device), _tensor([[0, 1]] * 4, kg.int64, device)).backward()
+    asm = nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 6], div_value=2.0).to(device)
+    x = kg.randn(5, 8, device=device, requires_grad=True)
+    asm(x, _tensor([0, 9, 4, 2, 6], kg.int64, device)).loss.backward()
+    asm.predict(x.detach())
+    images = kg.randn(2, 6, 3, 3, device=device, requires_grad=True)
+    nn.CrossMapLRN2d(3, 0.5, 0.75, 1.0)(functional.channel_shuffle(images, 3)).sum().backward()
+    nn.SyncBatchNorm(6).to(device)(images).sum().backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        functional.upsample_nearest(images, scale_factor=2).sum().backward()
+        functional.upsample_bilinear(images, size=(4, 5)).sum().backward()
+    kg.feature_dropout(images, 0.5, True).sum().backward()
+    kg.embedding_bag(
+        kg.randn(5, 3, device=device), _tensor([0, 2, 1, 4], kg.int64, device),
+        _tensor([0, 2, 2], kg.int64, device), False, 2,
+    )  # fmt: skip
+
+
 PARTS: dict[str, Callable[[str], None]] = {
     "elementwise": elementwise_ops,
     "reductions": reductions,
@@ -679,6 +714,7 @@ PARTS: dict[str, Callable[[str], None]] = {
     "more_nn": more_layers,
     "surface": surface,
     "ctc": ctc_and_fractional_pooling,
+    "nnrest": nn_rest,
     "optim": optimizers,
     "compile": compiled_functions,
     "functions": elementwise_functions,

@@ -40,6 +40,9 @@ from .activation import (
     Tanhshrink,
     Threshold,
 )
+
+# PyTorch's remaining nn surface (docs/pytorch-compat.md)
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .ctc import CTCLoss
@@ -94,11 +97,19 @@ from .loss import (
     SoftMarginLoss,
     TripletMarginLoss,
 )
-from .module import IncompatibleKeys, Module, Parameter, StateDictError
+from .module import Buffer, Container, IncompatibleKeys, Module, Parameter, StateDictError
+from .more_losses import (
+    LinearCrossEntropyLoss,
+    LinearCrossEntropyOptions,
+    MultiLabelMarginLoss,
+    NLLLoss2d,
+    TripletMarginWithDistanceLoss,
+)
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
     BatchNorm3d,
+    CrossMapLRN2d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
@@ -124,7 +135,7 @@ from .padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
-from .pixelshuffle import PixelShuffle, PixelUnshuffle
+from .pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
@@ -149,6 +160,7 @@ from .pooling import (
     UpsamplingNearest2d,
 )
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from .sync_batchnorm import SyncBatchNorm
 from .transformer import (
     MultiheadAttention,
     Transformer,
@@ -324,4 +336,18 @@ __all__ = [
     "CTCLoss",
     "FractionalMaxPool2d",
     "FractionalMaxPool3d",
+]
+
+__all__ += [
+    "AdaptiveLogSoftmaxWithLoss",
+    "Buffer",
+    "ChannelShuffle",
+    "Container",
+    "CrossMapLRN2d",
+    "LinearCrossEntropyLoss",
+    "LinearCrossEntropyOptions",
+    "MultiLabelMarginLoss",
+    "NLLLoss2d",
+    "SyncBatchNorm",
+    "TripletMarginWithDistanceLoss",
 ]

@@ -37,7 +37,7 @@ from ..dtypes import DType, as_dtype, float64
 from ..errors import DTypeError, ShapeError, UnsupportedError, format_shape
 from ..tensor import Tensor
 
-__all__ = ["Module", "Parameter", "IncompatibleKeys"]
+__all__ = ["Module", "Parameter", "Buffer", "Container", "IncompatibleKeys"]
 
 
 class Parameter(Tensor):
@@ -83,6 +83,40 @@ class Parameter(Tensor):
 
     def __reduce__(self) -> tuple:
         return (Parameter, (self.detach(), self.requires_grad))
+
+
+class Buffer(Tensor):
+    """A tensor that becomes a buffer of the :class:`Module` it is assigned to (PyTorch
+    2.5's ``nn.Buffer``): ``self.running = kg.nn.Buffer(kg.zeros(3))`` is
+    ``self.register_buffer("running", kg.zeros(3))``; ``persistent=False`` leaves it out
+    of ``state_dict``. It shares memory with ``data`` (detached, ``requires_grad`` kept).
+
+    >>> import kernelgrad as kg
+    >>> m = kg.nn.Module()
+    >>> m.scale = kg.nn.Buffer(kg.ones(2))
+    >>> m.cache = kg.nn.Buffer(kg.zeros(2), persistent=False)
+    >>> [name for name, _ in m.named_buffers()], list(m.state_dict())
+    (['scale', 'cache'], ['scale'])
+    """
+
+    __slots__ = ("persistent",)
+
+    def __new__(cls, data: Any = None, *, persistent: bool = True) -> Buffer:
+        from ..ops.creation import empty, tensor
+
+        if data is None:
+            data = empty(0)
+        elif not isinstance(data, Tensor):
+            data = tensor(data)
+        buffer = cls._make(data._storage, data.shape, data._strides, data._offset, data.dtype)
+        buffer._base = data._base
+        if data.requires_grad:
+            buffer.requires_grad_(True)
+        buffer.persistent = bool(persistent)
+        return buffer
+
+    def __init__(self, data: Any = None, *, persistent: bool = True) -> None:
+        pass  # everything happens in __new__ (Tensor.__init__ refuses direct construction)
 
 
 class IncompatibleKeys(NamedTuple):
@@ -138,6 +172,9 @@ class Module:
     def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, (Module, Tensor)):
             self._check_initialised(name)
+        if isinstance(value, Buffer):  # nn.Buffer: assigning it registers a buffer
+            self.register_buffer(name, value, value.persistent)
+            return
         buffers = self.__dict__.get("_buffer_names")
         if buffers and name in buffers and not (value is None or isinstance(value, Tensor)):
             raise DTypeError(
@@ -426,6 +463,34 @@ class Module:
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()))
+
+
+class Container(Module):
+    """PyTorch's deprecated ``nn.Container``: a :class:`Module` whose keyword arguments
+    become its sub-modules (with PyTorch's ``FutureWarning``). Subclass ``Module``
+    instead.
+
+    >>> import warnings
+    >>> import kernelgrad as kg
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     box = kg.nn.Container(fc=kg.nn.Linear(2, 1))
+    >>> [name for name, _ in box.named_parameters()]
+    ['fc.weight', 'fc.bias']
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        import warnings
+
+        warnings.warn(
+            "`nn.Container` is deprecated. All of its functionality is now implemented in "
+            "`nn.Module`. Subclass that instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class StateDictError(ShapeError):

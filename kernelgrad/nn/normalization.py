@@ -25,6 +25,7 @@ __all__ = [
     "InstanceNorm3d",
     "RMSNorm",
     "LocalResponseNorm",
+    "CrossMapLRN2d",
 ]
 
 
@@ -389,6 +390,53 @@ class LocalResponseNorm(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class CrossMapLRN2d(Module):
+    """PyTorch's legacy ``nn.CrossMapLRN2d`` (from Lua Torch): local response
+    normalisation across the channels of an (N, C, H, W) input,
+    ``x / (k + alpha / size * s) ** beta`` with ``s`` a sum of squares over a window of
+    channels, computed as PyTorch computes it. PyTorch's running window never drops
+    channel 0: channel c sums channel 0 and channels ``max(1, c - p + 1)`` to
+    ``min(c + p - 1, C - 1)``, ``p = (size - 1) // 2 + 1`` (``LocalResponseNorm``
+    sums the symmetric window). kernelgrad gives the same values, and their exact
+    gradient; PyTorch's hand-written backward is not the derivative of its forward (its
+    own ``gradcheck`` fails), so the gradients differ from PyTorch's.
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.CrossMapLRN2d(3)(kg.ones(1, 4, 2, 2)).shape
+    (1, 4, 2, 2)
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input: Tensor) -> Tensor:
+        import numpy as np
+
+        if input.ndim != 4:
+            raise ShapeError(
+                f"CrossMapLRN2d: expected a 4-d (N, C, H, W) input, got shape "
+                f"{format_shape(input.shape)}"
+            )
+        batch, channels, height, width = input.shape
+        reach = int((self.size - 1) / 2 + 1)
+        window = np.zeros((channels, channels))
+        for c in range(channels):
+            window[c, 0] = 1.0
+            window[c, max(1, c - reach + 1) : min(c + reach - 1, channels - 1) + 1] = 1.0
+        sums = tensor(window, dtype=input.dtype, device=input.device) @ (input * input).reshape(
+            batch, channels, height * width
+        )
+        scale = sums.reshape(input.shape) * (self.alpha / self.size) + self.k
+        return input * scale.pow(-self.beta)
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -1,5 +1,5 @@
 """``PixelShuffle`` and ``PixelUnshuffle``: sub-pixel rearrangement between channels and
-the two trailing spatial dims."""
+the two trailing spatial dims; ``ChannelShuffle``: interleaving groups of channels."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from ..tensor import Tensor
 from . import functional as F
 from .module import Module
 
-__all__ = ["PixelShuffle", "PixelUnshuffle"]
+__all__ = ["PixelShuffle", "PixelUnshuffle", "ChannelShuffle"]
 
 
 class PixelShuffle(Module):
@@ -46,3 +46,22 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self) -> str:
         return f"downscale_factor={self.downscale_factor}"
+
+
+class ChannelShuffle(Module):
+    """Interleave ``groups`` groups of the channels of an (N, C, *) input (ShuffleNet).
+
+    >>> import kernelgrad as kg
+    >>> kg.nn.ChannelShuffle(2)(kg.arange(4.0).reshape(1, 4, 1)).reshape(-1).tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"

@@ -217,6 +217,44 @@ def mismatched_model(rank: int, world: int, messages: dict) -> None:
         messages["mismatch"] = str(error)
 
 
+def sync_batch_norm_data(world: int):
+    """Two training batches of (8, 3, 2) float64 samples, output gradients of their shape,
+    an affine start, and where each rank's (uneven) shard of a batch starts and ends."""
+    rng = np.random.default_rng(11)
+    batches = rng.standard_normal((2, 8, 3, 2)) * 2 + 1
+    upstream = rng.standard_normal((2, 8, 3, 2))
+    weight, bias = rng.standard_normal(3), rng.standard_normal(3)
+    edges = [0, 3, 8] if world == 2 else [8 * r // world for r in range(world + 1)]
+    return batches, upstream, weight, bias, edges
+
+
+def sync_batch_norm(rank: int, world: int, out: dict) -> None:
+    """SyncBatchNorm on uneven shards (3 and 5 samples of 8): two training steps, then an
+    eval forward; the test compares with BatchNorm1d on the whole batches."""
+    batches, upstream, weight, bias, edges = sync_batch_norm_data(world)
+    start, stop = edges[rank], edges[rank + 1]
+    model = kg.nn.SyncBatchNorm.convert_sync_batchnorm(
+        kg.nn.Sequential(kg.nn.BatchNorm1d(3, momentum=None, dtype=kg.float64))
+    )
+    layer = model[0]
+    with kg.no_grad():
+        layer.weight.copy_(kg.tensor(weight))
+        layer.bias.copy_(kg.tensor(bias))
+    for step in range(2):
+        layer.zero_grad()
+        x = kg.tensor(batches[step, start:stop], requires_grad=True)
+        y = model(x)
+        (y * kg.tensor(upstream[step, start:stop])).sum().backward()
+        out[f"syncbn/{step}/output"] = y.detach().numpy()
+        out[f"syncbn/{step}/input_grad"] = x.grad.numpy()
+        out[f"syncbn/{step}/weight_grad"] = layer.weight.grad.numpy()
+        out[f"syncbn/{step}/bias_grad"] = layer.bias.grad.numpy()
+    out["syncbn/running_mean"] = layer.running_mean.numpy()
+    out["syncbn/running_var"] = layer.running_var.numpy()
+    model.eval()
+    out["syncbn/eval"] = model(kg.tensor(batches[0, start:stop])).numpy()
+
+
 def main() -> None:
     folder = Path(sys.argv[1])
     dist = kg.distributed
@@ -229,6 +267,7 @@ def main() -> None:
     data_parallel(rank, world, out)
     unused_parameters(rank, world, out)
     mismatched_model(rank, world, messages)
+    sync_batch_norm(rank, world, out)
     np.savez(folder / f"rank-{rank}.npz", **out)
     (folder / f"rank-{rank}.json").write_text(json.dumps(messages))
     dist.destroy_process_group()

@@ -167,3 +167,37 @@ def test_mismatched_models_are_refused_at_start(results):
         assert "the model differs across ranks" in message
         assert "rank 1 has parameter 0.weight (9, 4) float32" in message
         assert "rank 0 has parameter 0.weight (8, 4) float32" in message
+
+
+def test_sync_batch_norm_on_uneven_shards_is_batch_norm_on_the_whole_batch(results):
+    """SyncBatchNorm on 2 ranks holding 3 and 5 of 8 samples: each rank's outputs and
+    input gradients are those rows of one BatchNorm1d on all 8 (training, momentum=None,
+    two steps), the parameter gradients sum to the whole batch's, the running statistics
+    are the whole batch's, and eval mode uses them."""
+    arrays, _ = results
+    batches, upstream, weight, bias, edges = scenarios.sync_batch_norm_data(WORLD)
+    import kernelgrad as kg
+
+    layer = kg.nn.BatchNorm1d(3, momentum=None, dtype=kg.float64)
+    with kg.no_grad():
+        layer.weight.copy_(kg.tensor(weight))
+        layer.bias.copy_(kg.tensor(bias))
+    for step in range(2):
+        layer.zero_grad()
+        x = kg.tensor(batches[step], requires_grad=True)
+        y = layer(x)
+        (y * kg.tensor(upstream[step])).sum().backward()
+        for name, whole in (("output", y.detach().numpy()), ("input_grad", x.grad.numpy())):
+            for rank in range(WORLD):
+                got = arrays[rank][f"syncbn/{step}/{name}"]
+                np.testing.assert_allclose(got, whole[edges[rank] : edges[rank + 1]], atol=1e-12)
+        for name, parameter in (("weight_grad", layer.weight), ("bias_grad", layer.bias)):
+            summed = sum(arrays[rank][f"syncbn/{step}/{name}"] for rank in range(WORLD))
+            np.testing.assert_allclose(summed, parameter.grad.numpy(), atol=1e-12)
+    layer.eval()
+    whole_eval = layer(kg.tensor(batches[0])).numpy()
+    for rank in range(WORLD):
+        np.testing.assert_allclose(arrays[rank]["syncbn/running_mean"], layer.running_mean.numpy())
+        np.testing.assert_allclose(arrays[rank]["syncbn/running_var"], layer.running_var.numpy())
+        rows = slice(edges[rank], edges[rank + 1])
+        np.testing.assert_allclose(arrays[rank]["syncbn/eval"], whole_eval[rows], atol=1e-12)

@@ -119,6 +119,13 @@ from .loss import (
     soft_margin_loss,
     triplet_margin_loss,
 )
+
+# PyTorch's remaining functions (channel_shuffle, the last losses, deprecated upsampling)
+from .more_losses import (
+    linear_cross_entropy,
+    multilabel_margin_loss,
+    triplet_margin_with_distance_loss,
+)
 from .normalization import group_norm, instance_norm, local_response_norm, rms_norm
 from .pool_indices import (
     adaptive_max_pool1d_with_indices,
@@ -140,8 +147,8 @@ from .pooling import (
     max_pool2d_relu,
 )
 from .pooling3d import avg_pool3d, lp_pool1d, lp_pool2d, lp_pool3d, max_pool3d
-from .resampling import interpolate, upsample
-from .shuffle import pixel_shuffle, pixel_unshuffle
+from .resampling import interpolate, upsample, upsample_bilinear, upsample_nearest
+from .shuffle import channel_shuffle, pixel_shuffle, pixel_unshuffle
 from .transposed import conv_transpose1d, conv_transpose2d, conv_transpose3d
 
 __all__ = [
@@ -269,4 +276,12 @@ __all__ = [
     "fractional_max_pool2d_with_indices",
     "fractional_max_pool3d",
     "fractional_max_pool3d_with_indices",
+]
+__all__ += [
+    "channel_shuffle",
+    "linear_cross_entropy",
+    "multilabel_margin_loss",
+    "triplet_margin_with_distance_loss",
+    "upsample_bilinear",
+    "upsample_nearest",
 ]

@@ -14,6 +14,7 @@ the product."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from numbers import Integral
 from typing import Any
@@ -264,3 +265,39 @@ def upsample(
 ) -> Tensor:
     """``interpolate`` under its older name."""
     return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode="nearest")``, with
+    PyTorch's warning.
+
+    >>> import warnings
+    >>> import kernelgrad as kg
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     kg.nn.functional.upsample_nearest(kg.ones(1, 1, 2, 2), scale_factor=2).shape
+    (1, 1, 4, 4)
+    """
+    warnings.warn(
+        "`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """Deprecated: ``interpolate(input, size, scale_factor, mode="bilinear",
+    align_corners=True)``, with PyTorch's warning.
+
+    >>> import warnings
+    >>> import kernelgrad as kg
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     kg.nn.functional.upsample_bilinear(kg.ones(1, 1, 2, 2), size=3).shape
+    (1, 1, 3, 3)
+    """
+    warnings.warn(
+        "`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
+        stacklevel=2,
+    )
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -59,3 +59,30 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     split = input.reshape(*lead, channels, height // r, r, width // r, r)
     order = list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3]
     return split.permute(*order).reshape(*lead, channels * r * r, height // r, width // r)
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """Split the C channels of an (N, C, *) input (at least 3 dims) into ``groups``
+    groups and interleave them: (N, g, C / g, *) read as (N, C / g, g, *) (ShuffleNet).
+
+    >>> import kernelgrad as kg
+    >>> x = kg.arange(6.0).reshape(1, 6, 1)
+    >>> kg.nn.functional.channel_shuffle(x, 3).reshape(-1).tolist()
+    [0.0, 2.0, 4.0, 1.0, 3.0, 5.0]
+    """
+    op = "channel_shuffle"
+    if input.ndim <= 2:
+        raise ShapeError(
+            f"{op}: expected an input of shape (N, C, *) with more than 2 dims, got "
+            f"{format_shape(input.shape)}"
+        )
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        raise ArgumentError(f"{op}: groups must be a positive int, got {groups!r}")
+    batch, channels, *rest = input.shape
+    if channels % groups:
+        raise ShapeError(
+            f"{op}: the number of channels ({channels}) of the input of shape "
+            f"{format_shape(input.shape)} must be divisible by groups = {groups}"
+        )
+    split = input.reshape(batch, groups, channels // groups, *rest)
+    return split.transpose(1, 2).reshape(batch, channels, *rest)

@@ -37,9 +37,10 @@ from .. import tracing
 from ..backends.base import ScalarFunction, backend_capability
 from ..dtypes import float64
 from ..errors import ArgumentError
-from ..nn._fused import launch_each, prefetch_each
+from ..nn._fused import FedLaunch, launch_each, prefetch_each, prepare_each_fed
 from ..ops.creation import empty, tensor
 from ..tensor import Tensor
+from .adam import _layout, _same_layouts
 from .optimizer import Optimizer
 
 __all__ = ["FusedOptimizer", "check_range"]
@@ -69,6 +70,10 @@ class FusedOptimizer(Optimizer):
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         super().__init__(params, defaults)
         self._coefficients = self._scalar_fn.nout - len(self._scalar_names)
+        # id(group) -> its update prepared for the next eager steps: see _planned_update
+        self._plans: dict[int, _Plan] = {}
+        # id(group) -> (group, steps to wait before planning again, the last wait)
+        self._plan_waits: dict[int, tuple[dict[str, Any], int, int]] = {}
         self._prefetch_updates()
 
     # --- what subclasses define ---------------------------------------------------------
@@ -99,6 +104,12 @@ class FusedOptimizer(Optimizer):
         return state
 
     def _update_group(self, group: dict[str, Any]) -> None:
+        if self._planned_update(group):
+            return
+        self._unplanned_update(group)
+        self._plan_update(group)
+
+    def _unplanned_update(self, group: dict[str, Any]) -> None:
         on_device = tracing.active_recorder() is not None
         settings = self._settings(group)
         scalar_items: dict[Any, list[tuple[list[Tensor], list[Any]]]] = {}
@@ -144,6 +155,118 @@ class FusedOptimizer(Optimizer):
         rounded = dtype.numpy.type
         return [float(rounded(value)) for value in results[len(arrays) :]]
 
+    # --- the prepared update of eager steps (as Adam's: see Adam._planned_update) -------
+    # A group whose parameters, gradient layouts and state tensors are those of the step
+    # before, on a backend with host memory, in one dtype, with equal 0-d state in every
+    # parameter (the usual case: they were all created together), launches the update
+    # prepared by ``nn._fused.prepare_each_fed`` with the new gradients and coefficients,
+    # and runs the scalar function once for all of them. Anything else takes the path
+    # above, which plans again after it ran.
+
+    def _planned_update(self, group: dict[str, Any]) -> bool:
+        """Run the group's update from its plan if the plan still holds; False if not
+        (nothing was changed then)."""
+        plan = self._plans.get(id(group))
+        if plan is None or plan.group is not group or not plan.launch.ready():
+            return False
+        params = group["params"]
+        if len(params) != len(plan.params):
+            return self._plan_failed(plan)
+        states = self.state
+        grads = []
+        for p, q, entry in zip(params, plan.params, plan.entries):
+            if p is not q:
+                return self._plan_failed(plan)
+            if entry is None:
+                if p.grad is not None:
+                    return self._plan_failed(plan)
+                continue
+            g = p.grad
+            state = states.get(p)
+            if g is None or state is not entry[0] or not _same_layouts(entry[1], state):
+                return self._plan_failed(plan)
+            grads.append(g)
+        if not plan.launch.accepts(grads):
+            return self._plan_failed(plan)
+        rows = plan.scalars
+        first = [float(a) for a in rows[0]]
+        for row in rows[1:]:
+            for array, value in zip(row, first):
+                if array[()] != value:
+                    return self._plan_failed(plan)  # the general path keeps each one's
+        results = self._scalar_python(*first, group["lr"], *self._settings(group))
+        if not isinstance(results, tuple):
+            results = (results,)
+        count = len(first)
+        for row in rows:
+            for array, value in zip(row, results):
+                array[()] = value
+        for storage in plan.scalar_storages:
+            storage.version += 1
+        rounded = plan.dtype.numpy.type
+        coefficients = [float(rounded(value)) for value in results[count:]]
+        plan.launch(grads, [*coefficients, *self._constants(group, plan.dtype)])
+        plan.used = True
+        return True
+
+    def _plan_failed(self, plan: _Plan) -> bool:
+        """Drop a plan that no longer holds; one that failed before it was ever used
+        makes the next ones wait (1, 3, 7, ... up to 64 steps), as Adam's does."""
+        del self._plans[id(plan.group)]
+        wait = 0 if plan.used else min(2 * plan.wait + 1, 64)
+        self._plan_waits[id(plan.group)] = (plan.group, wait, wait)
+        return False
+
+    def _plan_update(self, group: dict[str, Any]) -> None:
+        """Prepare the group's update for the next eager steps (see above) where it
+        can be and it does not wait after failed plans."""
+        if tracing.active_recorder() is not None:
+            return
+        existing = self._plans.get(id(group))
+        if existing is not None and existing.group is group:
+            return  # it holds, but could not launch (count_launches watched the backend)
+        waiting = self._plan_waits.get(id(group))
+        wait = 0
+        if waiting is not None and waiting[0] is group:
+            wait = waiting[2]
+            if waiting[1] > 0:
+                self._plan_waits[id(group)] = (group, waiting[1] - 1, wait)
+                return
+        entries: list[tuple[dict, tuple] | None] = []
+        items, rows, storages = [], [], []
+        dtype = None
+        names = (None, *self._tensor_names, *self._scalar_names)
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                entries.append(None)
+                continue
+            state = self.state.get(p)
+            if not state or not all(isinstance(state.get(n), Tensor) for n in names[1:]):
+                return
+            scalars = [state[n] for n in self._scalar_names]
+            if dtype is None:
+                dtype = p.dtype
+            if p.dtype is not dtype or not backend_capability(p._backend, "host_memory"):
+                return
+            if any(t.numel() != 1 for t in scalars):
+                return
+            tensors = [p, *(state[n] for n in self._tensor_names), *scalars]
+            entries.append((state, tuple(_layout(n, t) for n, t in zip(names, tensors))))
+            rows.append([t.numpy() for t in scalars])
+            storages += [t._storage for t in scalars]
+            outputs = tensors[: 1 + len(self._tensor_names)]
+            scalar_count = self._update_fn.nin - 1 - len(outputs)
+            items.append((outputs, [p, g, *outputs[1:], *[0.0] * scalar_count]))
+        if not items:
+            return
+        first_scalar = len(items[0][0]) + 1
+        fn = self._update_fn
+        launch = prepare_each_fed(fn, items, dtype, 1, range(first_scalar, fn.nin))
+        if launch is None:
+            return
+        self._plans[id(group)] = _Plan(group, entries, rows, storages, launch, dtype, wait)
+
     def _prefetch_updates(self) -> None:
         """Have the update kernel the first step launches compiled ahead where the
         backend can (``nn._fused.prefetch_each``)."""
@@ -157,3 +280,25 @@ class FusedOptimizer(Optimizer):
                 same.setdefault((p._storage.backend, p.dtype), []).append(p)
         for (_, dtype), params in same.items():
             prefetch_each(fn, kinds, params, dtype)
+
+
+class _Plan:
+    """A group's update prepared for the next eager steps (see
+    FusedOptimizer._planned_update): the parameters, per parameter with a gradient its
+    state dict and the layouts of its tensors (None for one without), the NumPy views
+    of the 0-d state (a row per parameter) and their storages, the prepared launch."""
+
+    __slots__ = ("dtype", "entries", "group", "launch", "params", "scalar_storages",
+                 "scalars", "used", "wait")  # fmt: skip
+
+    def __init__(self, group: dict[str, Any], entries: list, scalars: list, storages: list,
+                 launch: FedLaunch, dtype: Any, wait: int) -> None:  # fmt: skip
+        self.group = group
+        self.params = list(group["params"])
+        self.entries = entries
+        self.scalars = scalars
+        self.scalar_storages = storages
+        self.launch = launch
+        self.dtype = dtype
+        self.used = False
+        self.wait = wait

@@ -212,3 +212,47 @@ def test_compiled_steps_under_a_schedule_equal_eager_steps(kind, device):
                 as_numpy(compiled.optimizer.state[p][name]), as_numpy(value),
                 rtol=1e-5, atol=1e-6, err_msg=name,
             )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_prepared_update_equals_the_general_path_bit_for_bit(kind):
+    """Eager CPU steps from the prepared update (``FusedOptimizer._planned_update``)
+    equal the update planned afresh on every step: with a new rate (which the plan
+    reads), and through the changes that must drop the plan: a gradient of another
+    layout, state loaded from a state_dict, a parameter without a gradient (its count
+    then differs from the others', which the plan refuses)."""
+    runs = []
+    for planned in (True, False):
+        values = np.random.default_rng(0)
+        params = [
+            nn.Parameter(kg.tensor(values.standard_normal(s), dtype=kg.float32))
+            for s in ((3,), (2, 2))
+        ]
+        optimizer = getattr(kg.optim, kind)(params, lr=0.01)
+        if not planned:
+            optimizer._plan_update = lambda group: None
+        grads = np.random.default_rng(1)
+        used = []
+        for step in range(9):
+            for p in params:
+                p.grad = kg.tensor(grads.standard_normal(p.shape), dtype=kg.float32)
+            if step == 2:
+                optimizer.param_groups[0]["lr"] = 0.02
+            if step == 3:
+                params[1].grad = params[1].grad.T.contiguous().T
+            if step == 5:
+                optimizer.load_state_dict(optimizer.state_dict())
+            if step == 8:
+                params[0].grad = None
+            optimizer.step()
+            plan = optimizer._plans.get(id(optimizer.param_groups[0]))
+            used.append(plan is not None and plan.used)
+        if planned:
+            # planned after steps 0, 4 (the transposed gradient cannot be prepared) and
+            # 6 (one after the loaded state's first step: a plan dropped unused waits)
+            assert used == [False, True, True, False, False, False, False, True, False], used
+        runs.append([as_numpy(p).copy() for p in params] + [
+            as_numpy(v) for p in params for v in optimizer.state[p].values()
+        ])  # fmt: skip
+    for got, expected in zip(*runs, strict=True):
+        np.testing.assert_array_equal(got, expected)

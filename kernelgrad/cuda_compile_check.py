@@ -371,7 +371,8 @@ def ctc_and_fractional_pooling(device: str) -> None:
 
 def optimizers(device: str) -> None:
     """Two steps of each optimizer kind (fused and unfused updates) on a matrix, a
-    vector and a 0-d parameter (a loss without products: matmul is covered elsewhere)."""
+    vector and a 0-d parameter (a loss without products: matmul is covered elsewhere),
+    and one traced step and a replay of one whose learning rate is fed as a tensor."""
     kg.manual_seed(1)
     x = kg.randn(3, 4, device=device)
     settings: list[tuple[Any, dict[str, Any]]] = [
@@ -383,6 +384,13 @@ def optimizers(device: str) -> None:
         (kg.optim.Adam, {"lr": 1e-2, "fused": False}),
         (kg.optim.AdamW, {"lr": 1e-2}),
         (kg.optim.AdamW, {"lr": 1e-2, "fused": False, "maximize": True}),
+        # the scalar-state and update kernels of optim/_fused_optimizer.py
+        (kg.optim.Adagrad, {"lr": 1e-2, "lr_decay": 1e-3, "weight_decay": 1e-3}),
+        (kg.optim.Adamax, {"lr": 1e-2, "maximize": True}),
+        (kg.optim.NAdam, {"lr": 1e-2, "weight_decay": 1e-3, "decoupled_weight_decay": True}),
+        (kg.optim.RAdam, {"lr": 1e-2, "betas": (0.9, 0.6), "weight_decay": 1e-3}),
+        (kg.optim.ASGD, {"lr": 1e-2, "t0": 1}),
+        (kg.optim.Rprop, {"lr": 1e-2}),
     ]
     for optimizer_class, options in settings:
         weight = kg.nn.Parameter(kg.randn(3, 4, device=device))
@@ -393,6 +401,20 @@ def optimizers(device: str) -> None:
             optimizer.zero_grad()
             ((weight * x + bias) * scale).tanh().square().mean().backward()
             optimizer.step()
+    # traced: the scalar-state kernels read the rate fed as a float64 tensor
+    for optimizer_class, options in settings[-6:]:
+        weight = kg.nn.Parameter(kg.randn(3, 4, device=device))
+        optimizer = optimizer_class([weight], **options)
+
+        def train_step(weight=weight, optimizer=optimizer):
+            optimizer.zero_grad()
+            (weight * x).tanh().square().mean().backward()
+            optimizer.step()
+
+        step = kg.compile(train_step)
+        for lr in (1e-2, 1e-2, 5e-3):  # eager, traced, replayed at a new rate
+            optimizer.param_groups[0]["lr"] = lr
+            step()
 
 
 def compiled_functions(device: str) -> None:

@@ -8,10 +8,17 @@
 """
 
 from . import lr_scheduler
+from .adagrad import Adagrad, Adamax
 from .adam import Adam, AdamW
 from .adaptive import Adadelta, RMSprop
+from .asgd import ASGD, Rprop
 from .lbfgs import LBFGS
+from .nadam import NAdam, RAdam
 from .optimizer import Optimizer
 from .sgd import SGD
+from .sparse_adam import SparseAdam
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "LBFGS", "lr_scheduler"]
+__all__ = [
+    "Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "LBFGS", "lr_scheduler",
+    "Adagrad", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam",
+]  # fmt: skip

@@ -144,3 +144,105 @@ def adadelta(
         acc_delta = rho * acc_delta + (1 - rho) * delta * delta
         p = p - lr * delta
     return p
+
+
+# --- the optimizers with fused kernels of _fused_optimizer (torch.optim's single-tensor
+# implementations, in float64) ------------------------------------------------------------
+def _direction(grad: np.ndarray, p: np.ndarray, weight_decay: float, maximize: bool):
+    return (-grad if maximize else grad).astype(np.float64) + weight_decay * p
+
+
+def adagrad(
+    start, grads, lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0.0,
+    eps=1e-10, maximize=False,
+):  # fmt: skip
+    p = start.astype(np.float64)
+    total = np.full_like(p, initial_accumulator_value)
+    for t, grad in enumerate(grads, start=1):
+        g = _direction(grad, p, weight_decay, maximize)
+        total = total + g * g
+        p = p - lr / (1 + (t - 1) * lr_decay) * g / (np.sqrt(total) + eps)
+    return p
+
+
+def adamax(start, grads, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, maximize=False):
+    (beta1, beta2), p = betas, start.astype(np.float64)
+    m, u = np.zeros_like(p), np.zeros_like(p)
+    for t, grad in enumerate(grads, start=1):
+        g = _direction(grad, p, weight_decay, maximize)
+        m = beta1 * m + (1 - beta1) * g
+        u = np.maximum(beta2 * u, np.abs(g) + eps)
+        p = p - lr / (1 - beta1**t) * m / u
+    return p
+
+
+def nadam(
+    start, grads, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, momentum_decay=4e-3,
+    decoupled_weight_decay=False, maximize=False,
+):  # fmt: skip
+    (beta1, beta2), p = betas, start.astype(np.float64)
+    m, v, mu_product = np.zeros_like(p), np.zeros_like(p), 1.0
+    for t, grad in enumerate(grads, start=1):
+        g = _direction(grad, p, 0.0 if decoupled_weight_decay else weight_decay, maximize)
+        if decoupled_weight_decay:
+            p = p * (1 - lr * weight_decay)
+        mu = beta1 * (1 - 0.5 * 0.96 ** (t * momentum_decay))
+        mu_next = beta1 * (1 - 0.5 * 0.96 ** ((t + 1) * momentum_decay))
+        mu_product *= mu
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        denominator = np.sqrt(v / (1 - beta2**t)) + eps
+        p = p - lr * (1 - mu) / (1 - mu_product) * g / denominator
+        p = p - lr * mu_next / (1 - mu_product * mu_next) * m / denominator
+    return p
+
+
+def radam(
+    start, grads, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+    decoupled_weight_decay=False, maximize=False,
+):  # fmt: skip
+    (beta1, beta2), p = betas, start.astype(np.float64)
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    rho_inf = 2 / (1 - beta2) - 1
+    for t, grad in enumerate(grads, start=1):
+        g = _direction(grad, p, 0.0 if decoupled_weight_decay else weight_decay, maximize)
+        if decoupled_weight_decay:
+            p = p * (1 - lr * weight_decay)
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g * g
+        m_hat = m / (1 - beta1**t)
+        rho_t = rho_inf - 2 * t * beta2**t / (1 - beta2**t)
+        if rho_t > 5:
+            rect = math.sqrt(
+                (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
+            )
+            p = p - lr * m_hat * rect * math.sqrt(1 - beta2**t) / (np.sqrt(v) + eps)
+        else:
+            p = p - lr * m_hat
+    return p
+
+
+def asgd(start, grads, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, maximize=False):
+    p = start.astype(np.float64)
+    ax, eta, mu = np.zeros_like(p), lr, 1.0
+    for t, grad in enumerate(grads, start=1):
+        g = _direction(grad, p, weight_decay, maximize)
+        p = p * (1 - lambd * eta) - eta * g
+        ax = ax + (p - ax) * mu
+        eta = lr / (1 + lambd * lr * t) ** alpha
+        mu = 1 / max(1, t - t0)
+    return p
+
+
+def rprop(start, grads, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), maximize=False):
+    p = start.astype(np.float64)
+    prev, size = np.zeros_like(p), np.full_like(p, lr)
+    for grad in grads:
+        g = (-grad if maximize else grad).astype(np.float64)
+        product = g * prev
+        size = np.clip(size * np.where(product > 0, etas[1], np.where(product < 0, etas[0], 1)),
+                       *step_sizes)  # fmt: skip
+        g = np.where(product < 0, 0.0, g)
+        p = p - np.sign(g) * size
+        prev = g
+    return p

@@ -84,6 +84,32 @@ def test_inplace_change_of_a_saved_tensor_is_caught(device):
         z.sum().backward()
 
 
+def test_a_product_saves_only_what_its_gradients_read(device):
+    """``y * 3`` reads nothing of ``y`` for its gradient: writing into ``y`` afterwards
+    is allowed, as in PyTorch (``y[1] = y[1] * 3``); ``a * v`` with ``v`` requiring grad
+    reads ``a`` for ``v``'s gradient, so writing into ``a`` is still caught."""
+    w = kg.ones(3, 4, requires_grad=True, device=device)
+    y = w * 2
+    y[:, 0] = 5.0
+    y[1] = y[1] * 3
+    y.sum().backward()
+    expected = np.full((3, 4), 2.0)
+    expected[:, 0] = 0.0
+    expected[1] *= 3
+    assert_close(w.grad, expected)
+    v = kg.ones(3, requires_grad=True, device=device)
+    a = kg.ones(3, requires_grad=True, device=device) * 1
+    b = a * v
+    a.add_(1)
+    with pytest.raises(kg.InplaceError, match="modified in place"):
+        b.sum().backward()
+    c = kg.ones(3, requires_grad=True, device=device) * 2
+    d = c * c  # reads c for either factor
+    c.add_(1)
+    with pytest.raises(kg.InplaceError, match="modified in place"):
+        d.sum().backward()
+
+
 def test_inplace_on_unsaved_intermediate_is_recorded(device):
     x = kg.tensor([1.0, 2.0], requires_grad=True, device=device)
     y = x * 2

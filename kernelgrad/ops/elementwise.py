@@ -81,7 +81,9 @@ class ElementwiseOp:
     scalar: ScalarFunction
     dtype_rule: DtypeRule
     vjp: Callable[..., Sequence[Tensor | None]] | None = None
-    # what the VJP reads: "inputs", "output", "both" or "none"
+    # what the VJP reads: "inputs", "output", "both" or "none"; "others" where each input
+    # is read only for the other inputs' gradients (a product: ``y * 3`` reads nothing, so
+    # writing into ``y`` afterwards is fine, as in PyTorch)
     saves: str = "inputs"
     reject_bool: bool = False
     # Refuses operands the kernel would silently get wrong: check(operands, out_dtype).
@@ -440,9 +442,17 @@ def _record(
     def backward(grad: Tensor) -> Sequence[Tensor | None]:
         return vjp(grad, *operands)
 
-    autograd.record(
-        op.name, operands, result, backward, tuple(tensors) if op.saves == "inputs" else ()
-    )
+    if op.saves == "inputs":
+        saved = tuple(tensors)
+    elif op.saves == "others":  # each input is read only for the others' gradients
+        saved = tuple(
+            t
+            for i, t in enumerate(tensors)
+            if any(u.requires_grad for j, u in enumerate(tensors) if j != i)
+        )
+    else:
+        saved = ()
+    autograd.record(op.name, operands, result, backward, saved)
 
 
 def _grad_if(x: Any, value: Callable[[], Tensor]) -> Tensor | None:
@@ -830,7 +840,7 @@ MUL = defop(
     mul,
     promote,
     lambda g, x, y: (_grad_if(x, lambda: g * y), _grad_if(y, lambda: g * x)),
-    "inputs",
+    "others",
     ("Tensor.__mul__", "kg.mul"),
 )
 DIV = defop(

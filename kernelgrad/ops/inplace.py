@@ -86,7 +86,7 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
 def _apply_recorded(op: ElementwiseOp, x: Tensor, others: tuple[Any, ...]) -> Tensor:
     """``apply_inplace`` when autograd is involved: recorded out of place, the tensor's
     history rebased onto the result."""
-    source = x.clone() if op.saves in ("inputs", "both") else x
+    source = x.clone() if op.saves in ("inputs", "others", "both") else x
     result = apply(op, source, *others)
     if result.shape != x.shape:
         raise ShapeError(

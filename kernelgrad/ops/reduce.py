@@ -56,6 +56,11 @@ _PLAN_LIMIT = 4096
 _NO_PLAN = (None, None, None, None, 0)
 
 
+def clear_plans() -> None:
+    """Forget every cached reduction decision."""
+    _PLANS.clear()
+
+
 def _planned(
     kind: str, x: Tensor, dim: Any, keepdim: bool, out_dtype: Any
 ) -> tuple[Tensor, tuple[int, ...]] | None:

@@ -12,13 +12,14 @@ import pytest
 import kernelgrad as kg
 from kernelgrad.backends import get_backend
 from kernelgrad.errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError
-from kernelgrad.ops import elementwise
+from kernelgrad.ops import elementwise, reduce
 from kernelgrad.tensor import Storage, Tensor
 
 
 @pytest.fixture(autouse=True)
 def _fresh_plans() -> None:
     elementwise.clear_plans()
+    reduce.clear_plans()
 
 
 def _values(shape: tuple[int, ...], dtype: str = "float32", seed: int = 0) -> np.ndarray:

@@ -3,13 +3,13 @@
 For every parameter, with gradient ``g`` at step ``t``::
 
     g = g + weight_decay * p            (Adam: L2 penalty in the gradient)
-    p = p * (1 - lr * weight_decay)     (AdamW: decoupled decay)
+    p = p * (1 - lr * weight_decay)     (AdamW, Adam(decoupled_weight_decay=True))
     m = beta1 * m + (1 - beta1) * g
     v = beta2 * v + (1 - beta2) * g * g
     v_max = max(v_max, v)               (amsgrad only; used instead of v below)
     p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
-With ``fused=True`` (the default) all of it is one elementwise kernel per parameter
+With ``fused=True`` or None (the default) all of it is one elementwise kernel per parameter
 that reads p, g, m, v and writes p, m, v in place (one kernel for the parameters of a
 group where the backend has ``elementwise_foreach``, the CPU and CUDA; see
 ``nn._fused.launch_each``); it sets ``m`` and ``v`` to zero where they fall below the
@@ -33,7 +33,7 @@ from ..dtypes import float64
 from ..nn._fused import FedLaunch, launch, launch_each, prefetch_each, prepare_each_fed
 from ..ops.creation import empty, tensor, zeros, zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, normal_floor
+from .optimizer import Optimizer, fused_update, normal_floor
 
 __all__ = ["Adam", "AdamW"]
 
@@ -84,10 +84,15 @@ ADAM_AMSGRAD_UPDATE = ScalarFunction.from_python(adam_amsgrad_update, nout=4)
 
 
 class Adam(Optimizer):
-    """Adam. ``weight_decay`` adds an L2 penalty to the gradient (use :class:`AdamW`
-    for decoupled decay). State per parameter: ``step`` (a 0-d tensor on the
-    parameter's device), ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq`` with
-    ``amsgrad``), as in PyTorch.
+    """Adam. ``weight_decay`` adds an L2 penalty to the gradient, or with
+    ``decoupled_weight_decay=True`` decays the parameter as :class:`AdamW` does (the
+    same optimizer then, as in PyTorch). State per parameter: ``step`` (a 0-d tensor on
+    the parameter's device), ``exp_avg``, ``exp_avg_sq`` (and ``max_exp_avg_sq`` with
+    ``amsgrad``), as in PyTorch. The arguments are PyTorch's, in its order (``amsgrad``
+    is the last positional one). ``fused`` keeps kernelgrad's meaning: None (the
+    default) or True is one fused kernel per group, False separate in-place tensor
+    operations (the same results). ``foreach``, ``capturable`` and ``differentiable``
+    are accepted and ignored.
 
     >>> import kernelgrad as kg
     >>> w = kg.nn.Parameter(kg.tensor([1.0, -1.0]))
@@ -109,8 +114,13 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
         maximize: bool = False,
-        fused: bool = True,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
     ) -> None:
         if lr < 0 or eps < 0 or weight_decay < 0:
             raise ValueError(
@@ -126,7 +136,11 @@ class Adam(Optimizer):
             "weight_decay": weight_decay,
             "amsgrad": amsgrad,
             "maximize": maximize,
+            "foreach": foreach,
+            "capturable": capturable,
+            "differentiable": differentiable,
             "fused": fused,
+            "decoupled_weight_decay": decoupled_weight_decay,
         }
         super().__init__(params, defaults)
         # parameter id -> (its step tensor, the count it holds): see _host_count
@@ -142,7 +156,7 @@ class Adam(Optimizer):
         the backend can (``nn._fused.prefetch_each``: a compile worker on the CPU), while
         the first forward and backward passes run."""
         for group in self.param_groups:
-            if not group["fused"]:
+            if not fused_update(group):
                 continue
             fn = ADAM_AMSGRAD_UPDATE if group["amsgrad"] else ADAM_UPDATE
             states = 4 if group["amsgrad"] else 3  # p, m, v (, v_max): updated in place
@@ -155,19 +169,29 @@ class Adam(Optimizer):
             for (_, dtype), params in same.items():
                 prefetch_each(fn, kinds, params, dtype)
 
+    def _decays(self, group: dict[str, Any]) -> tuple[float, float]:
+        """``(l2, decay)``: ``weight_decay`` as an L2 penalty in the gradient (Adam) or as
+        the decoupled decay ``p *= 1 - lr * decay`` (AdamW, and Adam with
+        ``decoupled_weight_decay=True``, as in PyTorch 2.13); the other one is 0."""
+        weight_decay = group["weight_decay"]
+        if self._decoupled or group.get("decoupled_weight_decay", False):
+            return 0.0, weight_decay
+        return weight_decay, 0.0
+
     def _update_group(self, group: dict[str, Any]) -> None:
-        if group["fused"] and self._planned_update(group):
+        fused = fused_update(group)
+        if fused and self._planned_update(group):
             return
         self._unplanned_update(group)
-        if group["fused"]:
+        if fused:
             self._plan_update(group)
 
     def _unplanned_update(self, group: dict[str, Any]) -> None:
         (beta1, beta2), eps = group["betas"], group["eps"]
-        weight_decay, amsgrad = group["weight_decay"], group["amsgrad"]
+        amsgrad = group["amsgrad"]
         sign = -1.0 if group["maximize"] else 1.0
-        l2 = 0.0 if self._decoupled else weight_decay
-        decay = weight_decay if self._decoupled else 0.0
+        l2, decay = self._decays(group)
+        fused = fused_update(group)
         updates: dict[Any, list[tuple[list[Tensor], list[Any]]]] = {}  # per dtype
         counts: dict[Any, list[tuple[list[Tensor], list[Any]]]] = {}  # device step counts
         recorder = tracing.active_recorder()
@@ -204,7 +228,7 @@ class Adam(Optimizer):
             m, v = state["exp_avg"], state["exp_avg_sq"]
             scalars = [step_size, beta1, beta2, eps, l2, keep, correction2_sqrt, sign]
             scalars.append(normal_floor(p.dtype))
-            if group["fused"]:
+            if fused:
                 if amsgrad:
                     v_max = state["max_exp_avg_sq"]
                     item = ([p, m, v, v_max], [p, p.grad, m, v, v_max, *scalars])
@@ -276,9 +300,7 @@ class Adam(Optimizer):
         for array in counts:
             array += 1  # as _advance does, in the count's dtype
         (beta1, beta2), eps = group["betas"], group["eps"]
-        weight_decay = group["weight_decay"]
-        l2 = 0.0 if self._decoupled else weight_decay
-        decay = weight_decay if self._decoupled else 0.0
+        l2, decay = self._decays(group)
         step_size, correction2_sqrt, keep = _corrections(
             float(counts[0]), group["lr"], beta1, beta2, decay, plan.count_dtype
         )
@@ -500,7 +522,15 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
+        *,
         maximize: bool = False,
-        fused: bool = True,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, fused)
+        super().__init__(
+            params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+            capturable=capturable, differentiable=differentiable, fused=fused,
+            decoupled_weight_decay=True,
+        )  # fmt: skip

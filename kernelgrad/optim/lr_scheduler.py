@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import bisect
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..errors import UnsupportedError
 from .optimizer import Optimizer
 
 __all__ = [
@@ -52,6 +54,12 @@ __all__ = [
     "OneCycleLR",
     "ReduceLROnPlateau",
 ]
+
+
+EPOCH_DEPRECATION_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated "
+    "where possible. Please use `scheduler.step()` to step the scheduler."
+)
 
 
 class LRScheduler:
@@ -81,9 +89,15 @@ class LRScheduler:
             group["lr"] = lr
         self._last_lr = list(lrs)
 
-    def step(self) -> None:
-        """Advance one step and set each group's ``lr``."""
-        self.last_epoch += 1
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one step and set each group's ``lr``. ``step(epoch)`` goes to step
+        ``epoch`` instead (PyTorch's deprecated form, which warns as PyTorch does; the
+        schedules being closed forms, the rates are those of PyTorch's closed forms)."""
+        if epoch is None:
+            self.last_epoch += 1
+        else:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+            self.last_epoch = epoch
         self._apply(self._lrs_at(self.last_epoch))
 
     def get_last_lr(self) -> list[float]:
@@ -107,16 +121,31 @@ class LRScheduler:
 
 
 class LambdaLR(LRScheduler):
-    """``lr = initial_lr * lr_lambda(epoch)``."""
+    """``lr = initial_lr * lr_lambda(epoch)`` (one function, or a list of one per
+    group, as in PyTorch). The functions are not in ``state_dict``."""
 
     def __init__(
-        self, optimizer: Optimizer, lr_lambda: Callable[[int], float], last_epoch: int = -1
+        self,
+        optimizer: Optimizer,
+        lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+        last_epoch: int = -1,
     ) -> None:
-        self.lr_lambda = lr_lambda
+        self.lr_lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
+        for function in self.lr_lambdas:
+            if not callable(function):
+                raise TypeError(
+                    f"lr_lambda should be a function, but got {type(function).__name__}"
+                )
         super().__init__(optimizer, last_epoch)
 
-    def factor(self, epoch: int) -> float:
-        return float(self.lr_lambda(epoch))
+    def _lrs_at(self, epoch: int) -> list[float]:
+        return [base * float(f(epoch)) for base, f in zip(self.base_lrs, self.lr_lambdas)]
+
+    def factor(self, epoch: int) -> float:  # pragma: no cover - _lrs_at is overridden
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
 
 
 class StepLR(LRScheduler):
@@ -276,6 +305,10 @@ class SequentialLR(LRScheduler):
     def factor(self, epoch: int) -> float:  # pragma: no cover - _lrs_at is overridden
         raise NotImplementedError
 
+    def step(self) -> None:  # type: ignore[override] - no epoch, as PyTorch's
+        """Advance one step and set each group's ``lr``."""
+        super().step()
+
 
 class ChainedScheduler(LRScheduler):
     """Apply several schedulers at once: their factors multiply (e.g. a warmup and a
@@ -308,6 +341,10 @@ class ChainedScheduler(LRScheduler):
 
     def factor(self, epoch: int) -> float:  # pragma: no cover - _lrs_at is overridden
         raise NotImplementedError
+
+    def step(self) -> None:  # type: ignore[override] - no epoch, as PyTorch's
+        """Advance one step of every scheduler and set each group's ``lr``."""
+        super().step()
 
 
 # --- more of torch.optim.lr_scheduler ------------------------------------------------------
@@ -364,6 +401,18 @@ class MultiplicativeLR(LRScheduler):
 
     def state_dict(self) -> dict[str, Any]:
         return {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
+
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one step (``step(epoch)`` only to the next one: PyTorch's multiplies
+        the current rate by ``lr_lambda(epoch)`` once whatever the epoch, which the
+        products kept here cannot reproduce)."""
+        if epoch is not None and epoch != self.last_epoch + 1:
+            raise UnsupportedError(
+                f"MultiplicativeLR.step({epoch}) after step {self.last_epoch}: only the "
+                "next epoch is supported (a jump multiplies by one factor in PyTorch); "
+                "call step() once per epoch"
+            )
+        super().step(epoch)
 
 
 class PolynomialLR(LRScheduler):

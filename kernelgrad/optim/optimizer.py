@@ -36,6 +36,14 @@ def normal_floor(dtype: Any) -> float:
     return float(np.finfo(dtype.numpy).tiny) if dtype.is_floating_point else 0.0
 
 
+def fused_update(group: dict[str, Any]) -> bool:
+    """Whether a group of SGD, Adam or AdamW takes the fused kernel: ``fused`` True or
+    None (PyTorch's default, which a state_dict saved by PyTorch holds); False takes the
+    separate tensor operations."""
+    fused = group.get("fused")
+    return fused is None or bool(fused)
+
+
 class _Required:
     def __repr__(self) -> str:
         return "<required>"
@@ -94,9 +102,9 @@ class Optimizer:
         for group in groups:
             self.add_param_group(group)
 
-    def add_param_group(self, group: dict[str, Any]) -> None:
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group of parameters with its own settings (e.g. a smaller ``lr``)."""
-        group = dict(group)
+        group = dict(param_group)
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
         for p in params:
@@ -176,7 +184,7 @@ class Optimizer:
         raise NotImplementedError
 
     def _lr_is_fed(self, group: dict[str, Any]) -> bool:
-        return self._feeds_lr and bool(group.get("fused", False))
+        return self._feeds_lr and fused_update(group)
 
     def _lr_operand(self, group: dict[str, Any], device: Any) -> float | Tensor:
         """The group's learning rate as a kernel operand: the number itself, or, while

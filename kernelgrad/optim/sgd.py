@@ -9,7 +9,7 @@ from ..backends.base import ScalarFunction
 from ..nn._fused import launch_each
 from ..ops.creation import zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, normal_floor
+from .optimizer import Optimizer, fused_update, normal_floor
 
 __all__ = ["SGD"]
 
@@ -44,11 +44,13 @@ class SGD(Optimizer):
     buffer ``b = momentum * b + (1 - dampening) * d`` (``d = b``, or ``d + momentum * b``
     with ``nesterov``). The formulas are PyTorch's.
 
-    ``fused=True`` (the default) does each parameter's update in one kernel (on the CPU
+    The arguments are PyTorch's, in its order. ``fused`` keeps kernelgrad's meaning:
+    None (the default) or True does each parameter's update in one kernel (on the CPU
     one kernel for all the small parameters of a group); ``False``
     uses separate in-place tensor operations (same results, except that the kernel sets
     a momentum buffer that decays below the smallest normal float to zero; see
-    ``optimizer.normal_floor``).
+    ``optimizer.normal_floor``). ``foreach`` and ``differentiable`` are accepted and
+    ignored.
 
     >>> import kernelgrad as kg
     >>> w = kg.nn.Parameter(kg.tensor([1.0, 2.0]))
@@ -69,8 +71,11 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        *,
         maximize: bool = False,
-        fused: bool = True,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
         if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(
@@ -86,6 +91,8 @@ class SGD(Optimizer):
             "weight_decay": weight_decay,
             "nesterov": nesterov,
             "maximize": maximize,
+            "foreach": foreach,
+            "differentiable": differentiable,
             "fused": fused,
         }
         super().__init__(params, defaults)
@@ -94,6 +101,7 @@ class SGD(Optimizer):
         momentum = group["momentum"]
         dampening, weight_decay = group["dampening"], group["weight_decay"]
         nesterov, sign = group["nesterov"], -1.0 if group["maximize"] else 1.0
+        fused = fused_update(group)
         updates: dict[Any, list[tuple[list[Tensor], list[Any]]]] = {}  # per (kernel, dtype)
         for p in group["params"]:
             if p.grad is None:
@@ -104,7 +112,7 @@ class SGD(Optimizer):
             if momentum != 0 and first:
                 state["momentum_buffer"] = zeros_like(p)
             buf = state.get("momentum_buffer")
-            if group["fused"]:
+            if fused:
                 if buf is None:
                     item = ([p], [p, p.grad, lr, weight_decay, sign])
                     updates.setdefault((SGD_PLAIN, p.dtype), []).append(item)

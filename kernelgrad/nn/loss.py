@@ -7,6 +7,7 @@ from typing import Any
 from ..errors import ArgumentError, ShapeError, format_shape
 from ..tensor import Tensor
 from . import functional as F
+from .functional.loss import legacy_reduction
 from .module import Module
 
 __all__ = [
@@ -45,69 +46,89 @@ class CrossEntropyLoss(Module):
     def __init__(
         self,
         weight: Tensor | None = None,
+        size_average: Any = None,
         ignore_index: int = -100,
+        reduce: Any = None,
         reduction: str = "mean",
         label_smoothing: float = 0.0,
     ) -> None:
         super().__init__()
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
         self.label_smoothing = label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.cross_entropy(
-            input, target, self.weight, self.ignore_index, self.reduction, self.label_smoothing
-        )
+            input, target, self.weight, ignore_index=self.ignore_index,
+            reduction=self.reduction, label_smoothing=self.label_smoothing,
+        )  # fmt: skip
 
 
 class NLLLoss(Module):
     """``F.nll_loss`` as a module (log-probabilities and class indices)."""
 
     def __init__(
-        self, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean"
+        self,
+        weight: Tensor | None = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        reduction: str = "mean",
     ) -> None:
         super().__init__()
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+        return F.nll_loss(
+            input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction
+        )
 
 
 class MSELoss(Module):
     """Mean squared error."""
 
-    def __init__(self, reduction: str = "mean") -> None:
+    def __init__(
+        self, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
+    ) -> None:
         super().__init__()
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.mse_loss(input, target, self.reduction)
+        return F.mse_loss(input, target, reduction=self.reduction)
 
 
 class L1Loss(Module):
     """Mean absolute error."""
 
-    def __init__(self, reduction: str = "mean") -> None:
+    def __init__(
+        self, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
+    ) -> None:
         super().__init__()
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.l1_loss(input, target, self.reduction)
+        return F.l1_loss(input, target, reduction=self.reduction)
 
 
 class BCELoss(Module):
     """Binary cross-entropy of probabilities."""
 
-    def __init__(self, weight: Tensor | None = None, reduction: str = "mean") -> None:
+    def __init__(
+        self,
+        weight: Tensor | None = None,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+    ) -> None:
         super().__init__()
         self.register_buffer("weight", weight)
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.binary_cross_entropy(input, target, self.weight, self.reduction)
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(Module):
@@ -116,17 +137,19 @@ class BCEWithLogitsLoss(Module):
     def __init__(
         self,
         weight: Tensor | None = None,
+        size_average: Any = None,
+        reduce: Any = None,
         reduction: str = "mean",
         pos_weight: Tensor | None = None,
     ) -> None:
         super().__init__()
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.binary_cross_entropy_with_logits(
-            input, target, self.weight, self.reduction, self.pos_weight
+            input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
         )
 
 
@@ -138,13 +161,19 @@ class SmoothL1Loss(Module):
     1.3125
     """
 
-    def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
+    def __init__(
+        self,
+        size_average: Any = None,
+        reduce: Any = None,
+        reduction: str = "mean",
+        beta: float = 1.0,
+    ) -> None:
         super().__init__()
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
         self.beta = beta
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.smooth_l1_loss(input, target, self.reduction, self.beta)
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
 
 class HuberLoss(Module):
@@ -156,7 +185,7 @@ class HuberLoss(Module):
         self.delta = delta
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return F.huber_loss(input, target, self.reduction, self.delta)
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 
 
 class KLDivLoss(Module):
@@ -177,7 +206,7 @@ class KLDivLoss(Module):
         log_target: bool = False,
     ) -> None:
         super().__init__()
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
         self.log_target = log_target
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
@@ -194,7 +223,7 @@ class _MarginLoss(Module):
     ) -> None:
         super().__init__()
         self.margin = margin
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def extra_repr(self) -> str:
         return f"margin={self.margin}, reduction={self.reduction!r}"
@@ -235,7 +264,7 @@ class HingeEmbeddingLoss(_MarginLoss):
         reduce: Any = None,
         reduction: str = "mean",
     ) -> None:
-        super().__init__(margin, reduction=reduction)
+        super().__init__(margin, size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
@@ -262,7 +291,7 @@ class TripletMarginLoss(Module):
         self.p = p
         self.eps = eps
         self.swap = swap
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         return F.triplet_margin_loss(
@@ -281,7 +310,7 @@ class SoftMarginLoss(Module):
         self, size_average: Any = None, reduce: Any = None, reduction: str = "mean"
     ) -> None:
         super().__init__()
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.soft_margin_loss(input, target, reduction=self.reduction)
@@ -299,7 +328,7 @@ class MultiLabelSoftMarginLoss(Module):
     ) -> None:
         super().__init__()
         self.register_buffer("weight", weight)
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.multilabel_soft_margin_loss(
@@ -330,7 +359,7 @@ class MultiMarginLoss(Module):
         self.p = p
         self.margin = margin
         self.register_buffer("weight", weight)
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.multi_margin_loss(
@@ -378,7 +407,7 @@ class PoissonNLLLoss(Module):
         self.log_input = log_input
         self.full = full
         self.eps = eps
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, log_input: Tensor, target: Tensor) -> Tensor:
         return F.poisson_nll_loss(

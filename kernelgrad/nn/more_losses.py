@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import ArgumentError, ShapeError, format_shape
 from ..tensor import Tensor
 from . import functional as F
-from .functional.more_losses import legacy_reduction
+from .functional.loss import legacy_reduction
 from .linear import Linear
 from .loss import NLLLoss, PairwiseDistance
 from .module import Module

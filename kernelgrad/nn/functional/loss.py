@@ -33,6 +33,36 @@ def _check_reduction(reduction: str, op: str) -> None:
         raise ArgumentError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
+def legacy_reduction(size_average: Any, reduce: Any, reduction: str) -> str:
+    """PyTorch's reading of the deprecated ``size_average`` / ``reduce`` arguments: when
+    either is given it decides the reduction (with PyTorch's warning), else
+    ``reduction`` does. Every loss function and module that takes them calls this."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    result = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn(
+        f"size_average and reduce args will be deprecated, please use reduction='{result}' "
+        "instead.",
+        stacklevel=3,
+    )
+    return result
+
+
+def _weighted(loss: Tensor, weight: Tensor | None, input: Tensor, op: str) -> Tensor:
+    """``loss * weight`` for the elementwise ``weight`` of ``mse_loss`` / ``l1_loss`` /
+    ``huber_loss`` (PyTorch 2.13), which must have the input's shape."""
+    if weight is None:
+        return loss
+    if weight.shape != input.shape:
+        raise ShapeError(
+            f"{op}: weight must have the input's shape {format_shape(input.shape)}, got "
+            f"{format_shape(weight.shape)}"
+        )
+    return loss * weight
+
+
 def _classes_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tensor, tuple]:
     """(N*, C) logits and (N*,) targets from (C,), (N, C) or (N, C, d1, ...) inputs."""
     if input.ndim == 1:
@@ -105,7 +135,9 @@ def cross_entropy(
     input: Tensor,
     target: Tensor,
     weight: Tensor | None = None,
+    size_average: Any = None,
     ignore_index: int = -100,
+    reduce: Any = None,
     reduction: str = "mean",
     label_smoothing: float = 0.0,
 ) -> Tensor:
@@ -113,7 +145,8 @@ def cross_entropy(
     ``target``: class indices (int, shape without C) or class probabilities (float,
     same shape as ``input``). Computed from a stable log-sum-exp. ``weight`` rescales
     classes; targets equal to ``ignore_index`` contribute nothing (and are left out of
-    the mean); ``label_smoothing`` mixes the target with the uniform distribution.
+    the mean); ``label_smoothing`` mixes the target with the uniform distribution. The
+    deprecated ``size_average`` / ``reduce`` decide the reduction when given, as in PyTorch.
 
     >>> import kernelgrad as kg
     >>> logits = kg.tensor([[2.0, 0.0, 0.0]])
@@ -121,6 +154,7 @@ def cross_entropy(
     0.2395
     """
     op = "cross_entropy"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ArgumentError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing}")
@@ -267,7 +301,9 @@ def nll_loss(
     input: Tensor,
     target: Tensor,
     weight: Tensor | None = None,
+    size_average: Any = None,
     ignore_index: int = -100,
+    reduce: Any = None,
     reduction: str = "mean",
 ) -> Tensor:
     """Negative log-likelihood of class indices ``target`` under log-probabilities
@@ -279,6 +315,7 @@ def nll_loss(
     1.0
     """
     op = "nll_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     _class_count(input, op)
     x, t, out_shape = _classes_last(input, target, op)
@@ -302,22 +339,52 @@ def _check_same_shape(input: Tensor, target: Tensor, op: str) -> None:
         )
 
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Mean squared error ``(input - target)**2`` (reduced by ``reduction``).
+def mse_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    weight: Tensor | None = None,
+) -> Tensor:
+    """Mean squared error ``(input - target)**2`` (reduced by ``reduction``); an
+    elementwise ``weight`` (the input's shape) multiplies it, and the mean is then
+    ``sum(weight * loss) / sum(weight)``, as in PyTorch.
 
     >>> import kernelgrad as kg
     >>> kg.nn.functional.mse_loss(kg.tensor([1.0, 3.0]), kg.tensor([0.0, 0.0])).item()
     5.0
     """
-    _check_same_shape(input, target, "mse_loss")
+    op = "mse_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    _check_same_shape(input, target, op)
     difference = input - target
-    return _reduce(difference * difference, reduction, "mse_loss")
+    return _weighted_reduce(difference * difference, weight, input, reduction, op)
 
 
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Mean absolute error ``|input - target|``."""
-    _check_same_shape(input, target, "l1_loss")
-    return _reduce((input - target).abs(), reduction, "l1_loss")
+def l1_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    weight: Tensor | None = None,
+) -> Tensor:
+    """Mean absolute error ``|input - target|``; ``weight`` as in ``mse_loss``."""
+    op = "l1_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    _check_same_shape(input, target, op)
+    return _weighted_reduce((input - target).abs(), weight, input, reduction, op)
+
+
+def _weighted_reduce(
+    loss: Tensor, weight: Tensor | None, input: Tensor, reduction: str, op: str
+) -> Tensor:
+    """``mse_loss`` / ``l1_loss`` reduction: with a weight, the mean is
+    ``sum(weight * loss) / sum(weight)`` (PyTorch's)."""
+    if weight is None or reduction != "mean":
+        return _reduce(_weighted(loss, weight, input, op), reduction, op)
+    return _weighted(loss, weight, input, op).sum() / weight.sum()
 
 
 def _check_probabilities(input: Tensor, op: str) -> None:
@@ -337,7 +404,12 @@ def _check_probabilities(input: Tensor, op: str) -> None:
 
 
 def binary_cross_entropy(
-    input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str = "mean"
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
 ) -> Tensor:
     """Binary cross-entropy of probabilities ``input`` (in [0, 1]) against ``target``;
     each log is clamped at -100, as PyTorch does.
@@ -346,6 +418,7 @@ def binary_cross_entropy(
     >>> round(kg.nn.functional.binary_cross_entropy(kg.tensor([0.5]), kg.tensor([1.0])).item(), 4)
     0.6931
     """
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_same_shape(input, target, "binary_cross_entropy")
     _check_probabilities(input, "binary_cross_entropy")
     log_p = input.log().clamp(min=-100.0)
@@ -357,7 +430,12 @@ def binary_cross_entropy(
 
 
 def smooth_l1_loss(
-    input: Tensor, target: Tensor, reduction: str = "mean", beta: float = 1.0
+    input: Tensor,
+    target: Tensor,
+    size_average: Any = None,
+    reduce: Any = None,
+    reduction: str = "mean",
+    beta: float = 1.0,
 ) -> Tensor:
     """``0.5 * d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 * beta`` (d = input -
     target); ``beta = 0`` is the L1 loss.
@@ -367,6 +445,7 @@ def smooth_l1_loss(
     >>> loss.tolist()
     [0.125, 2.5]
     """
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if beta < 0:
         raise ArgumentError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     _check_same_shape(input, target, "smooth_l1_loss")
@@ -380,23 +459,30 @@ def smooth_l1_loss(
 
 
 def huber_loss(
-    input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0
+    input: Tensor,
+    target: Tensor,
+    reduction: str = "mean",
+    delta: float = 1.0,
+    weight: Tensor | None = None,
 ) -> Tensor:
     """``0.5 * d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 * delta)``: the
-    smooth L1 loss with beta = delta, times delta."""
+    smooth L1 loss with beta = delta, times delta. An elementwise ``weight`` (the
+    input's shape) multiplies it before the reduction (a plain mean, as in PyTorch)."""
     if delta <= 0:
         raise ArgumentError(f"huber_loss: delta must be positive, got {delta}")
     _check_same_shape(input, target, "huber_loss")
     difference = (input - target).abs()
     inner = difference.clamp(max=delta)
     loss = where(difference < delta, inner * inner * 0.5, (difference - 0.5 * delta) * delta)
-    return _reduce(loss, reduction, "huber_loss")
+    return _reduce(_weighted(loss, weight, input, "huber_loss"), reduction, "huber_loss")
 
 
 def binary_cross_entropy_with_logits(
     input: Tensor,
     target: Tensor,
     weight: Tensor | None = None,
+    size_average: Any = None,
+    reduce: Any = None,
     reduction: str = "mean",
     pos_weight: Tensor | None = None,
 ) -> Tensor:
@@ -408,6 +494,7 @@ def binary_cross_entropy_with_logits(
     >>> round(F.binary_cross_entropy_with_logits(kg.tensor([0.0]), kg.tensor([1.0])).item(), 4)
     0.6931
     """
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_same_shape(input, target, "binary_cross_entropy_with_logits")
     # log(1 + exp(-x)) without overflow: log1p(exp(-|x|)) + max(-x, 0)
     softplus_negative = (-input.abs()).exp().log1p() + (-input).relu()
@@ -449,11 +536,13 @@ def kl_div(
     >>> round(kg.nn.functional.kl_div(logp, target, reduction="batchmean").item(), 4)
     0.6931
     """
+    legacy = size_average is not None or reduce is not None
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction not in ("mean", "sum", "none", "batchmean"):
         raise ArgumentError(
             f"kl_div: reduction must be 'mean', 'batchmean', 'sum' or 'none', got {reduction!r}"
         )
-    if reduction == "mean":
+    if reduction == "mean" and not legacy:  # (PyTorch warns only about an explicit 'mean')
         warnings.warn(
             "kl_div: reduction 'mean' divides the total loss by both the batch size and the "
             "support size; 'batchmean' divides only by the batch size, and aligns with the "
@@ -497,6 +586,7 @@ def margin_ranking_loss(
     0.5
     """
     op = "margin_ranking_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     _check_ndims(op, ("input1", "input2", "target"), input1, input2, target)
     loss = (-target * (input1 - input2) + margin).clamp(min=0.0)
@@ -521,6 +611,7 @@ def hinge_embedding_loss(
     [0.30000001192092896, 0.6000000238418579]
     """
     op = "hinge_embedding_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     margin_term = where(target != 1, (margin - input).clamp(min=0.0), 0.0)
     self_term = where(target != -1, input, 0.0)
@@ -542,6 +633,7 @@ def soft_margin_loss(
     0.6931
     """
     op = "soft_margin_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     _check_same_shape(input, target, op)
     return _reduce(_softplus(-target * input), reduction, op)
@@ -564,6 +656,7 @@ def multilabel_soft_margin_loss(
     0.6931
     """
     op = "multilabel_soft_margin_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     if input.ndim == 0:
         raise ShapeError(f"{op}: the input needs a class dimension, got a 0-d tensor")
@@ -594,6 +687,7 @@ def multi_margin_loss(
     0.325
     """
     op = "multi_margin_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     if p not in (1, 2):
         raise ArgumentError(f"{op}: only p == 1 and p == 2 are supported, got p={p!r}")
@@ -660,6 +754,7 @@ def cosine_embedding_loss(
     1.0
     """
     op = "cosine_embedding_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     _check_ndims(op, ("input1", "input2"), input1, input2)
     if target.ndim > 1 or input1.ndim != target.ndim + 1:
@@ -704,6 +799,7 @@ def triplet_margin_loss(
     from .distance import pairwise_distance
 
     op = "triplet_margin_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     _check_ndims(op, ("anchor", "positive", "negative"), anchor, positive, negative)
     if anchor.ndim not in (1, 2):
@@ -802,6 +898,7 @@ def poisson_nll_loss(
     1.0
     """
     op = "poisson_nll_loss"
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction, op)
     if log_input:
         loss = input.exp() - target * input

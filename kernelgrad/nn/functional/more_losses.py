@@ -6,7 +6,6 @@ the composition)."""
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -14,26 +13,9 @@ from ...dtypes import int64
 from ...errors import ArgumentError, DTypeError, IndexValueError, ShapeError, format_shape
 from ...ops.creation import arange
 from ...tensor import Tensor
-from .loss import _check_reduction, _reduce, cross_entropy
+from .loss import _check_reduction, _reduce, cross_entropy, legacy_reduction
 
 __all__ = ["multilabel_margin_loss", "triplet_margin_with_distance_loss", "linear_cross_entropy"]
-
-
-def legacy_reduction(size_average: Any, reduce: Any, reduction: str) -> str:
-    """PyTorch's reading of the deprecated ``size_average`` / ``reduce`` arguments: when
-    either is given it decides the reduction (with PyTorch's warning), else
-    ``reduction`` does."""
-    if size_average is None and reduce is None:
-        return reduction
-    size_average = True if size_average is None else size_average
-    reduce = True if reduce is None else reduce
-    result = "mean" if size_average and reduce else "sum" if reduce else "none"
-    warnings.warn(
-        f"size_average and reduce args will be deprecated, please use reduction='{result}' "
-        "instead.",
-        stacklevel=3,
-    )
-    return result
 
 
 def multilabel_margin_loss(
@@ -212,7 +194,7 @@ def linear_cross_entropy(
         logits,
         target,
         weight,
-        -100 if ignore_index is None else ignore_index,
-        reduction,
-        label_smoothing,
+        ignore_index=-100 if ignore_index is None else ignore_index,
+        reduction=reduction,
+        label_smoothing=label_smoothing,
     )

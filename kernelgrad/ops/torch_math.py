@@ -1251,7 +1251,8 @@ def _torch_inplace_function(name: str) -> Any:
     return function
 
 
-# torch.<name>_ functions (torch.abs_(x), torch.relu_(x), ...)
+# torch.<name>_ functions (torch.abs_(x), torch.exp_(x), ...; the activations' relu_,
+# sigmoid_, tanh_ are in torch_nn_functions.py with torch's nn operations)
 TORCH_INPLACE_FUNCTIONS = {
     name: _torch_inplace_function(name)
     for name in (
@@ -1299,17 +1300,14 @@ TORCH_INPLACE_FUNCTIONS = {
         "negative_",
         "rad2deg_",
         "reciprocal_",
-        "relu_",
         "round_",
         "rsqrt_",
-        "sigmoid_",
         "sin_",
         "sinc_",
         "sinh_",
         "sqrt_",
         "square_",
         "tan_",
-        "tanh_",
         "trunc_",
         "xlogy_",
         "zero_",

@@ -20,7 +20,7 @@ virtual machine; see ``_timing.py``). Both sides get the same:
 
     python benchmarks/bench_lenet.py [--steps 40] [--repeats 3] [--threads 2] [--cpu-time]
                                      [--compile] [--optimizer fused|unfused]
-                                     [--model lenet|mlp] [--cold]
+                                     [--model lenet|mlp] [--hidden 256] [--cold]
 
 Prints samples per second for each and the ratio kernelgrad / PyTorch; with
 ``--compile`` also the same step under ``kg.compile`` (forward, backward and Adam's
@@ -29,21 +29,23 @@ update traced, fused and replayed). Environment settings such as
 that matter on a small machine.
 
 ``--model mlp`` runs the same comparison for an MLP 784-256-10 (Linear, ReLU, Linear) on
-the flattened images. ``--cold`` measures the first training step instead: in a fresh
-process with an empty kernel cache (``KERNELGRAD_CACHE_DIR`` set to a new folder: every
-kernel is generated and compiled), then in another fresh process with that cache filled
-(kernels loaded from the disk), and prints both. With an empty cache the ``prange`` forms
-of the kernels compile in worker processes while their serial twins run
-(``KG_COMPILE_WORKERS``, docs/kernels.md): the line also says when every kernel ran in
-its final form (the workers done and one more step taken).
-"""
+the flattened images (``--hidden 1024,1024``: other hidden widths). ``--cold`` measures
+the first training step instead: in a fresh process with an empty kernel cache
+(``KERNELGRAD_CACHE_DIR`` set to a new folder: every kernel is generated and compiled),
+then in another fresh process with that cache filled (kernels loaded from the disk), and
+prints both. With an empty cache the ``prange`` forms of the kernels compile in worker
+processes while their serial twins run (``KG_COMPILE_WORKERS``, docs/kernels.md): the
+line also says when every kernel ran in its final form (the workers done and one more
+step taken)."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import subprocess
 import sys
 import time
+from typing import Any
 
 import numpy as np
 from _timing import ORIGINAL_ENVIRONMENT, thread_counts, use_threads
@@ -109,6 +111,9 @@ def main() -> None:
     )
     parser.add_argument("--model", choices=("lenet", "mlp"), default="lenet")
     parser.add_argument(
+        "--hidden", default="256", help="the MLP's hidden widths, comma-separated (256)"
+    )
+    parser.add_argument(
         "--cold", action="store_true", help="time the first step with an empty and a warm cache"
     )
     parser.add_argument("--torch-only", action="store_true", help=argparse.SUPPRESS)
@@ -134,7 +139,7 @@ def main() -> None:
     if not args.first_step_only:
         print(thread_counts())
     kg.manual_seed(0)
-    model = kernelgrad_model(args.model)
+    model = kernelgrad_model(args.model, args.hidden)
     optimizer = kg.optim.Adam(model.parameters(), lr=1e-3, fused=args.optimizer == "fused")
     x, y = kg.tensor(images), kg.tensor(labels)
     start = time.perf_counter()
@@ -196,7 +201,7 @@ def main() -> None:
     command = [
         sys.executable, __file__, "--torch-only", "--steps", str(args.steps),
         "--repeats", str(args.repeats), "--threads", str(args.threads),
-        "--optimizer", args.optimizer, "--model", args.model,
+        "--optimizer", args.optimizer, "--model", args.model, "--hidden", args.hidden,
     ] + (["--cpu-time"] if args.cpu_time else [])  # fmt: skip
     result = subprocess.run(
         command, env=ORIGINAL_ENVIRONMENT, capture_output=True, text=True, check=False
@@ -219,13 +224,22 @@ def main() -> None:
         )
 
 
-def kernelgrad_model(name: str) -> kg.nn.Module:
-    if name == "lenet":
-        return LeNet5()
-    inputs, hidden, classes = MLP_SIZES
-    return kg.nn.Sequential(
-        kg.nn.Linear(inputs, hidden), kg.nn.ReLU(), kg.nn.Linear(hidden, classes)
-    )
+def mlp(nn: Any, hidden: str) -> Any:
+    """The MLP (Linear, ReLU, ..., Linear) with these hidden widths, in ``nn`` (kernelgrad's
+    or PyTorch's)."""
+    widths = [MLP_SIZES[0], *(int(w) for w in hidden.split(",")), MLP_SIZES[-1]]
+    layers: list[Any] = []
+    for fan_in, fan_out in itertools.pairwise(widths):
+        layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
+
+
+def mlp_name(hidden: str) -> str:
+    return f"MLP {MLP_SIZES[0]}-{hidden.replace(',', '-')}-{MLP_SIZES[-1]}"
+
+
+def kernelgrad_model(name: str, hidden: str = "256") -> kg.nn.Module:
+    return LeNet5() if name == "lenet" else mlp(kg.nn, hidden)
 
 
 def cold_start(args: argparse.Namespace) -> None:
@@ -277,13 +291,10 @@ def torch_only(args: argparse.Namespace, images: np.ndarray, labels: np.ndarray)
         tnn.Linear(400, 120), tnn.ReLU(), tnn.Linear(120, 84), tnn.ReLU(), tnn.Linear(84, 10),
     )  # fmt: skip
     if args.model == "mlp":
-        inputs, hidden, classes = MLP_SIZES
-        torch_model = tnn.Sequential(
-            tnn.Linear(inputs, hidden), tnn.ReLU(), tnn.Linear(hidden, classes)
-        )
+        torch_model = mlp(tnn, args.hidden)
     implementation = {"fused": True} if args.optimizer == "fused" else {"foreach": False}
     torch_optimizer = torch.optim.Adam(torch_model.parameters(), lr=1e-3, **implementation)
-    layers = "conv-pool-relu" if args.model == "lenet" else "MLP 784-256-10"
+    layers = "conv-pool-relu" if args.model == "lenet" else mlp_name(args.hidden)
     order = f"{layers}, Adam {', '.join(f'{k}={v}' for k, v in implementation.items())}"
 
     def torch_step():

@@ -61,6 +61,7 @@ class RMSprop(Optimizer):
         defaults = {
             "lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
             "momentum": momentum, "centered": centered, "maximize": maximize,
+            "capturable": capturable, "foreach": foreach, "differentiable": differentiable,
         }  # fmt: skip
         super().__init__(params, defaults)
 
@@ -125,7 +126,8 @@ class Adadelta(Optimizer):
         if not 0.0 <= rho <= 1.0:
             raise ArgumentError(f"Adadelta: rho must be in [0, 1], got {rho}")
         defaults = {
-            "lr": lr, "rho": rho, "eps": eps, "weight_decay": weight_decay, "maximize": maximize
+            "lr": lr, "rho": rho, "eps": eps, "weight_decay": weight_decay, "maximize": maximize,
+            "foreach": foreach, "capturable": capturable, "differentiable": differentiable,
         }  # fmt: skip
         super().__init__(params, defaults)
 

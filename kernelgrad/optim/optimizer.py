@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import autograd, tracing
+from ..errors import UnsupportedError
 from ..tensor import Tensor
 
 __all__ = ["Optimizer"]
@@ -125,6 +126,14 @@ class Optimizer:
             if value is required and key not in group:
                 raise ValueError(f"parameter group didn't specify a value of required {key!r}")
             group.setdefault(key, value)
+        if group.get("differentiable"):
+            raise UnsupportedError(
+                f"{type(self).__name__}(differentiable=True): differentiating through the "
+                "optimizer's update (meta-learning) is not supported: kernelgrad's updates run "
+                "outside autograd, so the gradients it asks for would silently be missing. "
+                "Write the update with tensor operations instead (e.g. `p - lr * p.grad` after "
+                "`loss.backward(create_graph=True)`), or pass differentiable=False"
+            )
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:

@@ -275,3 +275,18 @@ def test_multiplicative_lr_refuses_a_jump():
     assert scheduler.get_last_lr() == [0.5]
     with pytest.raises(NotImplementedError, match="only the next epoch"):
         scheduler.step(5)
+
+
+@pytest.mark.parametrize(
+    "name", ["SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "Adagrad", "NAdam"]
+)
+def test_differentiable_true_is_refused_not_ignored(name):
+    """``differentiable=True`` asks for gradients through the update, which kernelgrad's
+    updates (outside autograd) cannot give: refused, naming the problem, in the
+    constructor and in a parameter group added later."""
+    optimizer_class = getattr(kg.optim, name)
+    with pytest.raises(kg.errors.UnsupportedError, match="outside autograd"):
+        optimizer_class([nn.Parameter(kg.zeros(2))], lr=0.1, differentiable=True)
+    optimizer = optimizer_class([nn.Parameter(kg.zeros(2))], lr=0.1)
+    with pytest.raises(NotImplementedError, match="differentiable=False"):
+        optimizer.add_param_group({"params": [nn.Parameter(kg.zeros(1))], "differentiable": True})

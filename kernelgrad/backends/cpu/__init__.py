@@ -61,7 +61,7 @@ COLUMN_BLOCK = 256
 
 
 # Rounds libgomp's workers spin after a parallel region before they sleep (see below).
-DEFAULT_SPINCOUNT = 3000
+DEFAULT_SPINCOUNT = 10000
 
 
 def _configure_thread_pools() -> None:
@@ -78,8 +78,16 @@ def _configure_thread_pools() -> None:
     (benchmarks/bench_lenet.py, 2 runs each) a LeNet-5 step took 6.55-6.68 ms with 0,
     6.17-6.18 ms with 3,000, 5.6-5.9 ms with 10,000-30,000; a 784-1024-1024-10 MLP step
     (large products on 2 BLAS threads) 8.6-9.2 ms with 0, 9.6 with 3,000, 15 with
-    30,000. ``GOMP_SPINCOUNT`` must be in the environment before Numba starts its
-    OpenMP pool, hence here, before the first kernel; a value the user set wins."""
+    30,000. Those figures predate ``split_gemm.py``: large products now run on Numba's
+    pool with OpenBLAS on one thread, so OpenBLAS's own workers no longer compete, and
+    the eager step's Python between kernels (tens of microseconds) outlasts 3,000
+    rounds: alternating 3,000 / 10,000 / 30,000 (``benchmarks/bench_lenet.py --compile
+    [--model mlp]``, two rounds each) gave the MLP 784-256-10 step 1.47-1.61 / 1.23-1.24 /
+    1.21-1.22 ms eager and 0.88-0.89 / 0.77-0.78 / 0.78-0.80 ms compiled, LeNet-5
+    5.07-5.66 / 4.51-5.19 / 4.83-5.15 ms eager and 2.91-3.18 / 2.96-3.37 / 3.90-5.00 ms
+    compiled: 10,000 is the default. ``GOMP_SPINCOUNT`` must be in the environment
+    before Numba starts its OpenMP pool, hence here, before the first kernel; a value
+    the user set wins."""
     os.environ.setdefault("GOMP_SPINCOUNT", str(DEFAULT_SPINCOUNT))
 
 

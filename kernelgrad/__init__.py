@@ -587,70 +587,9 @@ _LAZY_ATTRIBUTES = {
 
 # torch's top-level nn operations (torch.conv2d, torch.dropout, torch.relu_, ...) with
 # torch's signatures: kernelgrad/torch_nn_functions.py, imported on first use (it needs kg.nn).
-_LAZY_ATTRIBUTES.update(
-    dict.fromkeys(
-        (
-            "adaptive_avg_pool1d",
-            "adaptive_max_pool1d",
-            "affine_grid_generator",
-            "alpha_dropout",
-            "alpha_dropout_",
-            "avg_pool1d",
-            "batch_norm",
-            "bilinear",
-            "binary_cross_entropy_with_logits",
-            "celu",
-            "celu_",
-            "channel_shuffle",
-            "conv1d",
-            "conv2d",
-            "conv3d",
-            "conv_transpose1d",
-            "conv_transpose2d",
-            "conv_transpose3d",
-            "cosine_embedding_loss",
-            "cosine_similarity",
-            "dropout",
-            "dropout_",
-            "embedding",
-            "embedding_bag",
-            "feature_alpha_dropout",
-            "feature_alpha_dropout_",
-            "feature_dropout",
-            "feature_dropout_",
-            "grid_sampler",
-            "group_norm",
-            "hardshrink",
-            "hinge_embedding_loss",
-            "instance_norm",
-            "kl_div",
-            "layer_norm",
-            "margin_ranking_loss",
-            "max_pool1d",
-            "max_pool1d_with_indices",
-            "max_pool2d",
-            "max_pool3d",
-            "pairwise_distance",
-            "pdist",
-            "pixel_shuffle",
-            "pixel_unshuffle",
-            "poisson_nll_loss",
-            "prelu",
-            "relu_",
-            "rms_norm",
-            "rrelu",
-            "rrelu_",
-            "selu",
-            "selu_",
-            "sigmoid_",
-            "tanh_",
-            "threshold",
-            "threshold_",
-            "triplet_margin_loss",
-        ),
-        "torch_nn_functions",
-    )
-)
+from ._torch_nn_names import TORCH_NN_NAMES as _TORCH_NN_NAMES
+
+_LAZY_ATTRIBUTES.update(dict.fromkeys(_TORCH_NN_NAMES, "torch_nn_functions"))
 
 
 def __getattr__(name: str) -> Any:

@@ -25,70 +25,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._torch_nn_names import TORCH_NN_NAMES
 from .dtypes import int64
 from .errors import ArgumentError
 from .nn import functional as F
 from .tensor import Tensor
 
-__all__ = [
-    "adaptive_avg_pool1d",
-    "adaptive_max_pool1d",
-    "affine_grid_generator",
-    "alpha_dropout",
-    "alpha_dropout_",
-    "avg_pool1d",
-    "batch_norm",
-    "bilinear",
-    "binary_cross_entropy_with_logits",
-    "celu",
-    "celu_",
-    "channel_shuffle",
-    "conv1d",
-    "conv2d",
-    "conv3d",
-    "conv_transpose1d",
-    "conv_transpose2d",
-    "conv_transpose3d",
-    "cosine_embedding_loss",
-    "cosine_similarity",
-    "dropout",
-    "dropout_",
-    "embedding",
-    "embedding_bag",
-    "feature_alpha_dropout",
-    "feature_alpha_dropout_",
-    "feature_dropout",
-    "feature_dropout_",
-    "grid_sampler",
-    "group_norm",
-    "hardshrink",
-    "hinge_embedding_loss",
-    "instance_norm",
-    "kl_div",
-    "layer_norm",
-    "margin_ranking_loss",
-    "max_pool1d",
-    "max_pool1d_with_indices",
-    "max_pool2d",
-    "max_pool3d",
-    "pairwise_distance",
-    "pdist",
-    "pixel_shuffle",
-    "pixel_unshuffle",
-    "poisson_nll_loss",
-    "prelu",
-    "relu_",
-    "rms_norm",
-    "rrelu",
-    "rrelu_",
-    "selu",
-    "selu_",
-    "sigmoid_",
-    "tanh_",
-    "threshold",
-    "threshold_",
-    "triplet_margin_loss",
-]
+__all__ = list(TORCH_NN_NAMES)
 
 _REDUCTIONS = ("none", "mean", "sum")
 

@@ -40,7 +40,7 @@ from ..errors import ArgumentError
 from ..nn._fused import FedLaunch, launch_each, prefetch_each, prepare_each_fed
 from ..ops.creation import empty, tensor
 from ..tensor import Tensor
-from .adam import _layout, _same_layouts
+from .adam import _layout, _plan_gradients
 from .optimizer import Optimizer
 
 __all__ = ["FusedOptimizer", "check_range"]
@@ -172,21 +172,8 @@ class FusedOptimizer(Optimizer):
         params = group["params"]
         if len(params) != len(plan.params):
             return self._plan_failed(plan)
-        states = self.state
-        grads = []
-        for p, q, entry in zip(params, plan.params, plan.entries):
-            if p is not q:
-                return self._plan_failed(plan)
-            if entry is None:
-                if p.grad is not None:
-                    return self._plan_failed(plan)
-                continue
-            g = p.grad
-            state = states.get(p)
-            if g is None or state is not entry[0] or not _same_layouts(entry[1], state):
-                return self._plan_failed(plan)
-            grads.append(g)
-        if not plan.launch.accepts(grads):
+        grads = _plan_gradients(plan, params, self.state)
+        if grads is None or not plan.launch.accepts(grads):
             return self._plan_failed(plan)
         rows = plan.scalars
         first = [float(a) for a in rows[0]]

@@ -276,21 +276,8 @@ class Adam(Optimizer):
         params = group["params"]
         if len(params) != len(plan.params) or bool(group["amsgrad"]) is not plan.amsgrad:
             return self._plan_failed(plan)
-        states = self.state
-        grads = []
-        for p, q, entry in zip(params, plan.params, plan.entries):
-            if p is not q:
-                return self._plan_failed(plan)
-            if entry is None:
-                if p.grad is not None:
-                    return self._plan_failed(plan)
-                continue
-            g = p.grad
-            state = states.get(p)
-            if g is None or state is not entry[0] or not _same_layouts(entry[1], state):
-                return self._plan_failed(plan)
-            grads.append(g)
-        if not plan.launch.accepts(grads):
+        grads = _plan_gradients(plan, params, self.state)
+        if grads is None or not plan.launch.accepts(grads):
             return self._plan_failed(plan)
         counts = plan.counts
         count = counts[0][()]
@@ -416,6 +403,27 @@ class _UpdatePlan:
 
 def _layout(name: str | None, t: Tensor) -> tuple:
     return name, t, t._storage, t.shape, t._strides, t._offset, t.dtype
+
+
+def _plan_gradients(plan: Any, params: list[Tensor], states: dict) -> list[Tensor] | None:
+    """The gradients a prepared update (``plan.params``, ``plan.entries``: per parameter
+    its state and layouts, or None for one without a gradient then) runs on, if the plan
+    still holds for ``params``: the same parameters, gradients where it had them, the
+    same state tensors in the same memory and layouts. None where it does not."""
+    grads = []
+    for p, q, entry in zip(params, plan.params, plan.entries):
+        if p is not q:
+            return None
+        if entry is None:
+            if p.grad is not None:
+                return None
+            continue
+        g = p.grad
+        state = states.get(p)
+        if g is None or state is not entry[0] or not _same_layouts(entry[1], state):
+            return None
+        grads.append(g)
+    return grads
 
 
 def _same_layouts(layouts: tuple, state: dict[str, Any]) -> bool:

@@ -330,6 +330,13 @@ def record(
     needed = False
     for x in inputs:
         if getattr(x, "requires_grad", False):
+            base = x._base
+            if base is not None and getattr(x, "_base_node", False) not in (False, base._node):
+                refresh_view(x)  # its base was changed in place: a new history first
+                if not x.requires_grad:
+                    edges.append(None)
+                    meta.append(None)
+                    continue
             needed = True
             edges.append(x._node if x._node is not None else x)
             meta.append((x.shape, x.dtype))
@@ -340,6 +347,22 @@ def record(
         return
     output._node = Node(name, tuple(edges), tuple(meta), vjp, saved)
     output.requires_grad = True
+
+
+# Installed by ops/inplace.py (autograd sits below the ops that build the new history).
+_view_refresher: Callable[[Any], None] | None = None
+
+
+def refresh_view(view: Tensor) -> None:
+    """Give ``view`` a new history if its base's history changed since the view got its
+    own (an in-place op on the base or on another view of it): the view then reads the
+    base's new values, so its node becomes a view of the base's new node, as PyTorch
+    regenerates a view's ``grad_fn``. Nothing happens for an up-to-date view."""
+    base = view._base
+    if base is None or getattr(view, "_base_node", False) in (False, base._node):
+        return
+    assert _view_refresher is not None
+    _view_refresher(view)
 
 
 def needs_grad(*inputs: Any) -> bool:
@@ -402,6 +425,8 @@ def backward(
 
     if retain_graph is None:
         retain_graph = create_graph
+    if root._base is not None:
+        refresh_view(root)
 
     if not root.requires_grad:
         raise BackwardError(

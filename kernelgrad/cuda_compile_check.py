@@ -728,6 +728,25 @@ def nn_rest(device: str) -> None:
     )  # fmt: skip
 
 
+def views_written_in_place(device: str) -> None:
+    """In-place ops on views under autograd (ops/inplace.py's copy_slices and as_strided
+    nodes: boolean region masks, strided copies into a base's layout), with a second
+    derivative through them."""
+    x = kg.randn(3, 4, device=device, requires_grad=True)
+    w = kg.randn(4, device=device, requires_grad=True)
+    y = x * x
+    y[:, 0] += 1
+    y.t()[1].mul_(x[:, 2])
+    y.diagonal().relu_()
+    early = y[2]
+    y[0].copy_(w)
+    buf = kg.zeros(3, 4, device=device)
+    buf[1] += w
+    loss = (y * y).sum() + (early * buf[1]).sum()
+    loss.backward(create_graph=True)
+    (x.grad * x.grad).sum().backward()
+
+
 PARTS: dict[str, Callable[[str], None]] = {
     "elementwise": elementwise_ops,
     "reductions": reductions,
@@ -744,6 +763,7 @@ PARTS: dict[str, Callable[[str], None]] = {
     "docs": documented_kernels,
     "random": random_numbers,
     "math": special_math,
+    "viewinplace": views_written_in_place,
 }
 
 

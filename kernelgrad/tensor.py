@@ -116,6 +116,9 @@ class Tensor:
     __slots__ = (
         "__weakref__",
         "_base",
+        # set by ops.movement.make_view: the base's autograd node when the view was made
+        # (ops/inplace.py rebases views on in-place writes); unset on other tensors
+        "_base_node",
         "_node",
         "_offset",
         "_storage",
@@ -239,6 +242,8 @@ class Tensor:
 
     @property
     def grad_fn(self) -> Any:
+        if self._base is not None:  # a view whose base was changed in place since
+            autograd.refresh_view(self)
         return self._node
 
     @property

@@ -703,13 +703,10 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
 
 def masked_fill_(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     """In-place :func:`masked_fill` (recorded by autograd like the other in-place ops)."""
-    from .inplace import _check_autograd
+    from .inplace import _check_autograd, _commit
 
     if _check_autograd(x, (value,), "masked_fill_"):
-        result = masked_fill(x.clone(), mask, value)
-        _ew.copy_into(x, result.detach(), "masked_fill_")
-        x._node = result._node
-        x.requires_grad = True
+        _commit(x, masked_fill(x.clone(), mask, value), "masked_fill_")
         return x
     _ew.copy_into(x, masked_fill(x, mask, value), "masked_fill_")
     return x
@@ -747,13 +744,15 @@ def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
 
 
 def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    """The diagonal of the ``dim1`` x ``dim2`` planes as the last dim (a copy, unlike
-    PyTorch's view: writing into it does not change ``x``).
+    """The diagonal of the ``dim1`` x ``dim2`` planes as the last dim: a view, as in
+    PyTorch (writing into it changes ``x``; in a graph see ``ops/inplace.py``).
 
     >>> import kernelgrad as kg
     >>> kg.arange(9).reshape(3, 3).diagonal(1).tolist()
     [1, 5]
     """
+    from .. import autograd
+
     d1 = normalize_dim(dim1, x.ndim, "diagonal")
     d2 = normalize_dim(dim2, x.ndim, "diagonal")
     if d1 == d2:
@@ -761,10 +760,36 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
     n1, n2 = x.shape[d1], x.shape[d2]
     length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
     others = [d for d in range(x.ndim) if d not in (d1, d2)]
-    planes = x.permute(*others, d1, d2).reshape(*(x.shape[d] for d in others), n1 * n2)
-    rows = np.arange(length) + max(-offset, 0)
-    flat = rows * n2 + rows + offset
-    return take(planes, -1, _on_device(flat.astype(np.int64), x))
+    start = x._offset
+    if length:
+        start += offset * x._strides[d2] if offset >= 0 else -offset * x._strides[d1]
+    result = _movement.make_view(
+        x,
+        tuple(x.shape[d] for d in others) + (length,),
+        tuple(x._strides[d] for d in others) + (x._strides[d1] + x._strides[d2],),
+        start,
+    )
+    if autograd.needs_grad(x):
+        shape = x.shape
+        autograd.record(
+            "diagonal",
+            (x,),
+            result,
+            lambda g: (_diagonal_backward(g, shape, offset, d1, d2),),
+        )
+    return result
+
+
+def _diagonal_backward(g: Tensor, shape: tuple[int, ...], offset: int, d1: int, d2: int) -> Tensor:
+    """Zeros of ``shape`` with ``g`` on the diagonal (differentiable)."""
+    from .. import autograd
+
+    grad = zeros(shape, dtype=g.dtype, device=g.device)
+    with autograd.no_grad():
+        _ew.copy_into(diagonal(grad, offset, d1, d2), g.detach())
+    if autograd.needs_grad(g):
+        autograd.record("diagonal_backward", (g,), grad, lambda gg: (diagonal(gg, offset, d1, d2),))
+    return grad
 
 
 def diag(x: Tensor, diagonal: int = 0) -> Tensor:
@@ -775,7 +800,7 @@ def diag(x: Tensor, diagonal: int = 0) -> Tensor:
     [[1, 0], [0, 2]]
     """
     if x.ndim == 2:
-        return globals()["diagonal"](x, diagonal)
+        return globals()["diagonal"](x, diagonal).clone()  # a copy, as PyTorch's diag
     if x.ndim != 1:
         raise ShapeError(f"diag: expected a 1-d or 2-d tensor, got shape {format_shape(x.shape)}")
     n = x.shape[0] + abs(diagonal)

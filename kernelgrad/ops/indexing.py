@@ -439,9 +439,12 @@ def _recorded_setitem(
     (summed over its broadcasting). With ``accumulate`` (``index_put_``) the values are
     added instead, so ``x``'s earlier values keep their whole gradient."""
     from .creation import zeros
-    from .inplace import _check_autograd
+    from .inplace import _check_autograd, _commit
 
-    _check_autograd(x, (value,), f"{op} (assignment)")  # refuses leaves and views
+    _check_autograd(x, (value,), f"{op} (assignment)")  # refuses leaves, views of leaves
+    if not accumulate and _assigns_itself(x, key, value):
+        x._storage.version += 1  # `y[:, 0] += 1`: the view written back where it lies
+        return
     previous = x.clone()  # recorded: the edge to what x held
     with autograd.no_grad():
         result = previous.detach().clone()
@@ -457,9 +460,28 @@ def _recorded_setitem(
         return (g if written is None else where(written, 0.0, g)), grad_value
 
     autograd.record("index_put" if accumulate else "setitem", (previous, value), result, backward)
-    copy_into(x, result, f"{op} (assignment)")
-    x._node = result._node
-    x.requires_grad = True
+    _commit(x, result, f"{op} (assignment)")  # through the base when x is a view
+
+
+def _assigns_itself(x: Tensor, key: Any, value: Any) -> bool:
+    """Whether ``x[key] = value`` writes a view into the very positions it views, its
+    history up to date with their base: the second half of ``y[:, 0] += 1`` (Python's
+    ``t = y[:, 0]; t += 1; y[:, 0] = t``), which changes no value and no gradient."""
+    if not isinstance(value, Tensor) or value._storage is not x._storage:
+        return False
+    base = x if x._base is None else x._base
+    if value._base is not base or getattr(value, "_base_node", False) is not base._node:
+        return False
+    entries = _normalise_key(x, key, expand_masks=False)
+    if any(isinstance(k, Tensor) for k in entries):
+        return False
+    with autograd.no_grad():
+        target = getitem(x, tuple(entries))
+    return (
+        target.shape == value.shape
+        and target._strides == value._strides
+        and target._offset == value._offset
+    )
 
 
 def _assigned_value(x: Tensor, value: Any, op: str) -> Tensor:

@@ -38,9 +38,20 @@ register("cat", "movement", ("kg.cat", "kg.stack"), True)
 
 
 def make_view(x: Tensor, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Tensor:
-    """A tensor sharing ``x``'s memory (no autograd recorded here)."""
+    """A tensor sharing ``x``'s memory (no autograd recorded here).
+
+    ``_base`` is the tensor that owns the memory; ``_base_node`` is the base's autograd
+    node now (an in-place op on the view rebases the base, and a view whose base was
+    rebased since gets a new history when next used: ``ops/inplace.py``). A view of a
+    detached alias (``t.detach()`` of a view) is marked ``False``: not rebased."""
     view = Tensor._make(x._storage, tuple(shape), tuple(strides), offset, x.dtype)
-    view._base = x if x._base is None else x._base
+    base = x._base
+    if base is None:
+        view._base = x
+        view._base_node = x._node
+    else:
+        view._base = base
+        view._base_node = getattr(x, "_base_node", False)
     return view
 
 

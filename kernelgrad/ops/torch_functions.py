@@ -1206,10 +1206,10 @@ def _write_result(x: Tensor, name: str, compute: Any, *others: Any) -> Tensor:
     if recorded and not result.requires_grad:
         _inplace._record_overwrite(x, result, name)
         return x
-    copy_into(x, result.detach(), name)
     if recorded:
-        x._node = result._node
-        x.requires_grad = True
+        _inplace._commit(x, result, name)  # through the base for a view
+    else:
+        copy_into(x, result.detach(), name)
     return x
 
 

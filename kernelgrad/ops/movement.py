@@ -352,9 +352,11 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
 
 
 def flip(x: Tensor, dims: Any) -> Tensor:
+    """A copy of ``x`` reversed along ``dims`` (a copy, as PyTorch's: writing into the
+    result must not change ``x``)."""
     axes = normalize_dims(dims, x.ndim, "flip")
     key = tuple(slice(None, None, -1) if d in axes else slice(None) for d in range(x.ndim))
-    return x[key]
+    return x[key].clone()
 
 
 def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:

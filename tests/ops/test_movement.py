@@ -145,6 +145,11 @@ def test_narrow_flip_split_chunk(device):
     t = kg.tensor(values, device=device)
     assert_close(t.narrow(0, 2, 3), values[2:5])
     assert_close(t.flip(0), values[::-1])
+    flipped = t.flip(0)  # a copy, as PyTorch's: writing into it leaves t alone
+    flipped.add_(1)
+    assert_close(t, values)
+    assert_close(kg.fliplr(t.reshape(2, 5)).add_(1), values.reshape(2, 5)[:, ::-1] + 1)
+    assert_close(t, values)
     assert [p.shape for p in t.split(4)] == [(4,), (4,), (2,)]
     assert [p.shape for p in t.split([3, 7])] == [(3,), (7,)]
     assert [p.shape for p in t.chunk(3)] == [(4,), (4,), (2,)]

@@ -40,12 +40,6 @@ NEG_INF = -math.inf
 INF = math.inf
 
 
-def _log(total):
-    """log(total), -inf for 0 without calling log(0) (which raises in the CUDA
-    simulator's Python ``math``; a GPU gives -inf)."""
-    return kg.log(total) if total > 0.0 else NEG_INF
-
-
 @kg.kernel(parallel=True)
 def ctc_alpha(
     log_alpha, nll, error, lp, targets, offsets, input_lengths, target_lengths, steps, batch,
@@ -99,7 +93,7 @@ def ctc_alpha(
                 if peak == NEG_INF:  # cannot do -inf - -inf
                     peak = 0.0
                 total = kg.exp(la1 - peak) + kg.exp(la2 - peak) + kg.exp(la3 - peak)
-                log_alpha[row + s] = _log(total) + peak + lp[at + label]
+                log_alpha[row + s] = kg.log(total) + peak + lp[at + label]
         last = base + (length - 1) * width
         l1 = log_alpha[last + states - 1]
         l2 = NEG_INF
@@ -108,7 +102,7 @@ def ctc_alpha(
         peak = max(l1, l2)
         if peak == NEG_INF:
             peak = 0.0
-        nll[n] = -(_log(kg.exp(l1 - peak) + kg.exp(l2 - peak)) + peak)
+        nll[n] = -(kg.log(kg.exp(l1 - peak) + kg.exp(l2 - peak)) + peak)
 
 
 @kg.kernel(parallel=True)
@@ -165,7 +159,7 @@ def ctc_gradient(
                     if peak == NEG_INF:
                         peak = 0.0
                     total = kg.exp(lb1 - peak) + kg.exp(lb2 - peak) + kg.exp(lb3 - peak)
-                    log_beta[row + s] = _log(total) + peak + lp[at + label]
+                    log_beta[row + s] = kg.log(total) + peak + lp[at + label]
             # lcab[t, l'[s]] "log+=" alpha[t, s] + beta[t, s]
             for s in range(states):
                 label = blank

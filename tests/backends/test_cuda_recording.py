@@ -66,6 +66,7 @@ def test_user_kernels_are_recorded_on_cuda_and_in_cuda_form_from_the_cpu(cuda):
             scale_rows(out.T, x, 0.5, ndrange=(3, 4))
         (kernel,) = recording.kernels.values()
         assert kernel.kind == "kernel" and "cuda.jit" in kernel.source
+        assert "simmath" not in kernel.source  # the GPU's module, not the simulator's
         assert kernel.signature[:2] == (types.int64, types.int64)
         assert kernel.signature[2] == types.Array(types.float32, 2, "F")  # a transposed view
         assert kernel.signature[3] == types.Array(types.float32, 2, "C")

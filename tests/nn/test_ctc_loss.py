@@ -78,9 +78,6 @@ CASES = [
 
 
 @pytest.mark.parametrize("labels, lengths, blank, classes", CASES)
-@pytest.mark.filterwarnings(
-    "ignore:invalid value encountered:RuntimeWarning"
-)  # simulator: -inf + inf
 def test_losses_and_gradient_match_the_alpha_beta_reference(
     labels, lengths, blank, classes, device, simulated
 ):

@@ -32,6 +32,7 @@ Kernels:
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Sequence
 
 import numpy as np
@@ -60,15 +61,90 @@ class _PythonBoolComparisons(ast.NodeTransformer):
         return ast.Call(func=ast.Name("bool", ast.Load()), args=[node], keywords=[])
 
 
+_SIMMATH_NAME = "_kg_simmath"
+# The operators whose Python versions raise where compiled code gives IEEE values
+# (``1.0 / 0.0``, ``10.0 ** 400``), and simmath's replacements. ``//`` and ``%`` are left
+# alone: they raise for a zero divisor of Python numbers only (compiled code gives inf,
+# NaN or, for integers, 0), and index arithmetic would pay for a call per use.
+_IEEE_OPERATORS = {ast.Div: "truediv", ast.Pow: "power"}
+
+
+class _IeeeSimulation(ast.NodeTransformer):
+    """``import math`` (under any name, also the ``import math as math`` a ``@kg.kernel``
+    module has when the kernel's own module imports math) imports :mod:`.simmath`, and
+    ``/`` and ``**`` (also ``/=`` and ``**=``) call its IEEE versions."""
+
+    def __init__(self) -> None:
+        self.operators = False
+
+    def visit_Import(self, node: ast.Import) -> ast.AST | list[ast.stmt]:
+        if not any(alias.name == "math" for alias in node.names):
+            return node
+        statements: list[ast.stmt] = []
+        for alias in node.names:
+            if alias.name == "math":
+                names = [ast.alias("simmath", alias.asname or "math")]
+                statements.append(ast.ImportFrom("kernelgrad.backends.cuda", names, 0))
+            else:
+                statements.append(ast.Import([alias]))
+        return statements
+
+    def _call(self, operator: ast.operator, left: ast.expr, right: ast.expr) -> ast.expr | None:
+        name = _IEEE_OPERATORS.get(type(operator))
+        if name is None:
+            return None
+        self.operators = True
+        function = ast.Attribute(ast.Name(_SIMMATH_NAME, ast.Load()), name, ast.Load())
+        return ast.Call(func=function, args=[left, right], keywords=[])
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        return self._call(node.op, node.left, node.right) or node
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        self.generic_visit(node)
+        current = _as_load(node.target)
+        value = self._call(node.op, current, node.value)
+        if value is None:
+            return node
+        return ast.Assign(targets=[node.target], value=value)
+
+
+def _as_load(target: ast.expr) -> ast.expr:
+    """The expression that reads the assignment target ``target`` (``a[i]`` of
+    ``a[i] /= x``)."""
+    load = copy.deepcopy(target)
+    for node in ast.walk(load):
+        if hasattr(node, "ctx"):
+            node.ctx = ast.Load()
+    return load
+
+
 def for_simulator(source: str) -> str:
     """Adapt a generated module so that the simulator computes what the GPU would:
-    IEEE ``math`` (see ``simmath.py``) and comparisons that give Python booleans."""
+    IEEE ``math`` (see ``simmath.py``), IEEE ``/`` and ``**`` of Python numbers, and
+    comparisons that give Python booleans. The backend's kernels and ``@kg.kernel``
+    modules (``kernel_module.py``) go through here under the simulator."""
     tree = _PythonBoolComparisons().visit(ast.parse(source))
+    ieee = _IeeeSimulation()
+    tree = ieee.visit(tree)
+    if ieee.operators:
+        position = 1 if tree.body and _is_docstring(tree.body[0]) else 0
+        while position < len(tree.body) and _is_future_import(tree.body[position]):
+            position += 1
+        names = [ast.alias("simmath", _SIMMATH_NAME)]
+        tree.body.insert(position, ast.ImportFrom("kernelgrad.backends.cuda", names, 0))
     adapted = ast.unparse(ast.fix_missing_locations(tree))
-    simulated_math = "from kernelgrad.backends.cuda import simmath as math\n"
-    adapted = adapted.replace("import math\n", simulated_math, 1)
     # The source a GPU would compile, for the compile check's recordings (recording.py).
     return f"{adapted}\n\nDEVICE_SOURCE = {source!r}\n"
+
+
+def _is_docstring(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+
+
+def _is_future_import(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.ImportFrom) and statement.module == "__future__"
 
 
 def numba_type(dtype: DType) -> str:

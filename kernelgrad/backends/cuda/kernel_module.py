@@ -10,12 +10,16 @@ and the device arrays it receives.
   A launch with more than 65,535 groups along a leading dimension (CUDA's limit for
   grid y and z) numbers its groups along grid x alone ("folded").
 * ``kg.private(shape, dtype)`` is ``cuda.local.array``.
+* Under numba's simulator the module is adapted as the backend's own kernels are
+  (``codegen.for_simulator``): IEEE ``math``, ``/`` and ``**`` (``simmath.py``), so a
+  kernel computes there what it computes on a GPU (``log(0.0)`` is ``-inf``).
 
 Kernels run on the stream of the backend that owns their tensors.
 """
 
 from __future__ import annotations
 
+import contextlib
 from math import prod
 from typing import Any
 
@@ -35,6 +39,8 @@ from ..kernel_source import (
     source_lines,
     unravel,
 )
+from . import codegen, runtime
+from .launch import _ignore_runtime_warnings
 
 THREADS = 256
 MAX_BLOCK = 1024
@@ -205,13 +211,23 @@ def launch(program: KernelProgram, launch: KernelLaunch, stream: Any, label: str
         source = kernel_source(
             info, len(sizes), group is not None, program.fastmath, launch.narrow, folded
         )
+        if runtime.simulated():  # IEEE math and operators, as the backend's kernels
+            source = codegen.for_simulator(source)
         module = load_module(source, f"kernel_cuda_{info.name}")
         for name, value in info.injected.items():
             setattr(module, name, value)
         launcher = program.launchers[key] = module.kernel
     configured = launcher[blocks, block, stream]
     arguments = [*sizes, *counts, *launch.arguments]
-    program.run(launcher, lambda: configured(*arguments), label, sizes)
+    # under the simulator NumPy's warnings (1 / 0 of array elements) are silent, as a
+    # GPU is, and as during the backend's own simulated launches
+    quiet = _ignore_runtime_warnings if runtime.simulated() else contextlib.nullcontext
+
+    def call() -> None:
+        with quiet():
+            configured(*arguments)
+
+    program.run(launcher, call, label, sizes)
 
 
 def record(program: KernelProgram, launch: KernelLaunch) -> None:

@@ -510,6 +510,10 @@ def _parse_to_args(args: tuple, kwargs: dict) -> tuple[Device | None, DType | No
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
+    if kwargs.get("memory_format") is not None:  # accepted; parameters stay row-major
+        from ..memory_formats import check
+
+        check(kwargs.pop("memory_format"))
     if kwargs:
         raise DTypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for arg in args:

@@ -54,9 +54,9 @@ def test_matches_pytorch_from_identical_weights(name):
     harness.copy_weights(torch_models, kg_models)
     harness.no_dropout(torch_models)
     harness.no_dropout(kg_models)
-    with harness.shared_random_stream(torch):
+    with harness.shared_random_stream(torch), harness.functional_dropout_off(torch):
         expected = reference.train(torch_models, reference.make_data(_rng()), STEPS)
-    with harness.shared_random_stream(kg):
+    with harness.shared_random_stream(kg), harness.functional_dropout_off(kg):
         got = ours.train(kg_models, ours.make_data(_rng()), STEPS)
     tolerance = getattr(ours, "RTOL", 1e-4)
     np.testing.assert_allclose(got, expected, rtol=tolerance, atol=1e-5)

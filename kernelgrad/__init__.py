@@ -545,6 +545,9 @@ from math import e, inf, nan, pi
 
 newaxis = None
 
+# torch.set_default_device / get_default_device (per thread; kernelgrad/device.py)
+from .device import get_default_device, set_default_device
+
 # Sub-packages load on first attribute access (kg.nn, kg.optim, kg.data, kg.cuda, ...;
 # kg.distributed imports mpi4py only in init_process_group).
 # ``kg.kernel`` and ``kg.compile`` are packages that can be called (the decorators).
@@ -567,6 +570,7 @@ _LAZY_SUBMODULES = (
     "models",
     "serialization",
     "distributed",
+    "amp",
 )
 # Names that live in a lazily imported module: kg.index() and friends (kernel markers),
 # kg.elementwise (fused scalar functions), kg.custom_vjp (user backward passes).
@@ -583,6 +587,17 @@ _LAZY_ATTRIBUTES = {
     "from_dlpack": "interop",
     "load": "save_load",
     "ctc_loss": "nn.functional.ctc",  # torch.ctc_loss (reduction may be its 0, 1, 2)
+    "autocast": "amp",  # torch.autocast: accepted, keeps float32 (kernelgrad/amp.py)
+    "memory_format": "memory_formats",  # torch.channels_last, ...
+    "contiguous_format": "memory_formats",
+    "channels_last": "memory_formats",
+    "channels_last_3d": "memory_formats",
+    "preserve_format": "memory_formats",
+    "FloatTensor": "legacy_types",  # torch.LongTensor(data), isinstance(x, torch.FloatTensor)
+    "DoubleTensor": "legacy_types",
+    "IntTensor": "legacy_types",
+    "LongTensor": "legacy_types",
+    "BoolTensor": "legacy_types",
 }
 
 # torch's top-level nn operations (torch.conv2d, torch.dropout, torch.relu_, ...) with

@@ -235,3 +235,14 @@ def manual_seed_all(seed: int) -> None:
     """Seed the random generators of every CUDA device."""
     for index in range(device_count()):
         _backend(index).manual_seed(int(seed))
+
+
+# --- torch.cuda.amp ---------------------------------------------------------------------------
+def __getattr__(name: str) -> Any:
+    """``kg.cuda.amp`` (``torch.cuda.amp.GradScaler``, ``torch.cuda.amp.autocast``), loaded
+    on first use; see kernelgrad/amp.py."""
+    if name == "amp":
+        from .amp import cuda_amp
+
+        return cuda_amp
+    raise AttributeError(f"module 'kernelgrad.cuda' has no attribute '{name}'")

@@ -74,10 +74,11 @@ class Device:
 class _DeviceState(threading.local):
     def __init__(self) -> None:
         self.stack: list[Device] = []
+        self.base: Device = _CPU  # set_default_device
 
 
-_state = _DeviceState()
 _CPU = Device("cpu")
+_state = _DeviceState()
 
 
 def as_device(value: Any) -> Device:
@@ -106,4 +107,16 @@ def device(value: Any) -> Device:
 
 def default_device() -> Device:
     """The device creation functions use when none is given (the CPU unless changed)."""
-    return _state.stack[-1] if _state.stack else _CPU
+    return _state.stack[-1] if _state.stack else _state.base
+
+
+def set_default_device(device: Any) -> None:
+    """``torch.set_default_device``: the device creation functions use, in this thread,
+    outside ``with kg.device(...)`` blocks (which still take precedence); None means the
+    CPU again."""
+    _state.base = _CPU if device is None else as_device(device)
+
+
+def get_default_device() -> Device:
+    """``torch.get_default_device``: the device a creation function would use now."""
+    return default_device()

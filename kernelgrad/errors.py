@@ -97,7 +97,6 @@ MODULE_ADVICE = {
     "bfloat16": "kernelgrad has float32 and float64 only: use kg.float32",
     "complex64": "kernelgrad has no complex dtypes",
     "jit": "kernelgrad has no TorchScript: kg.compile traces and fuses a function instead",
-    "autocast": "kernelgrad has no mixed precision: remove the autocast block",
     "vmap": "kernelgrad has no vmap: write the batch dimension explicitly, or a @kg.kernel",
     "func": "kernelgrad has no torch.func: kg.autograd.grad gives gradients",
     "fft": "kernelgrad has no FFTs",

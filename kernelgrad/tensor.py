@@ -226,7 +226,11 @@ class Tensor:
     def storage_offset(self) -> int:
         return self._offset
 
-    def is_contiguous(self) -> bool:
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        if memory_format is not None:  # kg.channels_last, ...: kernelgrad/memory_formats.py
+            from . import memory_formats as formats
+
+            return formats.is_contiguous(self, memory_format)
         return is_contiguous(self.shape, self._strides)
 
     def element_size(self) -> int:
@@ -424,6 +428,7 @@ class Tensor:
         device = kwargs.pop("device", None)
         dtype = kwargs.pop("dtype", None)
         kwargs.pop("non_blocking", None)
+        memory_format = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for arg in args:
@@ -448,6 +453,10 @@ class Tensor:
                 from .ops.movement import transfer
 
                 result = transfer(result, device)
+        if memory_format is not None:
+            from . import memory_formats as formats
+
+            result = formats.convert(result, memory_format)
         return result
 
     def cpu(self) -> Tensor:
@@ -479,7 +488,11 @@ class Tensor:
 
         return cast(self, self.dtype)
 
-    def contiguous(self) -> Tensor:
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        if memory_format is not None:  # kg.channels_last, ...: kernelgrad/memory_formats.py
+            from . import memory_formats as formats
+
+            return formats.convert(self, memory_format)
         return self if self.is_contiguous() else self.clone()
 
     # --- arithmetic operators -----------------------------------------------------------------

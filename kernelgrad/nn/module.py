@@ -159,7 +159,37 @@ class Module:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if "_forward_hooks" in self.__dict__ or "_forward_pre_hooks" in self.__dict__:
+            from ._module_hooks import call
+
+            return call(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def register_forward_pre_hook(
+        self, hook: Any, *, prepend: bool = False, with_kwargs: bool = False
+    ) -> Any:
+        """``hook(module, args)`` (or ``hook(module, args, kwargs)`` with
+        ``with_kwargs``) before every forward; a result other than None replaces the
+        arguments. Returns a handle whose ``remove()`` unregisters it
+        (kernelgrad/nn/_module_hooks.py)."""
+        from ._module_hooks import register
+
+        return register(self, "_forward_pre_hooks", hook, prepend, with_kwargs)
+
+    def register_forward_hook(
+        self,
+        hook: Any,
+        *,
+        prepend: bool = False,
+        with_kwargs: bool = False,
+        always_call: bool = False,
+    ) -> Any:
+        """``hook(module, args, output)`` (or ``hook(module, args, kwargs, output)``)
+        after every forward; a result other than None replaces the output. Returns a
+        handle whose ``remove()`` unregisters it."""
+        from ._module_hooks import register
+
+        return register(self, "_forward_hooks", hook, prepend, with_kwargs, always_call)
 
     # --- attributes ---------------------------------------------------------------------
     def _check_initialised(self, name: str) -> None:
@@ -510,6 +540,10 @@ def _parse_to_args(args: tuple, kwargs: dict) -> tuple[Device | None, DType | No
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
+    if kwargs.get("memory_format") is not None:  # accepted; parameters stay row-major
+        from ..memory_formats import check
+
+        check(kwargs.pop("memory_format"))
     if kwargs:
         raise DTypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for arg in args:

@@ -590,4 +590,8 @@ def repeat(x: Tensor, sizes: Sequence[Any]) -> Tensor:
         expanded_shape += [r, s]
         view_shape.append(r * s)
     interleaved = x.reshape(tuple(v for s in x.shape for v in (1, s)))
-    return interleaved.expand(*expanded_shape).reshape(*view_shape)
+    result = interleaved.expand(*expanded_shape).reshape(*view_shape)
+    # PyTorch's repeat copies ("unlike expand()"); reshape returns a view where it can
+    # (repeating only new leading dims, or nothing), which would alias x: stride 0
+    # elements that in-place ops refuse, and writes to x showing through.
+    return result.clone() if result._storage is x._storage else result

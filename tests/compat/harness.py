@@ -20,8 +20,9 @@ A program defines:
 For the comparison, PyTorch builds the models, their ``state_dict`` goes through
 ``torch.save`` into ``kernelgrad.load`` (so identical initial weights), dropout is set to
 0 in both, and the random draws a training step makes (``randn``, ``rand``,
-``randn_like``, ``rand_like``, ``randint``, ``randperm``) come from one NumPy stream in
-both runs; then the losses of ``steps`` steps are compared.
+``randn_like``, ``rand_like``, ``randint``, ``randperm``, ``multinomial``) come from one
+NumPy stream in both runs; functional dropout (``F.dropout(x, training=...)``) is off
+too; then the losses of ``steps`` steps are compared.
 """
 
 from __future__ import annotations
@@ -125,7 +126,16 @@ def _randint(rng: np.random.Generator, args: tuple, size: Any) -> np.ndarray:
     return rng.integers(low, high, tuple(size))
 
 
-_RANDOM = ("randn", "rand", "randn_like", "rand_like", "randint", "randperm")
+def _multinomial(
+    rng: np.random.Generator, weights: np.ndarray, n: int, replacement: bool
+) -> np.ndarray:
+    """``multinomial(weights, n, replacement)`` of a 1-d or 2-d tensor's weights."""
+    rows = np.atleast_2d(weights.astype("f8"))
+    draws = [rng.choice(len(row), n, replace=replacement, p=row / row.sum()) for row in rows]
+    return np.stack(draws) if weights.ndim == 2 else draws[0]
+
+
+_RANDOM = ("randn", "rand", "randn_like", "rand_like", "randint", "randperm", "multinomial")
 
 
 @contextlib.contextmanager
@@ -151,6 +161,9 @@ def shared_random_stream(library: ModuleType, seed: int = 0) -> Iterator[None]:
         "rand_like": lambda t, **o: make(rng.random(tuple(t.shape)).astype("f4"), t, **o),
         "randint": lambda *args, **o: make(_randint(rng, args, o.pop("size", None)), **o),
         "randperm": lambda n, **o: make(rng.permutation(n), **o),
+        "multinomial": lambda t, num_samples, replacement=False, **o: make(
+            _multinomial(rng, t.detach().cpu().numpy(), num_samples, replacement), **o
+        ),
     }
     saved = {name: getattr(library, name) for name in _RANDOM if hasattr(library, name)}
     try:
@@ -163,3 +176,20 @@ def shared_random_stream(library: ModuleType, seed: int = 0) -> Iterator[None]:
                 setattr(library, name, saved[name])
             else:
                 delattr(library, name)
+
+
+@contextlib.contextmanager
+def functional_dropout_off(library: ModuleType) -> Iterator[None]:
+    """Make ``library.nn.functional.dropout`` (which :func:`no_dropout` cannot reach: a
+    program calls it with ``training=self.training``) drop nothing."""
+    functional = library.nn.functional
+    dropout = functional.dropout
+
+    def no_drop(x: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
+        return dropout(x, 0.0, training, inplace)
+
+    functional.dropout = no_drop
+    try:
+        yield
+    finally:
+        functional.dropout = dropout

@@ -8,6 +8,8 @@ that needs something kernelgrad lacks skips with the names of what is missing.""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,19 @@ from tests.compat import harness
 
 NAMES = harness.program_names()
 STEPS = 4
+
+
+@pytest.fixture(autouse=True)
+def _default_devices_restored():
+    """A program may set the default device (neural_style: ``torch.set_default_device``),
+    which lasts for the process: reset kernelgrad's and PyTorch's after each test.
+    (PyTorch 2.13's ``F.l1_loss(..., weight=w)`` gives wrong values while a default
+    device is set, which broke tests/nn/test_loss_signatures.py's references.)"""
+    yield
+    kg.set_default_device(None)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_default_device(None)
 
 
 def skip_if_missing(name: str) -> None:
@@ -54,9 +69,9 @@ def test_matches_pytorch_from_identical_weights(name):
     harness.copy_weights(torch_models, kg_models)
     harness.no_dropout(torch_models)
     harness.no_dropout(kg_models)
-    with harness.shared_random_stream(torch):
+    with harness.shared_random_stream(torch), harness.functional_dropout_off(torch):
         expected = reference.train(torch_models, reference.make_data(_rng()), STEPS)
-    with harness.shared_random_stream(kg):
+    with harness.shared_random_stream(kg), harness.functional_dropout_off(kg):
         got = ours.train(kg_models, ours.make_data(_rng()), STEPS)
     tolerance = getattr(ours, "RTOL", 1e-4)
     np.testing.assert_allclose(got, expected, rtol=tolerance, atol=1e-5)

@@ -179,6 +179,21 @@ def test_repeat(device):
     assert_close(t.repeat(2, 1, 1), np.tile(values, (2, 1, 1)))
 
 
+def test_repeat_copies_as_pytorch_does(device):
+    """Repeating only new leading dims (or nothing) was a stride-0 view of the input:
+    PyTorch's repeat always copies, so in-place ops work on it and do not reach x."""
+    t = kg.tensor([[1.0, 2.0], [3.0, 4.0]], device=device)
+    for reps in ((2, 1, 1), (1, 1), (3, 1, 1, 1)):
+        r = t.repeat(*reps)
+        assert not shares_memory(r, t) and r.is_contiguous()
+        r.div_(2.0)  # refused on a stride-0 view
+        assert_close(t, np.array([[1.0, 2.0], [3.0, 4.0]]))
+        assert_close(r, np.tile([[0.5, 1.0], [1.5, 2.0]], reps))
+    x = kg.tensor([1.0, 2.0], device=device, requires_grad=True)
+    x.repeat(3, 1).sum().backward()
+    assert_close(x.grad, np.array([3.0, 3.0]))
+
+
 def test_cat_and_stack(device):
     a = np.arange(6.0, dtype=np.float32).reshape(2, 3)
     b = np.arange(3.0, dtype=np.float32).reshape(1, 3)

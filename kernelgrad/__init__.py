@@ -197,6 +197,11 @@ def flip(x: Tensor, dims: Any) -> Tensor:
     return x.flip(dims)
 
 
+def as_strided(x: Tensor, size: Any, stride: Any, storage_offset: Any = None) -> Tensor:
+    """A view of ``x``'s memory with these sizes, strides and offset (``Tensor.as_strided``)."""
+    return x.as_strided(size, stride, storage_offset)
+
+
 def fliplr(x: Tensor) -> Tensor:
     """Reverse the order of the columns (dim 1)."""
     return x.flip(1)

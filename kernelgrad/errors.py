@@ -123,7 +123,6 @@ TENSOR_ADVICE = {
     "backward_hook": "use kg.autograd's hooks (docs/autograd.md)",
     "apply_": "kernelgrad does not run Python per element: write a @kg.elementwise function",
     "map_": "kernelgrad does not run Python per element: write a @kg.elementwise function",
-    "as_strided": "kernelgrad has no as_strided: use view, expand, unfold or slicing",
     "cfloat": "kernelgrad has no complex dtypes",
     "__cuda_array_interface__": "it exists only on CUDA tensors on a GPU (not on the CPU, "
     "nor under Numba's CUDA simulator, which has no device pointers); on the CPU, "

@@ -873,6 +873,9 @@ class Tensor:
     def flip(self, dims: Any) -> Tensor:
         return _movement.flip(self, dims)
 
+    def as_strided(self, size: Any, stride: Any, storage_offset: Any = None) -> Tensor:
+        return _movement.as_strided(self, size, stride, storage_offset)
+
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         return _movement.chunk(self, chunks, dim)
 

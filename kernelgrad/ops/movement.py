@@ -595,3 +595,67 @@ def repeat(x: Tensor, sizes: Sequence[Any]) -> Tensor:
     # (repeating only new leading dims, or nothing), which would alias x: stride 0
     # elements that in-place ops refuse, and writes to x showing through.
     return result.clone() if result._storage is x._storage else result
+
+
+# --- as_strided ----------------------------------------------------------------------------------
+def as_strided(x: Tensor, size: Any, stride: Any, storage_offset: Any = None) -> Tensor:
+    """PyTorch's ``as_strided``: a view of the memory ``x`` views with the given sizes,
+    strides and offset, all counted in elements of that memory (``storage_offset``
+    defaults to ``x``'s own offset). Elements may be read more than once (a stride of 0,
+    overlapping windows); their gradients add up.
+
+    >>> import kernelgrad as kg
+    >>> kg.arange(5.0).as_strided((3, 2), (1, 1)).tolist()
+    [[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]]
+    """
+    size = _shape_arg((size,), "as_strided")
+    stride = _shape_arg((stride,), "as_strided")
+    if len(size) != len(stride):
+        raise ShapeError(
+            f"as_strided: {len(size)} sizes {size} but {len(stride)} strides {stride}; give "
+            "one stride per dimension"
+        )
+    if any(s < 0 for s in size) or any(s < 0 for s in stride):
+        raise ArgumentError(
+            f"as_strided: sizes and strides must not be negative (got sizes {size}, strides "
+            f"{stride}); PyTorch refuses negative strides too: use `flip` for a reversed copy"
+        )
+    offset = x._offset if storage_offset is None else int(storage_offset)
+    length = len(x._storage.buffer)
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride)) if prod(size) else offset - 1
+    if offset < 0 or last >= length:
+        raise ShapeError(
+            f"as_strided: sizes {size}, strides {stride} and offset {offset} reach element "
+            f"{max(last, offset)}, outside the memory this tensor views ({length} elements)"
+        )
+    view = make_view(x, size, stride, offset)
+    if autograd.needs_grad(x):
+
+        def backward(g: Tensor) -> tuple[Tensor]:
+            # the gradient of every memory element the view reads (repeats add up), then
+            # the elements x itself is made of
+            from .creation import zeros
+            from .indexing import index_add, take
+
+            memory = zeros(length, dtype=g.dtype, device=g.device)
+            read = _positions(size, stride, offset, g.device).reshape(-1)
+            memory = index_add(memory, 0, read, g.reshape(-1))
+            own = _positions(x.shape, x._strides, x._offset, g.device)
+            return (take(memory, 0, own.reshape(-1)).reshape(x.shape),)
+
+        autograd.record("as_strided", (x,), view, backward)
+    return view
+
+
+def _positions(
+    shape: tuple[int, ...], strides: tuple[int, ...], offset: int, device: Any
+) -> Tensor:
+    """The memory position of each element of a view of this layout (int64, its shape)."""
+    from ..dtypes import int64
+    from .creation import arange, full
+
+    positions = full(shape, offset, dtype=int64, device=device)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        steps = arange(n, device=device) * s
+        positions = positions + steps.reshape((n,) + (1,) * (len(shape) - d - 1))
+    return positions

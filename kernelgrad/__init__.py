@@ -48,6 +48,7 @@ from .errors import (
 from .ops import elementwise as _ew
 from .ops import reduce as _reduce
 from .ops.creation import (
+    Generator,
     arange,
     as_tensor,
     empty,

@@ -102,7 +102,6 @@ MODULE_ADVICE = {
     "fft": "kernelgrad has no FFTs",
     "sparse": "kernelgrad has no sparse tensors",
     "set_printoptions": "kernelgrad prints tensors with NumPy's options: numpy.set_printoptions",
-    "Generator": "kernelgrad has one random stream per device: kg.manual_seed(seed)",
     "save_file": "kg.serialization.save_file writes a safetensors file (kg.save saves "
     "nested structures)",
     "Function": "kernelgrad's custom backward passes are kg.custom_vjp",

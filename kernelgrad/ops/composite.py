@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import as_dtype, bool_, default_float, int64, result_type
-from ..errors import ArgumentError, DTypeError, ShapeError, UnsupportedError, format_shape
+from ..errors import ArgumentError, DTypeError, ShapeError, format_shape
 from ..shapes import normalize_dim
 from ..tensor import Tensor, ValuesIndices
 from ..tensor import _axis as dim_or_axis
@@ -1037,8 +1037,6 @@ def multinomial(
     >>> kg.multinomial(kg.tensor([0.0, 1.0]), 3, replacement=True).tolist()
     [1, 1, 1]
     """
-    if generator is not None:
-        raise UnsupportedError("multinomial: generator= is not supported; use kg.manual_seed")
     if probabilities.ndim not in (1, 2):
         raise ShapeError(
             f"multinomial: probabilities must be 1-d or 2-d, got shape "
@@ -1061,14 +1059,18 @@ def multinomial(
     rows, categories = weights.shape
     weights = weights.detach()
     if replacement:
-        uniform = rand(rows, num_samples, dtype=weights.dtype, device=weights.device)
+        uniform = rand(
+            rows, num_samples, generator=generator, dtype=weights.dtype, device=weights.device
+        )
         cdf = cumsum(weights, 1)
         cdf = cdf / _movement.narrow(cdf, 1, categories - 1, 1)  # the last entry is exactly 1
         chosen = _reduce.sum(cdf.unsqueeze(1) <= uniform.unsqueeze(2), 2)
         chosen = _ew.clamp(chosen, 0, categories - 1)
     else:
         # Gumbel top-k: the k largest log(p) + Gumbel noise are k draws without replacement
-        noise = rand(rows, categories, dtype=weights.dtype, device=weights.device)
+        noise = rand(
+            rows, categories, generator=generator, dtype=weights.dtype, device=weights.device
+        )
         gumbel = -_ew.LOG(-_ew.LOG(_ew.clamp(noise, 1e-20, 1.0 - 1e-7)))
         keys = _ew.where(weights > 0, _ew.LOG(weights) + gumbel, -math.inf)
         chosen = topk(keys, num_samples, 1).indices
@@ -1076,7 +1078,12 @@ def multinomial(
 
 
 def randperm(
-    n: int, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+    n: int,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
 ) -> Tensor:
     """A random permutation of ``0 .. n-1`` (from the backends' random numbers, so one
     seed gives the same permutation on every device).
@@ -1087,7 +1094,7 @@ def randperm(
     """
     if n < 0:
         raise ArgumentError(f"randperm: n must be non-negative, got {n}")
-    keys = rand(n, dtype=default_float(), device=device)
+    keys = rand(n, generator=generator, dtype=default_float(), device=device)
     order = argsort(keys)
     return order if dtype is None else order.to(as_dtype(dtype))
 

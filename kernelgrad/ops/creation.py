@@ -352,8 +352,100 @@ def set_rng_state(state: Any, device: Any = None) -> None:
     _SeedState.seeded_devices.add(target)  # a later manual_seed still re-seeds it
 
 
+class Generator:
+    """PyTorch's ``torch.Generator``: a random stream of its own on one device. The
+    functions that take ``generator=`` (``rand``, ``randn``, ``randint``, ``randperm``,
+    ``normal``, ``bernoulli``, ``multinomial``) draw from it and leave the device's default
+    stream (``kg.manual_seed``) where it was; ``random_split``, ``DataLoader`` and the
+    samplers take their seed from its ``initial_seed()``. Its numbers are the device's
+    Philox stream seeded with its seed: a generator seeded with ``s`` gives what
+    ``kg.manual_seed(s)`` would (PyTorch's generator gives other numbers).
+
+    >>> import kernelgrad as kg
+    >>> g = kg.Generator().manual_seed(7)
+    >>> first = kg.rand(3, generator=g).tolist()
+    >>> kg.rand(3, generator=kg.Generator().manual_seed(7)).tolist() == first
+    True
+    """
+
+    def __init__(self, device: Any = "cpu") -> None:
+        self.device = as_device(device)
+        self._seed = 67280421310721  # PyTorch's default seed
+        self._state: Any = None  # the backend's stream state, made from the seed when first used
+
+    def manual_seed(self, seed: int) -> Generator:
+        self._seed = int(seed)
+        self._state = None
+        return self
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def seed(self) -> int:
+        """Seed with a fresh random number (returned)."""
+        import secrets
+
+        self.manual_seed(secrets.randbits(63))
+        return self._seed
+
+    def get_state(self) -> Any:
+        """The stream's state (the backend's: a dict of its Philox seed and counter), for
+        :meth:`set_state`."""
+        return dict(self._state) if self._state is not None else {"seed": self._seed, "fresh": 1}
+
+    def set_state(self, state: Any) -> Generator:
+        if state.get("fresh"):
+            return self.manual_seed(state["seed"])
+        self._state = dict(state)
+        return self
+
+    def __repr__(self) -> str:
+        return f"<kg.Generator on {self.device}, initial seed {self._seed}>"
+
+
+class _DrawnFrom:
+    """Within the block, the device's random stream is ``generator``'s (see
+    :class:`Generator`); its default stream is put back at the end."""
+
+    def __init__(self, generator: Generator | None, device: Device) -> None:
+        self.generator, self.device = generator, device
+
+    def __enter__(self) -> None:
+        generator = self.generator
+        if generator is None:
+            return
+        if not isinstance(generator, Generator):
+            raise ArgumentError(f"generator must be a kg.Generator, got {type(generator).__name__}")
+        if generator.device.type != self.device.type:
+            from ..errors import DeviceMismatchError
+
+            raise DeviceMismatchError(
+                f"the generator is on {generator.device} but the numbers are made on "
+                f"{self.device}; make it with kg.Generator({str(self.device)!r})"
+            )
+        self.saved = get_rng_state(self.device)
+        backend = get_backend(self.device)
+        if generator._state is None:
+            backend.manual_seed(generator._seed)
+        else:
+            backend.set_rng_state(generator._state)
+
+    def __exit__(self, *_: Any) -> None:
+        if self.generator is None:
+            return
+        backend = get_backend(self.device)
+        self.generator._state = backend.get_rng_state()
+        backend.set_rng_state(self.saved)
+
+
 def _random(
-    shape: tuple[int, ...], dtype: DType, device: Any, kind: str, low: float, high: float
+    shape: tuple[int, ...],
+    dtype: DType,
+    device: Any,
+    kind: str,
+    low: float,
+    high: float,
+    generator: Generator | None = None,
 ) -> Tensor:
     target = _device(device)
     backend = get_backend(target)
@@ -362,28 +454,49 @@ def _random(
         _SeedState.seeded_devices.add(target)
     result = Tensor._empty(shape, dtype, target)
     if result.numel():
-        backend.random(result._view(), kind, low, high)
+        with _DrawnFrom(generator, target):
+            backend.random(result._view(), kind, low, high)
     return result
 
 
-def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def rand(
+    *size: Any,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Uniform samples in [0, 1)."""
     shape = normalize_size(size, "rand")
     chosen = as_dtype(dtype) if dtype is not None else default_float()
     _check_float(chosen, "rand")
-    return _finish(_random(shape, chosen, device, "uniform", 0.0, 1.0), requires_grad)
+    samples = _random(shape, chosen, device, "uniform", 0.0, 1.0, generator)
+    return _finish(samples, requires_grad)
 
 
-def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def randn(
+    *size: Any,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """Standard normal samples (mean 0, standard deviation 1)."""
     shape = normalize_size(size, "randn")
     chosen = as_dtype(dtype) if dtype is not None else default_float()
     _check_float(chosen, "randn")
-    return _finish(_random(shape, chosen, device, "normal", 0.0, 1.0), requires_grad)
+    samples = _random(shape, chosen, device, "normal", 0.0, 1.0, generator)
+    return _finish(samples, requires_grad)
 
 
 def randint(
-    low: int, high: int | None = None, size: Any = None, dtype: Any = None, device: Any = None
+    low: int,
+    high: int | None = None,
+    size: Any = None,
+    *,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
 ) -> Tensor:
     """Integers uniform in [low, high): ``kg.randint(10, (3,))`` or ``kg.randint(2, 10, (3,))``."""
     if size is None:
@@ -397,7 +510,7 @@ def randint(
         raise ArgumentError(f"randint: high ({high}) must be greater than low ({low})")
     shape = normalize_size((size,), "randint")
     chosen = as_dtype(dtype) if dtype is not None else int64
-    return _random(shape, chosen, device, "integers", low, high)
+    return _random(shape, chosen, device, "integers", low, high, generator)
 
 
 def rand_like(x: Tensor, dtype: Any = None, device: Any = None) -> Tensor:

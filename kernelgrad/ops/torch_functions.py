@@ -1137,14 +1137,12 @@ def normal(
     """Samples from normal distributions: ``mean`` and ``std`` (numbers or tensors,
     broadcast), or numbers and a ``size``. As in PyTorch, no gradient flows to tensor
     arguments (they receive zeros)."""
-    if generator is not None:
-        raise ArgumentError("normal: kernelgrad has one random stream per device; drop generator")
     tensors = [v for v in (mean, std) if isinstance(v, Tensor)]
     if not tensors:
         if size is None:
             raise ArgumentError("normal: with a number mean and std, give the size")
         shape = (int(size),) if isinstance(size, int) else tuple(size)
-        sample = randn(shape, dtype=dtype, device=device)
+        sample = randn(shape, generator=generator, dtype=dtype, device=device)
         if std != 1 or mean != 0:
             sample = sample * std + mean
         return sample.requires_grad_() if requires_grad else sample
@@ -1154,7 +1152,8 @@ def normal(
         raise DTypeError("normal: tensor mean and std must be floating point")
     if isinstance(std, Tensor) and bool((std < 0).any().item()):
         raise ArgumentError("normal: std must be non-negative")
-    sample = randn(shape, dtype=like.dtype, device=like.device) * _detached(std) + _detached(mean)
+    sample = randn(shape, generator=generator, dtype=like.dtype, device=like.device)
+    sample = sample * _detached(std) + _detached(mean)
     if autograd.is_grad_enabled() and any(t.requires_grad for t in tensors):
         # keep the arguments in the graph with a zero gradient, as PyTorch
         for t in tensors:
@@ -1172,7 +1171,8 @@ def bernoulli(x: Tensor, p: Any = None, *, generator: Any = None) -> Tensor:
     dtype = x.dtype if x.dtype.is_floating_point else default_float()
     if isinstance(probability, Tensor):
         probability = probability.detach()
-    return (rand(x.shape, dtype=dtype, device=x.device) < probability).to(dtype)
+    uniform = rand(x.shape, generator=generator, dtype=dtype, device=x.device)
+    return (uniform < probability).to(dtype)
 
 
 def randint_like(

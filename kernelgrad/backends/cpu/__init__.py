@@ -194,7 +194,7 @@ class CPUBackend:
         self._flat_kernels: dict[tuple, tuple[Any, Any]] = {}  # see _flat_one_output
         self._elementwise_plans: dict[tuple, tuple] = {}  # see elementwise
         self._reduce_modules: dict[tuple, Any] = {}
-        self._reduce_plans: dict[tuple, tuple] = {}  # see reduce
+        self._reduce_plans: dict[tuple, Any] = {}  # launchers (or None), see reduce
         self.random_stream = philox.Stream()
         self._dummy: dict[str, np.ndarray] = {}
 
@@ -782,37 +782,16 @@ class CPUBackend:
     # --- reductions -----------------------------------------------------------------
     def reduce(self, kind: str, out: View, x: View, axes: tuple[int, ...]) -> None:
         key = (kind, x.shape, x.strides, axes, x.dtype, out.shape, out.dtype)
-        plan = self._reduce_plans.get(key)
-        if plan is None:
-            plan = self._reduce_plan(kind, out, x, axes)
+        if key in self._reduce_plans:
+            launch = self._reduce_plans[key]
+        else:
+            launch = self._reduce_launcher(kind, out, x, axes)
             if len(self._reduce_plans) >= 4096:
                 self._reduce_plans.clear()
-            self._reduce_plans[key] = plan
-        n_out, name, kernel, shapes, columns, nsplit, acc = plan
-        if n_out == 0:
-            return
-        target = out.buffer[out.offset : out.offset + n_out]
-        if columns:  # the column kernel, in blocks of this many columns
-            _launch(name, kernel, x.shape, *shapes, x.buffer, x.offset, target, columns)
-            return
-        if nsplit > 1:
-            partial_value = np.empty(n_out * nsplit, dtype=acc.numpy)
-            partial_index = np.empty(n_out * nsplit, dtype=np.int64)
-        else:
-            partial_value = self._dummy_array(acc)
-            partial_index = self._dummy_array(int64)
-        _launch(
-            name,
-            kernel,
-            x.shape,
-            *shapes,
-            x.buffer,
-            x.offset,
-            target,
-            partial_value,
-            partial_index,
-            nsplit,
-        )
+            self._reduce_plans[key] = launch
+        if launch is not None:
+            target = out.buffer[out.offset : out.offset + prod(out.shape)]
+            launch(x.buffer, x.offset, target)
 
     def prepare_reduce(
         self,
@@ -829,17 +808,26 @@ class CPUBackend:
         nothing to launch."""
         out_shape = tuple(s for d, s in enumerate(x_shape) if d not in axes)
         out = View(None, out_shape, contiguous_strides(out_shape), 0, out_dtype)
-        x = View(None, x_shape, x_strides, 0, x_dtype)
+        return self._reduce_launcher(kind, out, View(None, x_shape, x_strides, 0, x_dtype), axes)
+
+    def _reduce_launcher(
+        self, kind: str, out: View, x: View, axes: tuple[int, ...]
+    ) -> Callable[[Any, int, Any], None] | None:
+        """The reduction of :meth:`_reduce_plan` as ``launch(x_buffer, x_offset,
+        out_buffer)`` (the contiguous output's elements), or None where there is nothing
+        to launch: :meth:`reduce` caches it per layout, :meth:`prepare_reduce` hands it
+        out."""
         n_out, name, kernel, shapes, columns, nsplit, acc = self._reduce_plan(kind, out, x, axes)
         if n_out == 0:
             return None
-        if columns:
+        x_shape = x.shape
+        if columns:  # the column kernel, in blocks of this many columns
 
             def launch(buffer: Any, offset: int, target: Any) -> None:
                 _launch(name, kernel, x_shape, *shapes, buffer, offset, target, columns)
 
             return launch
-        if nsplit > 1:
+        if nsplit > 1:  # a long reduction split in parts: partial results per call
 
             def launch(buffer: Any, offset: int, target: Any) -> None:
                 partial_value = np.empty(n_out * nsplit, dtype=acc.numpy)

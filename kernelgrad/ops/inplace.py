@@ -255,9 +255,7 @@ def apply_inplace(op: ElementwiseOp, x: Tensor, *others: Any) -> Tensor:
         _check_inplace(op, operands, x, key)
     storage = x._storage
     for t in others:
-        if type(t) is not Tensor and not isinstance(t, Tensor):
-            continue
-        if t._storage is storage and t is not x and _overlaps(t, x):
+        if isinstance(t, Tensor) and t._storage is storage and t is not x and _overlaps(t, x):
             check_writable(x, f"{op.name}_")
             copy_into(x, apply(op, *operands), f"{op.name}_")  # overlap: compute, then write
             return x

@@ -20,7 +20,8 @@ Sections, in this order (each one in the report, with its status):
 5. **memory-bound ops**: elementwise and reductions against the measured device copy
    bandwidth (and PyTorch);
 6. **fusion**: an 8-op elementwise chain, eager against ``kg.compile`` (and PyTorch
-   eager), large (bandwidth-bound) and small (launch-bound);
+   eager), large (bandwidth-bound) and small (launch-bound); then a compiled MLP
+   training step replayed step by step and as CUDA graphs (time per step, equal losses);
 7. **per-op time**: a tiny op launched back to back (and PyTorch);
 8. **training**: ``kernelgrad train --device cuda`` (LeNet-5, Adam) against PyTorch eager
    on the same GPU and images: samples/s and test accuracy;
@@ -534,6 +535,61 @@ def section_fusion(ctx: Context) -> list[str]:
     return lines
 
 
+def section_graphs(ctx: Context) -> list[str]:
+    """A compiled MLP training step replayed step by step and as CUDA graphs
+    (``KG_NATIVE_REPLAY=0`` and the default), with the same results."""
+    import numpy as np
+
+    import kernelgrad as kg
+    import kernelgrad.nn.functional as F  # noqa: N812
+
+    batch, sizes = (8, (16, 8, 4)) if ctx.dry_run else (128, (784, 256, 10))
+    rng = np.random.default_rng(0)
+    x = kg.tensor(rng.standard_normal((batch, sizes[0])), dtype=kg.float32, device="cuda")
+    y = kg.tensor(rng.integers(0, sizes[2], batch), device="cuda")
+    rows = []
+    losses = {}
+    for setting in ("0", "8"):
+        os.environ["KG_NATIVE_REPLAY"] = setting
+        kg.manual_seed(0)
+        model = kg.nn.Sequential(
+            kg.nn.Linear(sizes[0], sizes[1]), kg.nn.ReLU(), kg.nn.Linear(sizes[1], sizes[2])
+        ).to("cuda")
+        optimizer = kg.optim.Adam(model.parameters(), lr=1e-3)
+
+        def step(model=model, optimizer=optimizer):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        compiled = kg.compile(step)
+        losses[setting] = [compiled().item() for _ in range(12)]  # traced, joined at the 8th
+        seconds = _bench().timed(compiled, kg.cuda.synchronize, max(ctx.repeat, 1) * 10)
+        (plan,) = compiled.plans
+        joined, graphs = plan.native
+        refused = [run.refused for _, run in plan._joined.values() if run.refused]
+        if refused:
+            raise SectionError(f"a capture was refused: {refused[0]}")
+        rows.append(
+            f"| {'step by step' if setting == '0' else 'CUDA graphs'} | "
+            f"{seconds * 1e3:.3f} | {len(plan.steps)} | {joined} in {graphs} |"
+        )
+    os.environ.pop("KG_NATIVE_REPLAY", None)
+    if not np.allclose(losses["0"], losses["8"], rtol=1e-5):
+        raise SectionError(f"losses differ: {losses['0']} vs {losses['8']}")
+    return [
+        f"MLP {'-'.join(map(str, sizes))} training step (Adam, batch {batch}) under "
+        "kg.compile, replayed step by step (`KG_NATIVE_REPLAY=0`) and as CUDA graphs; "
+        "equal losses over 12 steps.",
+        "",
+        "| replay | ms/step | kernels | steps in graphs |",
+        "|---|---:|---:|---:|",
+        *rows,
+    ]
+
+
 def _allclose(got: Any, expected: Any) -> bool:
     import numpy as np
 
@@ -754,6 +810,7 @@ SECTIONS: list[tuple[str, Callable[[Context], list[str]]]] = [
     ("GEMM", section_gemm),
     ("Memory-bound ops", section_memory_bound),
     ("Fusion: an 8-op chain", section_fusion),
+    ("Compiled steps as CUDA graphs", section_graphs),
     ("Per-op time", section_per_op),
     ("Training: kernelgrad train vs PyTorch eager", section_training),
     ("First training step, cold and warm", section_first_step),

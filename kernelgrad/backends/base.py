@@ -70,7 +70,16 @@ consecutive launches it can call without Python in between, as ``run(table, base
 re-reading the ``varying`` slots (arguments, fresh outputs) from each call's table and
 offsets; or None while it cannot say yet (a kernel still compiling elsewhere: the
 replay asks again later). The CPU backend generates one native function per run
-(``backends/cpu/native_replay.py``); a CUDA backend would capture a graph here.
+(``backends/cpu/native_replay.py``).
+
+A backend whose work is queued rather than run at once may have ``capture(run)``
+instead: it records the device work that calling ``run()`` (no arguments) queues,
+queues that work once, and returns a function of no arguments that queues it again
+(the CUDA backend: a CUDA graph, ``backends/cuda/graphs.py``). ``kg.compile``'s replay
+hands it runs of steps that only launch device work, over buffers that stay put
+(``compile/captured.py``); the backend raises :class:`CaptureUnsupportedError` when the work
+cannot be captured, before any of it has run, and the replay then runs those steps one
+by one as before.
 
 One more serves eager ops: ``prepare_flat_elementwise(fn, kinds, compute_dtypes,
 out_dtype, shape)`` (``kinds``: ``"array"`` or ``"scalar"`` per input) returns
@@ -118,6 +127,12 @@ import numpy as np
 
 from ..dtypes import DType
 from ..shapes import contiguous_strides
+
+
+class CaptureUnsupportedError(RuntimeError):
+    """Raised by a backend's ``capture`` when the work it was given cannot be recorded
+    (a host read or synchronisation, a random draw, an error flag, a driver refusal);
+    nothing of that work has run (see the module docstring)."""
 
 
 class View(NamedTuple):

@@ -158,6 +158,9 @@ def _template(x: Any) -> Any:
 class Step:
     label = "step"
     shape: tuple[int, ...] = ()
+    # only launches device work over the slot table (no host read, no host-side state such
+    # as a random counter): may be captured into a device graph (captured.py)
+    device_only = False
 
     def run(self, table: list[Any], bases: list[int]) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -171,6 +174,8 @@ class Step:
 
 
 class ElementwiseStep(Step):
+    device_only = True
+
     def __init__(self, backend: Any, fn: ScalarFunction, outputs, inputs, compute) -> None:
         self.backend = backend
         self.fn = fn
@@ -204,6 +209,8 @@ class ForeachStep(Step):
     """Several independent launches of one scalar function replayed as one
     ``elementwise_foreach`` launch (an optimizer's update of every parameter, Adam's
     per-parameter step counts): see :func:`batch_foreach`."""
+
+    device_only = True
 
     def __init__(self, members: list[ElementwiseStep]) -> None:
         first = members[0]
@@ -361,6 +368,9 @@ class PrimitiveStep(Step):
         self.inputs = [_template(x) for x in op.inputs]
         self.label = op.kind if op.kind != "reduce" else f"reduce_{op.attrs['kind']}"
         self.shape = op.outputs[0].shape
+        # a gather or scatter reports a bad index to the host; a random draw advances the
+        # backend's counter on the host
+        self.device_only = op.kind in ("matmul", "reduce")
 
     def prepare(self, table: list[Any], bases: list[int]) -> Callable[[], None] | None:
         prepare = getattr(self.backend, "prepare_matmul", None)
@@ -431,6 +441,8 @@ class GuardStep(Step):
 
 class KernelStep(Step):
     """A ``@kg.kernel`` launch, replayed with tensors rebuilt over the slot table."""
+
+    device_only = True
 
     def __init__(self, op: Op) -> None:
         self.kernel = op.attrs["kernel"]
@@ -524,6 +536,8 @@ class FusedReduceStep(Step):
     """A fused reduction: the kernel its backend made from a
     :class:`~kernelgrad.backends.fused_reduce.FusedReduction`
     (``backend.fused_reduce``), called with the buffers and offsets of its views."""
+
+    device_only = True
 
     def __init__(self, kernel: Any, views: list[ViewRef], label: str) -> None:
         self.kernel = kernel
@@ -777,9 +791,20 @@ class Plan:
         the backend answers None (a kernel still compiling elsewhere) the question is
         asked again after 1, 2, 4, ... more replays."""
         backends = {id(slot.backend): slot.backend for slot in self.slots if slot.backend}
-        join = None
+        join = capture = None
         if len(backends) == 1:
-            join = getattr(next(iter(backends.values())), "join_launches", None)
+            backend = next(iter(backends.values()))
+            join = getattr(backend, "join_launches", None)
+            capture = getattr(backend, "capture", None)
+        if join is None and capture is not None:
+            from .captured import graph_runs
+
+            self._join_wait = None
+            self._joined = graph_runs(self, backend)
+            if debug_level() >= 1:
+                joined, count = self.native
+                log(f"kg.compile: {joined} of {len(self.steps)} steps replay in {count} graph(s)")
+            return
         if join is None:
             self._join_wait = None
             return

@@ -20,8 +20,9 @@ from ...errors import KernelError, format_shape
 from ...shapes import coalesce, contiguous_strides, is_contiguous
 from .. import philox
 from ..base import ScalarFunction, View, group_foreach_items
-from . import codegen, foreach, rng, runtime
+from . import codegen, foreach, graphs, rng, runtime
 from .flags import DeferredErrors
+from .graphs import refuse_while_capturing
 from .launch import Launcher, LaunchPolicy
 from .memory import CachingPool, OutOfMemoryError, format_bytes
 from .vendor import (
@@ -160,6 +161,7 @@ class CUDABackend:
     # capabilities (see backends/base.py): device memory; blocks of threads cooperate
     host_memory = False
     work_groups = True
+    capturing = False  # a CUDA graph capture is open (graphs.py)
 
     def __init__(self, device: Device) -> None:
         _check_device(device)
@@ -235,6 +237,7 @@ class CUDABackend:
     def _copy_to_host(self, buffer: Any, start: int, count: int) -> np.ndarray:
         """Copy on the stream and wait for it; kernels' error flags come back with the
         data (see ``flags.py``), and an error they reported is raised here."""
+        refuse_while_capturing(self, "a copy from the device to the host")
         host = np.empty(count, dtype=buffer.dtype)
         with self.memory.context():
             buffer[start : start + count].copy_to_host(host, stream=self.stream)
@@ -266,14 +269,21 @@ class CUDABackend:
         return buffer
 
     def synchronize(self) -> None:
+        refuse_while_capturing(self, "a synchronisation")
         self.launcher.synchronize()
         self.errors.check()
+
+    def capture(self, run: Any) -> Any:
+        """The device work ``run()`` queues, recorded as a CUDA graph, queued once; returns
+        a function that queues it again (``Backend.capture``; ``graphs.py``)."""
+        return graphs.capture(self, run)
 
     def error_slot(self, make_error: Any) -> tuple[Any, Any]:
         """A two-element int64 device buffer (zero) for a kernel to report a bad value
         into (``[value, 1]``), and what to call after the launch. The error
         ``make_error(value)`` is raised at the next device-to-host read or synchronise
         (see ``flags.py``), or by that call with ``KG_CUDA_LAUNCH_BLOCKING=1``."""
+        refuse_while_capturing(self, "a kernel that reports errors through a flag")
         return self.errors.slot(make_error), self._after_flagged_launch
 
     def _after_flagged_launch(self) -> None:
@@ -944,6 +954,7 @@ class CUDABackend:
             return
         if distribution not in ("uniform", "normal", "integers"):
             raise ValueError(f"unknown distribution {distribution!r}")
+        refuse_while_capturing(self, "a random draw (its counter advances on the host)")
         seed_low, seed_high, counter = self.random_stream.take(n)
         kernels = rng.kernels()
         if distribution == "uniform":

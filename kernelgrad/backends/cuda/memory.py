@@ -149,6 +149,9 @@ class CachingPool:
         self._pending: deque[tuple[weakref.ref, int, int, Any]] = deque()
         self._watched: dict[int, tuple[weakref.ref, int, int, Any]] = {}
         self._released = self._release  # one bound method for every weak reference
+        # while a CUDA graph is captured: every buffer handed out, kept by the graph
+        # (graphs.py), whose kernels keep using their addresses
+        self.pinned: list[Any] | None = None
         self._lock = threading.RLock()
         self._allocated = 0
         self._requested = 0
@@ -187,6 +190,8 @@ class CachingPool:
         # (weakref.finalize does the same with twice the bookkeeping per allocation).
         watch = weakref.ref(buffer, self._released)
         self._watched[id(watch)] = (watch, size, nbytes, block)
+        if self.pinned is not None:
+            self.pinned.append(buffer)
         return buffer
 
     def _release(self, watch: weakref.ref) -> None:

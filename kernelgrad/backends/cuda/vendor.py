@@ -145,6 +145,20 @@ class CupyGemm:
         with self.cupy.cuda.Device(self.device_index), self.stream:
             self.cupy.matmul(self.wrap(a), self.wrap(b), out=self.wrap(out))
 
+    def allocations_refused(self) -> Any:
+        """A context in which CuPy may not allocate (a CUDA graph capture, ``graphs.py``):
+        a temporary CuPy took from its own pool inside a graph would go back to the pool
+        while the graph still writes it. The capture is then abandoned instead."""
+        from ..base import CaptureUnsupportedError
+
+        def refuse(nbytes: int) -> Any:
+            raise CaptureUnsupportedError(
+                f"cuBLAS through CuPy asked for {nbytes} bytes of temporary memory, which a "
+                "CUDA graph cannot keep"
+            )
+
+        return self.cupy.cuda.using_allocator(refuse)
+
     def is_out_of_memory(self, error: BaseException) -> bool:
         if isinstance(error, self.cupy.cuda.memory.OutOfMemoryError):
             return True

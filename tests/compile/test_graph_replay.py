@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import kernelgrad as kg
-import kernelgrad.nn.functional as F
 from kernelgrad.backends import get_backend
 from kernelgrad.backends.base import CaptureUnsupportedError
+from tests.compile.test_compile_training import OPTIMIZERS
+from tests.compile.test_compile_training import Trainer as SharedTrainer
 from tests.helpers import as_numpy
 
 
@@ -39,22 +40,8 @@ def graphs(device, monkeypatch):
     return captured
 
 
-class Trainer:
-    def __init__(self, device, seed=0):
-        kg.manual_seed(seed)
-        self.model = kg.nn.Sequential(kg.nn.Linear(4, 5), kg.nn.Tanh(), kg.nn.Linear(5, 3))
-        self.model.to(device)
-        self.optimizer = kg.optim.Adam(self.model.parameters(), lr=0.05)
-
-    def step(self, x, y):
-        self.optimizer.zero_grad()
-        loss = F.cross_entropy(self.model(x), y)
-        loss.backward()
-        self.optimizer.step()
-        return loss
-
-    def params(self):
-        return [as_numpy(p.detach()) for p in self.model.parameters()]
+def Trainer(device):  # the shared tiny classifier, with Adam
+    return SharedTrainer(device, OPTIMIZERS["adam"])
 
 
 def _batch(device, seed):

@@ -8,7 +8,7 @@ compile layer, they call :func:`active_recorder`, which asks whatever lookup the
 layer registered with :func:`register_recorder_lookup` when it was imported. Until then
 nothing can be recording, and the answer is None.
 
-The recorder returned offers the two methods nn and optim use (:class:`TraceRecorder`)::
+The recorder returned offers the methods nn, optim and ops use (:class:`TraceRecorder`)::
 
     >>> from kernelgrad import tracing
     >>> tracing.active_recorder() is None  # no trace in progress on this thread
@@ -32,6 +32,13 @@ class TraceRecorder(Protocol):
     def before_replay(self, feed: Callable[[], Any]) -> None:
         """Call ``feed()`` before every replay (it writes Python-side values that change
         between calls into tensors the recorded kernels read)."""
+        ...
+
+    def host_op(
+        self, label: str, fn: Callable[[list[Any]], Any], tensors: Any, written: Any = ()
+    ) -> Any:
+        """Run ``fn(tensors)`` now and, in order with the kernels, on every replay, over
+        the replay's buffers (a kernel's error flag checked after each replay)."""
         ...
 
 

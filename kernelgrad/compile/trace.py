@@ -174,6 +174,13 @@ class Recorder:
         if feed not in self.feeds:
             self.feeds.append(feed)
 
+    def host_op(self, label: str, fn: Any, tensors: Any, written: Any = ()) -> Any:
+        """Run ``fn(tensors)`` now and, in order, on every replay
+        (:func:`kernelgrad.compile.external.run_host_op`)."""
+        from .external import run_host_op
+
+        return run_host_op(label, fn, tensors, written)
+
     # --- slots ------------------------------------------------------------------------------
     def _new_slot(self, slot: Slot, buffer: Any) -> int:
         index = len(self.slots)

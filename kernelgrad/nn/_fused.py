@@ -240,17 +240,22 @@ def error_flag(device: Any, make_error: Callable[[int], BaseException]) -> tuple
     (``[value, 1]``), and a function to call after the launch, which raises
     ``make_error(value)`` if the kernel reported one.
 
-    On the CPU (and while kg.compile traces) the function reads the flag at once. A
-    backend with ``error_slot`` (CUDA) hands out a slot of its flag table instead and
-    raises the error at its next device-to-host read, so that the call does not wait
-    for the device (see ``backends/cuda/flags.py``)."""
+    On the CPU the function reads the flag at once. A backend with ``error_slot`` (CUDA)
+    hands out a slot of its flag table instead and raises the error at its next
+    device-to-host read, so that the call does not wait for the device (see
+    ``backends/cuda/flags.py``). While kg.compile traces, the check is recorded as a host
+    operation (``ops.indexing.traced_error_flag``): replays raise the same error."""
     from ..backends import get_backend
     from ..dtypes import int64
     from ..ops.creation import zeros
+    from ..ops.indexing import traced_error_flag
 
+    recorder = tracing.active_recorder()
+    if recorder is not None:
+        return traced_error_flag(recorder, device, make_error)
     backend = get_backend(device)
     slot = getattr(backend, "error_slot", None)
-    if slot is None or tracing.active_recorder() is not None:
+    if slot is None:
         flag = zeros(2, dtype=int64, device=device)
 
         def check() -> None:

@@ -694,14 +694,14 @@ def _error_flag(device: Any, make_error: Any) -> tuple[Tensor, Any]:
     ``error_slot`` (CUDA), at its next device-to-host read (no wait for the device)."""
     from .creation import zeros
 
+    recorder = tracing.active_recorder()
+    if recorder is not None:
+        return traced_error_flag(recorder, device, make_error)
     slot = getattr(get_backend(device), "error_slot", None)
-    traced = tracing.active_recorder() is not None
-    if slot is None or traced:
-        flag = None if traced else _FLAGS.by_device.get(device)
-        if flag is None:  # a fresh flag while kg.compile traces: it becomes the plan's
-            flag = zeros(2, dtype=int64, device=device)
-            if not traced:
-                _FLAGS.by_device[device] = flag
+    if slot is None:
+        flag = _FLAGS.by_device.get(device)
+        if flag is None:
+            flag = _FLAGS.by_device[device] = zeros(2, dtype=int64, device=device)
 
         def check() -> None:
             bad, found = flag._host_copy().tolist()
@@ -712,6 +712,33 @@ def _error_flag(device: Any, make_error: Any) -> tuple[Tensor, Any]:
         return flag, check
     buffer, check = slot(make_error)
     return Tensor._from_buffer(buffer, (2,), int64, device), check
+
+
+def traced_error_flag(recorder: Any, device: Any, make_error: Any) -> tuple[Tensor, Any]:
+    """An error flag while kg.compile traces: a fresh zeroed flag (the trace records the
+    fill, so every replay starts from zero) and a check recorded as a host operation
+    (``recorder.host_op``), so that a replay raises the launch's own error, as the eager
+    call does, instead of a guard's "the value differs" error. On a backend with
+    ``error_slot`` (CUDA) the check copies the flag into a slot of the backend's table
+    on the device and the error comes at the next device-to-host read: a replay does not
+    wait for the device in the middle of a step."""
+    from .creation import zeros
+
+    flag = zeros(2, dtype=int64, device=device)
+
+    def report(tensors: list[Tensor]) -> None:
+        (flag,) = tensors
+        slot = getattr(flag._storage.backend, "error_slot", None)
+        if slot is None:
+            bad, found = flag._host_copy().tolist()
+            if found:
+                raise make_error(bad)
+            return
+        buffer, after = slot(make_error)
+        copy_into(Tensor._from_buffer(buffer, (2,), int64, flag.device), flag)
+        after()
+
+    return flag, lambda: recorder.host_op("error check", report, [flag])
 
 
 def _flat(t: Tensor) -> Tensor:

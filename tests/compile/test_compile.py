@@ -378,6 +378,22 @@ def test_gather_with_its_bounds_check_compiles(device):
         compiled(x, kg.tensor([0, 5, 1, 1], device=device))
 
 
+def test_a_kernels_error_flag_raises_its_own_error_in_a_replay(device):
+    """A cross-entropy target out of range, found by the kernel while replaying: the replay
+    raises the eager call's error (not a guard's), on CUDA at the next read, and the
+    next call with good targets replays normally."""
+    loss = kg.compile(lambda x, y: kg.nn.functional.cross_entropy(x, y))
+    x = kg.tensor(np.arange(8.0).reshape(4, 2) / 4, dtype=kg.float32, device=device)
+    good = kg.tensor([0, 1, 1, 0], device=device)
+    expected = kg.nn.functional.cross_entropy(x, good).item()
+    for _ in range(3):
+        assert loss(x, good).item() == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(IndexError, match="target class index 7 is out of range"):
+        loss(x, kg.tensor([0, 7, 1, 0], device=device)).item()
+    assert loss(x, good).item() == pytest.approx(expected, rel=1e-6)
+    assert len(loss.plans) == 1
+
+
 def test_large_host_reads_are_a_trace_error(device):
     def f(a):
         print(a)  # formats all 100 values

@@ -9,7 +9,7 @@
 (2, 10)
 """
 
-from . import functional, init, parallel, utils
+from . import functional, init, modules, parallel, utils
 from .activation import (
     CELU,
     ELU,
@@ -351,3 +351,6 @@ __all__ += [
     "SyncBatchNorm",
     "TripletMarginWithDistanceLoss",
 ]
+
+# torch.nn.modules (module.register_module_forward_hook, ...)
+__all__ += ["modules"]

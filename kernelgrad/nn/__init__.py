@@ -135,6 +135,7 @@ from .padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from .parallel import DataParallel
 from .pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
@@ -352,5 +353,5 @@ __all__ += [
     "TripletMarginWithDistanceLoss",
 ]
 
-# torch.nn.modules (module.register_module_forward_hook, ...)
-__all__ += ["modules"]
+# torch.nn.modules (module.register_module_forward_hook, ...) and nn.DataParallel
+__all__ += ["modules", "DataParallel"]

@@ -169,7 +169,7 @@ def test_backward_hooks_run_as_in_pytorch(device):
     # hand-checked values: the scaled input gradient is ten times the removed one...
     np.testing.assert_allclose(out["scaled x.grad"], 2 * 10 * out["removed x.grad"], rtol=1e-5)
     # ...and b (no requires_grad) gets zeros, the unused output None
-    two = [entry for entry in log if entry[0] == "two"][0]
+    two = next(entry for entry in log if entry[0] == "two")
     np.testing.assert_allclose(two[1][1], [0.0, 0.0])
     assert two[2][1] is None and two[2][2] is None
     np.testing.assert_allclose(out["two a.grad"], [3.0, -5.0])

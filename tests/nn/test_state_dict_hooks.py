@@ -103,6 +103,18 @@ def test_state_dict_hooks_run_as_in_pytorch(device):
     ours = _program(kg, device)
     log, keys, result, strict_result, loaded = ours
     assert keys == ["0.weight", "0.bias", "2.0.weight", "2.0.bias", "2.extra"]
+    assert [entry[:3] for entry in log[:4]] == [
+        ("pre", "Sequential", ""),
+        ("post0", "0."),
+        ("pre", "Sequential", "2."),
+        ("post", "Sequential", "2."),
+    ]
+    # a module's load post-hooks run after its children's, a parent's pre-hook first
+    assert [entry[:3] for entry in log if entry[0].startswith("load")][:3] == [
+        ("load pre", "Sequential", ""),
+        ("load pre", "Linear", "0."),
+        ("load post", "Linear", []),
+    ]
     assert result == ([], ["junk"]) and strict_result == ([], [])
     for key, value in VALUES.items():
         np.testing.assert_array_equal(loaded[key], value)

@@ -124,6 +124,20 @@ _global_full: list[bool | None] = [None]
 GLOBAL_HOOKS = [False]
 
 
+class _GlobalHandle(RemovableHandle):
+    """A global hook's handle: removing the last global hook puts every module back on
+    the plain call."""
+
+    def remove(self) -> None:
+        super().remove()
+        GLOBAL_HOOKS[0] = bool(
+            _global_forward_pre_hooks
+            or _global_forward_hooks
+            or _global_backward_pre_hooks
+            or _global_backward_hooks
+        )
+
+
 def _check_callable(hook: Any, what: str) -> None:
     if not callable(hook):
         raise TypeError(f"a {what} hook must be callable, got {type(hook).__name__}")
@@ -133,7 +147,7 @@ def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
     """``hook(module, args)`` before the forward of every module (before the module's own
     pre-hooks); a result other than None replaces the arguments."""
     _check_callable(hook, "forward pre-")
-    handle = RemovableHandle(_global_forward_pre_hooks)
+    handle = _GlobalHandle(_global_forward_pre_hooks)
     _global_forward_pre_hooks[handle.id] = hook
     GLOBAL_HOOKS[0] = True
     return handle
@@ -145,7 +159,7 @@ def register_module_forward_hook(
     """``hook(module, args, output)`` after the forward of every module (before the
     module's own hooks); a result other than None replaces the output."""
     _check_callable(hook, "forward")
-    handle = RemovableHandle(
+    handle = _GlobalHandle(
         _global_forward_hooks,
         (_global_forward_hooks_with_kwargs, _global_forward_hooks_always_called),
     )
@@ -170,7 +184,7 @@ def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
     """``hook(module, grad_output)`` in every backward pass through any module, before the
     module's own backward pre-hooks; a result other than None replaces ``grad_output``."""
     _check_callable(hook, "backward pre-")
-    handle = RemovableHandle(_global_backward_pre_hooks)
+    handle = _GlobalHandle(_global_backward_pre_hooks)
     _global_backward_pre_hooks[handle.id] = hook
     GLOBAL_HOOKS[0] = True
     return handle
@@ -194,7 +208,7 @@ def _register_global_backward(hook: Callable, full: bool) -> RemovableHandle:
     if _global_full[0] is (not full):
         raise _mixing_error("as a global Module hook")
     _global_full[0] = full
-    handle = RemovableHandle(_global_backward_hooks)
+    handle = _GlobalHandle(_global_backward_hooks)
     _global_backward_hooks[handle.id] = hook
     GLOBAL_HOOKS[0] = True
     return handle

@@ -216,6 +216,9 @@ def test_global_module_hooks_run_for_every_module_before_its_own():
 
     assert register_module_forward_hook is kg.nn.modules.module.register_module_forward_hook
     seen, grad, after = _global_program(kg, kg.nn.modules.module)
+    from kernelgrad.nn import _module_hooks
+
+    assert not _module_hooks.GLOBAL_HOOKS[0]  # all removed: modules take the plain call
     assert seen[:4] == [
         ("pre", "Sequential"),
         ("pre", "Linear"),

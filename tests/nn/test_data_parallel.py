@@ -18,6 +18,8 @@ def _train(wrap, device):
     kg.manual_seed(0)
     model = kg.nn.Sequential(kg.nn.Linear(3, 4), kg.nn.Tanh(), kg.nn.Linear(4, 2)).to(device)
     net = kg.nn.DataParallel(model) if wrap else model
+    # (with a GPU, DataParallel has moved the model to cuda:0 even in the CPU pass)
+    device = next(model.parameters()).device
     optimizer = kg.optim.SGD(net.parameters(), lr=0.5)
     x = kg.tensor(X, device=device)
     y = kg.tensor(Y, device=device)
@@ -28,12 +30,13 @@ def _train(wrap, device):
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    return net, losses, {k: v.cpu().numpy() for k, v in model.state_dict().items()}
+    weights = {k: v.cpu().numpy() for k, v in model.state_dict().items()}
+    return net, losses, weights, device
 
 
 def test_a_wrapped_model_trains_as_the_unwrapped_one(device):
-    wrapped, losses, weights = _train(True, device)
-    _, plain_losses, plain_weights = _train(False, device)
+    wrapped, losses, weights, placed = _train(True, device)
+    _, plain_losses, plain_weights, _ = _train(False, placed)
     assert losses == plain_losses and losses[-1] < losses[0]
     for key, value in plain_weights.items():
         np.testing.assert_array_equal(weights[key], value)
@@ -57,7 +60,7 @@ def test_state_dict_keys_and_loading_match_pytorch():
     ours.load_state_dict({k: kg.tensor(v.numpy()) for k, v in theirs.state_dict().items()})
     x = np.ones((2, 3), "f4")
     np.testing.assert_allclose(
-        ours(kg.tensor(x)).detach().numpy(),
+        ours(kg.tensor(x)).detach().cpu().numpy(),
         theirs(torch.tensor(x)).detach().numpy(),
         rtol=1e-6,
     )

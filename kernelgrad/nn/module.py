@@ -500,7 +500,7 @@ class Module:
             materialise = getattr(module, "_materialise_from_state_dict", None)
             if materialise is not None:
                 materialise(state_dict, f"{module_name}." if module_name else "")
-        streaming = any("_load_state_dict_post_hooks" in m.__dict__ for m in self.modules())
+        streaming = any(m.__dict__.get("_load_state_dict_post_hooks") for m in self.modules())
         load = _Load(streaming)
         load.walk(self, dict(state_dict), "", set())
         load.check(self, strict)

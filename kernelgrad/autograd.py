@@ -461,6 +461,8 @@ def backward(
                 f"{root.device}; move it with gradient.to({str(root.device)!r})"
             )
 
+    if _retaining:
+        _move_retained()
     callbacks: list[Callable[[], Any]] = []
     _pass.callbacks.append(callbacks)
     try:
@@ -742,6 +744,61 @@ def _run_gradient_hooks(key: int, grad: Tensor) -> Tensor:
                 )
             grad = result
     return grad
+
+
+# --- Tensor.retain_grad: the mark follows the tensor's history ----------------------------------
+# The mark sits on the tensor's node, where backward reads it; the tensor is also kept
+# here (by id, weakly) with the node it marked. An in-place op on the tensor, or on the
+# base of a view it is (which regenerates the view's node), gives the tensor a new node:
+# backward first moves the mark there, as PyTorch moves its retains_grad hook to the new
+# grad_fn, so ``.grad`` is the gradient of the tensor's current value.
+_retaining: dict[int, tuple[weakref.ref, weakref.ref]] = {}
+
+
+def retain_grad(tensor: Tensor) -> None:
+    """``Tensor.retain_grad``: keep ``.grad`` for this non-leaf tensor during backward
+    (nothing for a leaf, which keeps it anyway)."""
+    node = tensor._node
+    if node is None:
+        return
+    key = id(tensor)
+
+    def forget(reference: weakref.ref, key: int = key) -> None:
+        entry = _retaining.get(key)
+        if entry is not None and entry[0] is reference:
+            del _retaining[key]
+
+    entry = _retaining.get(key)
+    reference = (
+        entry[0] if entry is not None and entry[0]() is tensor else weakref.ref(tensor, forget)
+    )
+    node.retained = reference
+    _retaining[key] = (reference, weakref.ref(node))
+
+
+def retains_grad(tensor: Tensor) -> bool:
+    entry = _retaining.get(id(tensor))
+    return entry is not None and entry[0]() is tensor
+
+
+def _move_retained() -> None:
+    for key, (reference, node_reference) in list(_retaining.items()):
+        tensor = reference()
+        if tensor is None:
+            continue
+        if tensor._base is not None:
+            refresh_view(tensor)  # a view whose base changed gets its new node now
+        node = tensor._node
+        old = node_reference()
+        if node is old:
+            continue
+        if old is not None and old.retained is reference:
+            old.retained = None  # the old node may still be in the graph
+        if node is None:  # detached in place
+            del _retaining[key]
+            continue
+        node.retained = reference
+        _retaining[key] = (reference, weakref.ref(node))
 
 
 # --- PyTorch's torch.autograd.Function (kernelgrad/autograd_function.py) -------------------------

@@ -205,13 +205,16 @@ def _record_joint(
     from .ops.creation import zeros
 
     first = outputs[differentiable[0]]
+    # the joint vector holds every output's gradient: in the widest of their dtypes, so
+    # that a float64 output's gradient is not rounded to float32 on its way
+    wide = max((outputs[p] for p in differentiable), key=lambda o: o.dtype.itemsize)
     places = {}
     start = 0
     for position in differentiable:
         places[position] = (start, outputs[position].numel(), outputs[position].shape)
         start += outputs[position].numel()
     total = start
-    joint = zeros((), dtype=first.dtype, device=first.device).expand(total)
+    joint = zeros((), dtype=wide.dtype, device=first.device).expand(total)
     reached: set[int] = set()  # the outputs whose nodes passed a gradient in this pass
 
     def joint_backward(grad: Any) -> Any:
@@ -233,7 +236,7 @@ def _record_joint(
             from .ops.movement import pad
 
             reached.add(position)
-            flat = grad.reshape(-1).to(first.dtype)
+            flat = grad.reshape(-1).to(wide.dtype)
             return (pad(flat, (offset, total - offset - size)),)
 
         autograd.record(f"{name}_output", (joint,), outputs[position], lay_out)

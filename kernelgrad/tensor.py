@@ -403,12 +403,9 @@ class Tensor:
         return self
 
     def retain_grad(self) -> None:
-        """Keep ``.grad`` for this non-leaf tensor during backward."""
-        if self._node is None:
-            return
-        import weakref
-
-        self._node.retained = weakref.ref(self)
+        """Keep ``.grad`` for this non-leaf tensor during backward (the gradient of its
+        value when backward runs, after any in-place change, as in PyTorch)."""
+        autograd.retain_grad(self)
 
     def sum_to_shape(self, shape: tuple[int, ...]) -> Tensor:
         """Sum over the dimensions that broadcasting added or expanded to reach ``shape``."""

@@ -70,6 +70,27 @@ def test_several_outputs_get_one_backward_call_with_every_gradient(device):
     assert_close(shift.grad, [1.0, 1.0])
 
 
+def test_outputs_of_mixed_precision_keep_their_gradients_exact():
+    """The outputs' gradients travel to the joint backward in the widest dtype: a float64
+    output's gradient is not rounded through float32 because the first output is."""
+
+    class Pair(kg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a * 1.0, b * 1.0
+
+        @staticmethod
+        def backward(ctx, grad_a, grad_b):
+            return grad_a, grad_b
+
+    a = kg.ones(1, requires_grad=True)
+    b = kg.ones(1, dtype=kg.float64, requires_grad=True)
+    first, second = Pair.apply(a, b)
+    (first.sum() + (second * (1 + 1e-12)).sum()).backward()
+    assert b.grad.dtype is kg.float64 and a.grad.dtype is kg.float32
+    assert b.grad.item() - 1 == pytest.approx(1e-12, rel=1e-3)
+
+
 def test_unused_outputs_get_zeros_or_none(device):
     ScaleShift.calls.clear()
     x = kg.tensor([1.0, 2.0], device=device, requires_grad=True)

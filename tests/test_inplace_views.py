@@ -346,3 +346,50 @@ def test_without_autograd_views_write_as_before(device):
     expected[[0, 1, 2], [0, 1, 2]] *= 10
     np.testing.assert_allclose(y.cpu().numpy(), expected, rtol=1e-6)
     assert not y.requires_grad
+
+
+def _retained_after_writes(lib, dev, case):
+    """``retain_grad`` / ``register_hook`` before an in-place write to the tensor, to the
+    base of the view it is, or to another view of that base."""
+    x = lib.tensor([1.0, 2.0, 3.0, 4.0], device=dev, requires_grad=True)
+    y = x * 1
+    kept = y if case.startswith("tensor") else y[:2]
+    seen = []
+    kept.retain_grad()
+    if case.endswith("hook"):
+        kept.register_hook(lambda grad: seen.append(grad.cpu().numpy().copy()))
+    if case.startswith("tensor"):
+        y.mul_(2)
+        loss = (y * lib.tensor([1.0, 10.0, 100.0, 1000.0], device=dev)).sum()
+    else:
+        {"base": lambda: y.mul_(2), "other": lambda: y[2:].add_(1), "view": lambda: kept.mul_(5)}[
+            case.split()[1]
+        ]()
+        loss = (kept * lib.tensor([1.0, 10.0], device=dev)).sum() + y.sum() * 100
+    retains = kept.retains_grad
+    loss.backward()
+    grads = [kept.grad.cpu().numpy(), x.grad.cpu().numpy()]
+    return retains, grads, seen
+
+
+RETAIN_CASES = ["tensor", "tensor hook", "view base", "view base hook", "view other", "view view"]
+
+
+def test_retain_grad_follows_the_tensor_through_in_place_writes(device):
+    """PyTorch moves a tensor's retains_grad to its new grad_fn after an in-place write
+    (to it, to its base, or through another view): ``.grad`` is the gradient of its value
+    when backward runs. A ``register_hook`` hook stays with the old history."""
+    ours = {case: _retained_after_writes(kg, device, case) for case in RETAIN_CASES}
+    np.testing.assert_allclose(ours["tensor"][1][0], [1.0, 10.0, 100.0, 1000.0])
+    np.testing.assert_allclose(ours["view base"][1][0], [1.0, 10.0])
+    np.testing.assert_allclose(ours["tensor hook"][2][0], [2.0, 20.0, 200.0, 2000.0])
+    assert ours["view base hook"][2] == []  # the view's old node is not in the graph
+    torch = pytest.importorskip("torch")
+    for case, (retains, grads, seen) in ours.items():
+        their_retains, their_grads, their_seen = _retained_after_writes(torch, "cpu", case)
+        assert retains == their_retains is True, case
+        for mine, theirs in zip(grads, their_grads):
+            np.testing.assert_allclose(mine, theirs, rtol=1e-6, err_msg=case)
+        assert len(seen) == len(their_seen), case
+        for mine, theirs in zip(seen, their_seen):
+            np.testing.assert_allclose(mine, theirs, rtol=1e-6, err_msg=case)

@@ -9,7 +9,7 @@
 (2, 10)
 """
 
-from . import functional, init, parallel, utils
+from . import functional, init, modules, parallel, utils
 from .activation import (
     CELU,
     ELU,
@@ -135,6 +135,7 @@ from .padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from .parallel import DataParallel
 from .pixelshuffle import ChannelShuffle, PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,
@@ -351,3 +352,6 @@ __all__ += [
     "SyncBatchNorm",
     "TripletMarginWithDistanceLoss",
 ]
+
+# torch.nn.modules (module.register_module_forward_hook, ...) and nn.DataParallel
+__all__ += ["modules", "DataParallel"]

@@ -36,6 +36,7 @@ from ..device import Device, as_device
 from ..dtypes import DType, as_dtype, float64
 from ..errors import DTypeError, ShapeError, UnsupportedError, format_shape
 from ..tensor import Tensor
+from . import _module_hooks
 
 __all__ = ["Module", "Parameter", "Buffer", "Container", "IncompatibleKeys"]
 
@@ -159,10 +160,8 @@ class Module:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if "_forward_hooks" in self.__dict__ or "_forward_pre_hooks" in self.__dict__:
-            from ._module_hooks import call
-
-            return call(self, args, kwargs)
+        if "_call_hooks" in self.__dict__ or _module_hooks.GLOBAL_HOOKS[0]:
+            return _module_hooks.call(self, args, kwargs)
         return self.forward(*args, **kwargs)
 
     def register_forward_pre_hook(
@@ -190,6 +189,28 @@ class Module:
         from ._module_hooks import register
 
         return register(self, "_forward_hooks", hook, prepend, with_kwargs, always_call)
+
+    def register_full_backward_hook(self, hook: Any, prepend: bool = False) -> Any:
+        """``hook(module, grad_input, grad_output)`` once the gradients w.r.t. the
+        module's tensor arguments are computed in a backward pass (``grad_input``: one
+        entry per positional argument, None for non-tensors; ``grad_output``: one per
+        output, None for non-tensors and outputs the loss does not reach). A result
+        other than None replaces ``grad_input``. Returns a handle whose ``remove()``
+        unregisters it (kernelgrad/nn/_module_hooks.py)."""
+        return _module_hooks.register_backward(self, hook, prepend, full=True)
+
+    def register_full_backward_pre_hook(self, hook: Any, prepend: bool = False) -> Any:
+        """``hook(module, grad_output)`` when the gradients w.r.t. the module's outputs
+        are known, before they flow into the module; a result other than None replaces
+        ``grad_output``. Returns a handle whose ``remove()`` unregisters it."""
+        return _module_hooks.register_backward_pre(self, hook, prepend)
+
+    def register_backward_hook(self, hook: Any) -> Any:
+        """PyTorch's deprecated backward hook, run here as
+        :meth:`register_full_backward_hook` (with a ``FutureWarning``): ``grad_input``
+        holds the gradients w.r.t. the module's inputs, where PyTorch's deprecated hook
+        gives those of its last operation's inputs."""
+        return _module_hooks.register_backward(self, hook, False, full=False)
 
     # --- attributes ---------------------------------------------------------------------
     def _check_initialised(self, name: str) -> None:
@@ -404,17 +425,21 @@ class Module:
     # --- state ----------------------------------------------------------------------------
     def state_dict(self, prefix: str = "", keep_vars: bool = False) -> dict[str, Tensor]:
         """Parameters and persistent buffers by dotted name. The tensors share memory
-        with the module (detached unless ``keep_vars``); copy them to keep a snapshot."""
-        result: dict[str, Tensor] = {}
-        self._collect_state(prefix, keep_vars, result, set())
-        return result
+        with the module (detached unless ``keep_vars``); copy them to keep a snapshot.
+        Each module's state-dict pre-hooks run before its entries are collected, its
+        post-hooks after its children's."""
+        return self._collect_state(prefix, keep_vars, {}, set())
 
-    def _collect_state(self, prefix: str, keep_vars: bool, out: dict, ancestors: set[int]) -> None:
+    def _collect_state(self, prefix: str, keep_vars: bool, out: dict, ancestors: set[int]) -> dict:
         # A module reachable under two names appears under both (as in PyTorch); only
         # cycles are cut.
         if id(self) in ancestors:
-            return
+            return out
         ancestors.add(id(self))
+        pre_hooks = self.__dict__.get("_state_dict_pre_hooks")
+        if pre_hooks:
+            for hook in list(pre_hooks.values()):
+                hook(self, prefix, keep_vars)
         for name, parameter in self._own_parameters():
             out[prefix + name] = parameter if keep_vars else parameter.detach()
         for name, buffer in self._own_buffers(persistent_only=True):
@@ -422,6 +447,42 @@ class Module:
         for name, child in self.named_children():
             child._collect_state(f"{prefix}{name}.", keep_vars, out, ancestors)
         ancestors.discard(id(self))
+        if "_state_dict_hooks" in self.__dict__:
+            return _module_hooks.run_state_dict_post_hooks(self, out, prefix)
+        return out
+
+    def register_state_dict_pre_hook(self, hook: Callable) -> Any:
+        """``hook(module, prefix, keep_vars)`` before ``state_dict`` collects this
+        module's entries. Returns a handle whose ``remove()`` unregisters it."""
+        return _module_hooks.register_state_hook(self, "_state_dict_pre_hooks", hook)
+
+    def register_state_dict_post_hook(self, hook: Callable) -> Any:
+        """``hook(module, state_dict, prefix, local_metadata)`` after ``state_dict``
+        collected this module's entries and its children's; it may change ``state_dict``
+        in place and must return None."""
+        return _module_hooks.register_state_hook(self, "_state_dict_hooks", hook, public=True)
+
+    def _register_state_dict_hook(self, hook: Callable) -> Any:
+        # PyTorch's private form: a result other than None replaces the state dict
+        return _module_hooks.register_state_hook(self, "_state_dict_hooks", hook)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> Any:
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before ``load_state_dict`` loads this module's
+        entries (``state_dict`` holds the entries under ``prefix``; changes to it, such
+        as renamed keys, are what the module and its children load)."""
+        return _module_hooks.register_state_hook(self, "_load_state_dict_pre_hooks", (hook, True))
+
+    def _register_load_state_dict_pre_hook(self, hook: Callable, with_module: bool = False) -> Any:
+        return _module_hooks.register_state_hook(
+            self, "_load_state_dict_pre_hooks", (hook, with_module)
+        )
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> Any:
+        """``hook(module, incompatible_keys)`` after ``load_state_dict`` loaded the values;
+        it may change ``incompatible_keys.missing_keys`` / ``.unexpected_keys`` in place
+        (``strict=True`` checks them after the hooks) and must return None."""
+        return _module_hooks.register_state_hook(self, "_load_state_dict_post_hooks", hook)
 
     def load_state_dict(
         self, state_dict: Mapping[str, Any], strict: bool = True
@@ -429,51 +490,22 @@ class Module:
         """Copy values into the parameters and buffers (converting dtype and device).
 
         Every problem is reported at once: missing and unexpected names (only with
-        ``strict=True``) and shape mismatches (always)."""
+        ``strict=True``) and shape mismatches (always); nothing is loaded then. A module
+        with load-state-dict post-hooks is loaded as PyTorch loads it: each module's
+        values, then its children's, then its post-hooks, which may forgive missing and
+        unexpected names before ``strict`` checks them at the end (so the values are
+        loaded when it raises)."""
         for module_name, module in list(self.named_modules()):
             # a lazy module (LazyLinear) takes its parameter shapes from the state dict
             materialise = getattr(module, "_materialise_from_state_dict", None)
             if materialise is not None:
                 materialise(state_dict, f"{module_name}." if module_name else "")
-        own = self.state_dict(keep_vars=True)
-        missing = [name for name in own if name not in state_dict]
-        unexpected = [name for name in state_dict if name not in own]
-        wrong_shape = []
-        for name, target in own.items():
-            if name in state_dict:
-                shape = (
-                    tuple(np.shape(state_dict[name]))
-                    if not isinstance(state_dict[name], Tensor)
-                    else state_dict[name].shape
-                )
-                if shape != target.shape:
-                    wrong_shape.append(
-                        f"{name}: the module has shape {format_shape(target.shape)}, the "
-                        f"state_dict has {format_shape(shape)}"
-                    )
-        problems = []
-        if strict and missing:
-            problems.append("missing keys: " + ", ".join(missing))
-        if strict and unexpected:
-            problems.append("unexpected keys: " + ", ".join(unexpected))
-        if wrong_shape:
-            problems.append("shape mismatches:\n    " + "\n    ".join(wrong_shape))
-        if problems:
-            raise StateDictError(
-                f"cannot load the state_dict into {type(self).__name__}:\n  "
-                + "\n  ".join(problems)
-                + ("\n(pass strict=False to skip missing and unexpected keys)" if strict else "")
-            )
-        with autograd.no_grad():
-            for name, target in own.items():
-                if name in state_dict:
-                    value = state_dict[name]
-                    if not isinstance(value, Tensor):
-                        from ..ops.creation import tensor
-
-                        value = tensor(np.asarray(value), device=target.device)
-                    target.copy_(value)
-        return IncompatibleKeys(missing, unexpected)
+        streaming = any(m.__dict__.get("_load_state_dict_post_hooks") for m in self.modules())
+        load = _Load(streaming)
+        load.walk(self, dict(state_dict), "", set())
+        load.check(self, strict)
+        load.flush()  # (already done while streaming)
+        return load.result
 
     # --- printing -------------------------------------------------------------------------
     def extra_repr(self) -> str:
@@ -521,6 +553,103 @@ class Container(Module):
         super().__init__()
         for key, value in kwargs.items():
             self.add_module(key, value)
+
+
+class _Load:
+    """One ``load_state_dict``: walks the modules as PyTorch's ``_load_from_state_dict``
+    does (a module's pre-hooks see, and may change, the entries under its prefix; each
+    level reports its own missing and unexpected names), and copies the values at once
+    when ``streaming`` (post-hooks must see them), else after every check passed."""
+
+    def __init__(self, streaming: bool) -> None:
+        self.streaming = streaming
+        self.missing: list[str] = []
+        self.unexpected: list[str] = []
+        self.wrong_shape: list[str] = []
+        self.error_msgs: list[str] = []  # what load-state-dict pre-hooks add
+        self.copies: list[tuple[Tensor, Any]] = []
+        self.result = IncompatibleKeys(self.missing, self.unexpected)
+
+    def walk(self, module: Module, local: dict, prefix: str, ancestors: set[int]) -> None:
+        if id(module) in ancestors:
+            return
+        ancestors.add(id(module))
+        pre_hooks = module.__dict__.get("_load_state_dict_pre_hooks")
+        if pre_hooks:
+            for hook, with_module in list(pre_hooks.values()):
+                arguments = (
+                    local,
+                    prefix,
+                    {},
+                    True,
+                    self.missing,
+                    self.unexpected,
+                    self.error_msgs,
+                )
+                hook(module, *arguments) if with_module else hook(*arguments)
+        own = dict(module._own_parameters())
+        own.update(module._own_buffers(persistent_only=True))
+        for name, target in own.items():
+            key = prefix + name
+            if key not in local:
+                self.missing.append(key)
+                continue
+            value = local[key]
+            shape = value.shape if isinstance(value, Tensor) else tuple(np.shape(value))
+            if shape != target.shape:
+                self.wrong_shape.append(
+                    f"{key}: the module has shape {format_shape(target.shape)}, the "
+                    f"state_dict has {format_shape(shape)}"
+                )
+            else:
+                self.copies.append((target, value))
+        if self.streaming:
+            self.flush()
+        children = dict(module.named_children())
+        groups: dict[str, dict] = {name: {} for name in children}
+        for key, value in local.items():
+            if not key.startswith(prefix):
+                continue
+            head, dot, _ = key[len(prefix) :].partition(".")
+            if dot and head in groups:
+                groups[head][key] = value
+            elif dot or head not in own:
+                self.unexpected.append(key)
+        for name, child in children.items():
+            self.walk(child, groups[name], f"{prefix}{name}.", ancestors)
+        ancestors.discard(id(module))
+        if "_load_state_dict_post_hooks" in module.__dict__:
+            _module_hooks.run_load_post_hooks(module, self.result)
+
+    def flush(self) -> None:
+        for target, value in self.copies:
+            if not isinstance(value, Tensor):
+                from ..ops.creation import tensor
+
+                value = tensor(np.asarray(value), device=target.device)
+            with autograd.no_grad():
+                target.copy_(value)
+        self.copies.clear()
+
+    def check(self, module: Module, strict: bool) -> None:
+        problems = []
+        names = strict and (self.missing or self.unexpected)
+        if strict and self.missing:
+            problems.append("missing keys: " + ", ".join(self.missing))
+        if strict and self.unexpected:
+            problems.append("unexpected keys: " + ", ".join(self.unexpected))
+        if self.wrong_shape:
+            problems.append("shape mismatches:\n    " + "\n    ".join(self.wrong_shape))
+        if self.error_msgs:
+            problems.append(
+                "errors from load_state_dict pre-hooks:\n    " + "\n    ".join(self.error_msgs)
+            )
+        if problems:
+            raise StateDictError(
+                f"cannot load the state_dict into {type(module).__name__}:\n  "
+                + "\n  ".join(problems)
+                + ("\n(pass strict=False to skip missing and unexpected keys)" if names else "")
+            )
 
 
 class StateDictError(ShapeError):

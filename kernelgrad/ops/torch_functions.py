@@ -1266,8 +1266,9 @@ def _get_device(self: Tensor) -> int:
 
 def _retains_grad(self: Tensor) -> bool:
     """True for a non-leaf tensor whose ``.grad`` backward will keep (``retain_grad()``)."""
-    node = self._node
-    return node is not None and node.retained is not None and node.retained() is self
+    from .. import autograd
+
+    return autograd.retains_grad(self)
 
 
 def _bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_SUBMODULES = ("data", "tensorboard")
+_SUBMODULES = ("data", "hooks", "tensorboard")
 
 
 def __getattr__(name: str) -> Any:

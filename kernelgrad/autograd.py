@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import BackwardError, InplaceError, format_shape
+from .errors import BackwardError, InplaceError, UnsupportedError, format_shape
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -374,10 +374,22 @@ def needs_grad(*inputs: Any) -> bool:
     return False
 
 
-def _topological_order(root: Node) -> list[Node]:
-    """Nodes reachable from ``root``, each before the nodes of its inputs."""
+def _topological_order(*roots: Node) -> list[Node]:
+    """Nodes reachable from ``roots``, each before the nodes of its inputs (the reverse of
+    a depth-first post-order over all of them)."""
     order: list[Node] = []
-    visited = {id(root)}
+    visited: set[int] = set()
+    for root in roots:
+        if id(root) not in visited:
+            visited.add(id(root))
+            _depth_first(root, visited, order)
+    order.reverse()
+    return order
+
+
+def _depth_first(root: Node, visited: set[int], order: list[Node]) -> None:
+    """Append the nodes reachable from ``root`` and not yet ``visited`` to ``order``, each
+    after the nodes of its inputs."""
     stack: list[tuple[Node, int]] = [(root, 0)]
     while stack:
         node, position = stack[-1]
@@ -393,8 +405,6 @@ def _topological_order(root: Node) -> list[Node]:
         else:
             stack.pop()
             order.append(node)
-    order.reverse()
-    return order
 
 
 def _accumulate(existing: Tensor | None, grad: Tensor) -> Tensor:
@@ -502,24 +512,7 @@ def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_gr
             owner = node.retained()
             if owner is not None:
                 owner.grad = _accumulate(owner.grad, grad)
-        if node.vjp is None:
-            raise BackwardError(
-                f"backward() reached '{node.name}', whose saved tensors were already "
-                "freed by an earlier backward() through this graph. Pass "
-                "retain_graph=True to the first backward() if you need to run it twice."
-            )
-        node.check_saved()
-        input_grads = node.vjp(grad)
-        if not retain_graph:
-            node.release()
-        for edge, meta, input_grad in zip(node.edges, node.input_meta, input_grads):
-            if edge is None or input_grad is None:
-                continue
-            shape, dtype = meta
-            if input_grad.shape != shape:
-                input_grad = input_grad.sum_to_shape(shape)
-            if input_grad.dtype is not dtype:
-                input_grad = input_grad.to(dtype)
+        for edge, input_grad in _input_grads(node, grad, retain_graph, "backward()"):
             if isinstance(edge, Node):
                 key = id(edge)
                 grads[key] = _accumulate(grads.get(key), input_grad)
@@ -541,6 +534,205 @@ def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_gr
         leaf.grad = _own(grad, handed_out) if leaf.grad is None else leaf.grad + grad
         if key in _grad_hooks:
             _grad_hooks[key].fire()
+
+
+def _input_grads(
+    node: Node, grad: Tensor, retain_graph: bool, caller: str
+) -> list[tuple[Any, Tensor]]:
+    """(edge, gradient) for each input of ``node`` that gets one, given the gradient of
+    its output: the node's VJP, each result summed to its input's shape and cast to its
+    dtype. The node's saved tensors are freed unless ``retain_graph``."""
+    if node.vjp is None:
+        raise BackwardError(
+            f"{caller} reached '{node.name}', whose saved tensors were already freed by an "
+            "earlier backward() through this graph. Pass retain_graph=True to the first "
+            "backward() (or autograd.grad()) if you need to run it twice."
+        )
+    node.check_saved()
+    input_grads = node.vjp(grad)
+    if not retain_graph:
+        node.release()
+    result = []
+    for edge, meta, input_grad in zip(node.edges, node.input_meta, input_grads):
+        if edge is None or input_grad is None:
+            continue
+        shape, dtype = meta
+        if input_grad.shape != shape:
+            input_grad = input_grad.sum_to_shape(shape)
+        if input_grad.dtype is not dtype:
+            input_grad = input_grad.to(dtype)
+        result.append((edge, input_grad))
+    return result
+
+
+# --- autograd.grad: gradients returned, not accumulated -----------------------------------------
+def grad(
+    outputs: Any,
+    inputs: Any,
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    only_inputs: bool = True,
+    allow_unused: bool | None = None,
+    is_grads_batched: bool = False,
+    materialize_grads: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """The gradients of ``outputs`` (a tensor or a sequence) with respect to ``inputs``
+    (a tensor or a sequence; leaves or intermediate tensors), returned as a tuple and
+    added to no ``.grad`` (PyTorch's ``torch.autograd.grad``). ``grad_outputs`` weighs
+    each output (None: 1 for a one-element output); ``create_graph=True`` records the
+    computation of the gradients, so that they can be differentiated again (a gradient
+    penalty); ``retain_graph`` defaults to ``create_graph``. An input the outputs do not
+    depend on raises, or gives None with ``allow_unused=True`` (zeros with
+    ``materialize_grads=True``). Tensor hooks run as in ``backward()``.
+
+    >>> import kernelgrad as kg
+    >>> x = kg.tensor([1.0, 2.0], requires_grad=True)
+    >>> (g,) = kg.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    >>> g.tolist(), kg.autograd.grad(g.sum(), x)[0].tolist(), x.grad
+    ([3.0, 12.0], [6.0, 12.0], None)
+    """
+    from .tensor import Tensor
+
+    if is_grads_batched:
+        raise UnsupportedError(
+            "autograd.grad(is_grads_batched=True) is not supported: call it once per row of "
+            "grad_outputs (kernelgrad has no vmap)"
+        )
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "autograd.grad: materialize_grads=True needs allow_unused to be True or None"
+        )
+    allow_unused = materialize_grads if allow_unused is None else allow_unused
+    outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = (grad_outputs,)
+    else:
+        grad_outputs = tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise BackwardError(
+            f"autograd.grad: {len(grad_outputs)} grad_outputs for {len(outputs)} outputs; "
+            "give one per output (None for a one-element output)"
+        )
+    for position, tensor in enumerate(inputs):
+        if not isinstance(tensor, Tensor) or not tensor.requires_grad:
+            raise BackwardError(
+                f"autograd.grad: input {position} does not require grad, so it has no "
+                "gradient; call .requires_grad_() on it before computing the outputs"
+            )
+        if tensor._base is not None:
+            refresh_view(tensor)
+    seeds = []
+    for position, (output, seed) in enumerate(zip(outputs, grad_outputs)):
+        if output._base is not None:
+            refresh_view(output)
+        if not output.requires_grad:
+            raise BackwardError(
+                f"autograd.grad: output {position} does not require grad and has no grad_fn: "
+                "none of the tensors it was computed from requires grad, or it was computed "
+                "under kg.no_grad()"
+            )
+        seeds.append(_seed(output, seed, f"autograd.grad: output {position}"))
+    if retain_graph is None:
+        retain_graph = create_graph
+    with set_grad_enabled(create_graph):
+        found = _grad_pass(outputs, seeds, inputs, retain_graph, create_graph)
+    results: list[Tensor | None] = []
+    for position, (tensor, gradient) in enumerate(zip(inputs, found)):
+        if gradient is None:
+            if not allow_unused:
+                raise BackwardError(
+                    f"autograd.grad: input {position} was not used to compute the outputs "
+                    "(no path from it to them); pass allow_unused=True to get None for it"
+                )
+            if materialize_grads:
+                from .ops.creation import zeros_like
+
+                gradient = zeros_like(tensor)
+        results.append(gradient)
+    return tuple(results)
+
+
+def _seed(output: Tensor, gradient: Any, what: str) -> Tensor:
+    """The gradient a pass starts from at ``output``: ``gradient`` checked against it, or
+    ones for a one-element output."""
+    from .tensor import Tensor
+
+    if gradient is None:
+        if output.numel() != 1:
+            raise BackwardError(
+                f"{what} has shape {format_shape(output.shape)}: it needs a gradient of the "
+                "same shape (d loss / d output); only a one-element output gets an implicit 1"
+            )
+        from .ops.creation import ones_like
+
+        return ones_like(output)
+    if not isinstance(gradient, Tensor):
+        from .ops.creation import tensor as make_tensor
+
+        gradient = make_tensor(gradient, dtype=output.dtype, device=output.device)
+    if gradient.shape != output.shape:
+        raise BackwardError(
+            f"{what}: the gradient has shape {format_shape(gradient.shape)} but the output "
+            f"has shape {format_shape(output.shape)}; they must match"
+        )
+    return gradient
+
+
+def _grad_pass(
+    outputs: Sequence[Tensor],
+    seeds: list[Tensor],
+    inputs: Sequence[Tensor],
+    retain_graph: bool,
+    create_graph: bool,
+) -> list[Tensor | None]:
+    """The gradient reaching each of ``inputs`` from ``outputs`` (weighed by ``seeds``);
+    None where none does. No ``.grad`` is written."""
+    found: list[Tensor | None] = [None] * len(inputs)
+    at_node: dict[int, list[int]] = {}  # node -> positions of the inputs it produced
+    at_leaf: dict[int, list[int]] = {}  # leaf -> positions of the inputs it is
+    for position, tensor in enumerate(inputs):
+        owner = at_leaf if tensor._node is None else at_node
+        key = id(tensor) if tensor._node is None else id(tensor._node)
+        owner.setdefault(key, []).append(position)
+    grads: dict[int, Tensor] = {}
+    leaf_grads: dict[int, Tensor] = {}
+    roots: list[Node] = []
+    for output, seed in zip(outputs, seeds):
+        seed = seed if create_graph else seed.detach()
+        if output._node is None:  # a leaf output: d output / d output
+            leaf_grads[id(output)] = _accumulate(leaf_grads.get(id(output)), seed)
+            continue
+        key = id(output._node)
+        grads[key] = _accumulate(grads.get(key), seed)
+        roots.append(output._node)
+    for node in _topological_order(*roots):
+        gradient = grads.pop(id(node), None)
+        if gradient is None:
+            continue
+        for position in at_node.get(id(node), ()):
+            found[position] = gradient  # before the tensor's hooks, as PyTorch captures it
+        if _gradient_hooks and id(node) in _gradient_hooks:
+            gradient = _run_gradient_hooks(id(node), gradient)
+        for edge, input_grad in _input_grads(node, gradient, retain_graph, "autograd.grad()"):
+            key = id(edge)
+            if isinstance(edge, Node):
+                grads[key] = _accumulate(grads.get(key), input_grad)
+            elif key in at_leaf:
+                leaf_grads[key] = _accumulate(leaf_grads.get(key), input_grad)
+    for key, positions in at_leaf.items():
+        gradient = leaf_grads.get(key)
+        if gradient is not None and _gradient_hooks and key in _gradient_hooks:
+            gradient = _run_gradient_hooks(key, gradient)
+        for position in positions:
+            found[position] = gradient
+    return found
+
+
+__all__ += ["grad"]
 
 
 # --- hooks on leaves and on the end of a backward pass ------------------------------------------

@@ -1,5 +1,5 @@
 """``kg.autograd.Function``: PyTorch's way of writing an operation with a hand-written
-backward (``torch.autograd.Function``), on top of the graph nodes of ``autograd.py``.
+backward (``torch.autograd.Function``), on top of the graph nodes of ``autograd/__init__.py``.
 
 >>> import kernelgrad as kg
 >>> class Cube(kg.autograd.Function):

@@ -26,10 +26,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import BackwardError, InplaceError, UnsupportedError, format_shape
+from ..errors import BackwardError, InplaceError, UnsupportedError, format_shape
 
 if TYPE_CHECKING:
-    from .tensor import Tensor
+    from ..tensor import Tensor
 
 __all__ = [
     "no_grad",
@@ -431,7 +431,7 @@ def backward(
 
     ``retain_graph`` defaults to ``create_graph`` (a graph built for second derivatives
     must stay alive for the second backward)."""
-    from .tensor import Tensor
+    from ..tensor import Tensor
 
     if retain_graph is None:
         retain_graph = create_graph
@@ -452,12 +452,12 @@ def backward(
                 "`gradient` argument of the same shape (d loss / d this tensor); only a "
                 "one-element tensor (a scalar loss) gets an implicit gradient of 1"
             )
-        from .ops.creation import ones_like
+        from ..ops.creation import ones_like
 
         gradient = ones_like(root)
     else:
         if not isinstance(gradient, Tensor):
-            from .ops.creation import tensor as make_tensor
+            from ..ops.creation import tensor as make_tensor
 
             gradient = make_tensor(gradient, dtype=root.dtype, device=root.device)
         if gradient.shape != root.shape:
@@ -552,6 +552,8 @@ def _input_grads(
     input_grads = node.vjp(grad)
     if not retain_graph:
         node.release()
+    if _anomaly.enabled:
+        _check_anomaly(node, input_grads)
     result = []
     for edge, meta, input_grad in zip(node.edges, node.input_meta, input_grads):
         if edge is None or input_grad is None:
@@ -592,7 +594,7 @@ def grad(
     >>> g.tolist(), kg.autograd.grad(g.sum(), x)[0].tolist(), x.grad
     ([3.0, 12.0], [6.0, 12.0], None)
     """
-    from .tensor import Tensor
+    from ..tensor import Tensor
 
     if is_grads_batched:
         raise UnsupportedError(
@@ -649,7 +651,7 @@ def grad(
                     "(no path from it to them); pass allow_unused=True to get None for it"
                 )
             if materialize_grads:
-                from .ops.creation import zeros_like
+                from ..ops.creation import zeros_like
 
                 gradient = zeros_like(tensor)
         results.append(gradient)
@@ -659,7 +661,7 @@ def grad(
 def _seed(output: Tensor, gradient: Any, what: str) -> Tensor:
     """The gradient a pass starts from at ``output``: ``gradient`` checked against it, or
     ones for a one-element output."""
-    from .tensor import Tensor
+    from ..tensor import Tensor
 
     if gradient is None:
         if output.numel() != 1:
@@ -667,11 +669,11 @@ def _seed(output: Tensor, gradient: Any, what: str) -> Tensor:
                 f"{what} has shape {format_shape(output.shape)}: it needs a gradient of the "
                 "same shape (d loss / d output); only a one-element output gets an implicit 1"
             )
-        from .ops.creation import ones_like
+        from ..ops.creation import ones_like
 
         return ones_like(output)
     if not isinstance(gradient, Tensor):
-        from .ops.creation import tensor as make_tensor
+        from ..ops.creation import tensor as make_tensor
 
         gradient = make_tensor(gradient, dtype=output.dtype, device=output.device)
     if gradient.shape != output.shape:
@@ -730,9 +732,6 @@ def _grad_pass(
         for position in positions:
             found[position] = gradient
     return found
-
-
-__all__ += ["grad"]
 
 
 # --- hooks on leaves and on the end of a backward pass ------------------------------------------
@@ -994,6 +993,106 @@ def _move_retained() -> None:
 
 
 # --- PyTorch's torch.autograd.Function (kernelgrad/autograd_function.py) -------------------------
-from .autograd_function import Function, FunctionCtx, once_differentiable  # noqa: E402
+from ..autograd_function import Function, FunctionCtx, once_differentiable  # noqa: E402
 
 __all__ += ["Function", "FunctionCtx", "once_differentiable"]
+
+
+# --- anomaly detection, Variable, functional, gradcheck -----------------------------------------
+class _AnomalyState(threading.local):
+    def __init__(self) -> None:
+        self.enabled = False
+        self.check_nan = True
+
+
+_anomaly = _AnomalyState()
+
+
+def _check_anomaly(node: Node, input_grads: Sequence[Tensor | None]) -> None:
+    """PyTorch's anomaly mode: a backward function that returns NaN raises, naming it."""
+    if not _anomaly.check_nan:
+        return
+    for position, input_grad in enumerate(input_grads):
+        if input_grad is None or not input_grad.dtype.is_floating_point:
+            continue
+        if bool(input_grad.detach().isnan().any().item()):
+            raise RuntimeError(
+                f"Function '{node.name()}' returned nan values in its {position}th output "
+                "(kg.autograd.detect_anomaly)"
+            )
+
+
+class set_detect_anomaly:  # PyTorch's name
+    """Turn anomaly detection on or off (PyTorch's ``torch.autograd.set_detect_anomaly``),
+    for the calling thread; also a context manager that restores the previous setting.
+    While on, a backward function whose gradient contains NaN raises a ``RuntimeError``
+    naming it (each gradient is read on the host: slow, for debugging). PyTorch also
+    prints the forward call's traceback; kernelgrad names the operation only."""
+
+    def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        self.previous = (_anomaly.enabled, _anomaly.check_nan)
+        _anomaly.enabled, _anomaly.check_nan = bool(mode), bool(check_nan)
+
+    def __enter__(self) -> set_detect_anomaly:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _anomaly.enabled, _anomaly.check_nan = self.previous
+
+
+class detect_anomaly(set_detect_anomaly):  # PyTorch's name
+    """``with kg.autograd.detect_anomaly():`` anomaly detection inside the block."""
+
+    def __init__(self, check_nan: bool = True) -> None:
+        self.check_nan_setting = check_nan
+
+    def __enter__(self) -> detect_anomaly:
+        super().__init__(True, self.check_nan_setting)
+        return self
+
+
+def is_anomaly_enabled() -> bool:
+    return _anomaly.enabled
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    return _anomaly.check_nan
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, instance: object) -> bool:
+        from ..tensor import Tensor
+
+        return isinstance(instance, Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """PyTorch's legacy ``Variable``: ``Variable(t, requires_grad=False)`` is the tensor
+    itself (``requires_grad`` set when asked), and every tensor is a ``Variable`` for
+    ``isinstance``, as in PyTorch since 0.4."""
+
+    def __new__(cls, data: Any = None, requires_grad: bool = False, volatile: bool = False):
+        from ..ops.creation import tensor
+        from ..tensor import Tensor
+
+        result = data if isinstance(data, Tensor) else tensor(data)
+        if requires_grad:
+            result.requires_grad_(True)
+        return result
+
+
+from . import functional  # noqa: E402
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402
+
+__all__ += [
+    "grad",
+    "Variable",
+    "detect_anomaly",
+    "set_detect_anomaly",
+    "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled",
+    "functional",
+    "gradcheck",
+    "gradgradcheck",
+    "GradcheckError",
+]

@@ -7,7 +7,7 @@
 >>> opt.zero_grad(); loss.backward(); opt.step()
 """
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adafactor import Adafactor
 from .adagrad import Adagrad, Adamax
 from .adam import Adam, AdamW
@@ -23,5 +23,5 @@ from .sparse_adam import SparseAdam
 __all__ = [
     "Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "LBFGS", "lr_scheduler",
     "Adagrad", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam",
-    "Adafactor", "Muon",
+    "Adafactor", "Muon", "swa_utils",
 ]  # fmt: skip

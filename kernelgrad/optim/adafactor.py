@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import tracing
-from ..errors import UnsupportedError
 from ..ops.creation import zeros, zeros_like
 from ..ops.torch_math import finfo
 from ..tensor import Tensor
@@ -104,8 +103,6 @@ class Adafactor(Optimizer):
             g = p.grad
             if g is None:
                 continue
-            if getattr(g, "is_sparse", False):
-                raise UnsupportedError("Adafactor does not support sparse gradients")
             state = self.state.get(p)
             if not state:
                 state = self.state[p] = {"step": zeros((), dtype=p.dtype, device=p.device)}
@@ -123,7 +120,9 @@ class Adafactor(Optimizer):
             if isinstance(lr, Tensor):
                 # the feed of a traced step (float64), or a tensor lr of eager steps
                 lr = lr.to(p.dtype) if recording else float(lr)
-            small = finfo(p.dtype).eps if eps1 is None else eps1
+            if eps1 is None:  # as PyTorch: the first parameter's dtype, for the group
+                eps1 = finfo(p.dtype).eps
+            small = eps1
             if group["maximize"]:
                 g = -g
             step.add_(1)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import tracing
-from ..errors import ShapeError, UnsupportedError
+from ..errors import ShapeError
 from ..ops.creation import zeros_like
 from ..tensor import Tensor
 from ._fused_optimizer import check_range
@@ -136,8 +136,6 @@ class Muon(Optimizer):
             g = p.grad
             if g is None:
                 continue
-            if getattr(g, "is_sparse", False):
-                raise UnsupportedError("Muon does not support sparse gradients")
             if g.ndim != 2:
                 raise ShapeError(f"Muon: a parameter's gradient must be 2-d, got {g.shape}")
             state = self.state.setdefault(p, {})

@@ -215,3 +215,34 @@ def test_signatures_and_errors_are_pytorchs():
     with pytest.raises(ValueError):
         swa_utils.SWALR(optimizer, swa_lr=[0.1, 0.2])
     assert kg.optim.swa_utils is swa_utils
+
+
+@pytest.mark.torch
+def test_pytorchs_swa_recipe_gives_pytorchs_model():
+    """The recipe of PyTorch's swa_utils documentation (a cosine schedule, then SWALR
+    and averaging from epoch ``swa_start``, update_bn over the loader at the end) run
+    by both libraries from the same weights: the same averaged model."""
+    torch = pytest.importorskip("torch")
+    theirs, mine = _models(torch)
+    targets = [RNG.integers(0, 2, 5) for _ in INPUTS]
+    outputs = []
+    for library, model in ((torch, theirs), (kg, mine)):
+        loader = [(library.tensor(x), library.tensor(t)) for x, t in zip(INPUTS, targets)]
+        optimizer = library.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        swa_model = library.optim.swa_utils.AveragedModel(model)
+        scheduler = library.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=6)
+        swa_scheduler = library.optim.swa_utils.SWALR(optimizer, swa_lr=0.05, anneal_epochs=2)
+        for epoch in range(6):
+            for x, t in loader:
+                optimizer.zero_grad()
+                library.nn.functional.cross_entropy(model(x), t).backward()
+                optimizer.step()
+            if epoch >= 2:
+                swa_model.update_parameters(model)
+                swa_scheduler.step()
+            else:
+                scheduler.step()
+        library.optim.swa_utils.update_bn(loader, swa_model)
+        swa_model.eval()
+        outputs.append(swa_model(loader[0][0]).detach().numpy())
+    np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-4, atol=1e-5)

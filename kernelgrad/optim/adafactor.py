@@ -12,13 +12,16 @@ gradient ``g`` at step ``t``::
         V = lerp(V, g * g, beta)
     U = g / sqrt(max(V, eps1 ** 2));  p = p - alpha / max(1, RMS(U) / d) * U
 
-The update is built from tensor operations (reductions, a batched outer product and a
-few elementwise ops per parameter), not a fused kernel: the factored second moment
-needs row and column means in the middle of the step. Every scalar PyTorch reads to
-the host with ``.item()`` (the step count, the norms of ``p`` and ``U``) stays a 0-d
-tensor on the parameter's device here, so a step never synchronises and ``kg.compile``
-records the whole of it: replays advance the count, and the learning rate is a fed 0-d
-tensor (``Optimizer._lr_operand``), so a scheduler needs no new trace.
+A step is a few sums per parameter (of ``p * p``; of ``g * g`` over rows and
+columns; of ``R`` over its rows; of ``U * U``) and fused elementwise kernels
+(``nn._fused``), one launch per group and dtype where the backend runs a foreach
+kernel: the scalar kernel (count, ``beta``, ``alpha`` and the weight decay's factor as
+0-d tensors), the moments' ``lerp`` (PyTorch's two-sided formula), the update ``U``
+(one per parameter) and the parameter's update. Every scalar PyTorch reads to the host
+with ``.item()`` (the step count, the norms of ``p`` and ``U``) stays a 0-d tensor on
+the parameter's device, so a step never synchronises and ``kg.compile`` records the
+whole of it: replays advance the count, and the learning rate is a fed 0-d tensor
+(``Optimizer._lr_operand``), so a scheduler needs no new trace.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import tracing
-from ..ops.creation import zeros, zeros_like
+from ..backends.base import ScalarFunction
+from ..nn._fused import launch, launch_each
+from ..ops.creation import empty, tensor, zeros, zeros_like
 from ..ops.torch_math import finfo
 from ..tensor import Tensor
 from ._fused_optimizer import check_range
@@ -94,55 +99,138 @@ class Adafactor(Optimizer):
             return (*p.shape[:-2], 1, p.shape[-1])
         return tuple(p.shape)
 
+    def _state_of(self, p: Tensor, g: Tensor) -> dict[str, Any]:
+        state = self.state.get(p)
+        if not state:
+            state = self.state[p] = {"step": zeros((), dtype=p.dtype, device=p.device)}
+            if g.ndim > 1:
+                for name in ("row_var", "col_var"):
+                    shape = self._state_shape(name, p)
+                    state[name] = zeros(shape, dtype=g.dtype, device=g.device)
+            else:
+                state["variance"] = zeros_like(g)
+        if not isinstance(state["step"], Tensor):  # a number, from a checkpoint
+            state["step"] = tensor(float(state["step"]), dtype=p.dtype, device=p.device)
+        return state
+
     def _update_group(self, group: dict[str, Any]) -> None:
         eps1, eps2 = group["eps"]
         decay, d = group["beta2_decay"], group["d"]
-        weight_decay = group["weight_decay"]
+        sign = -1.0 if group["maximize"] else 1.0
         recording = tracing.active_recorder() is not None
+        work = []  # (p, g, state, the 0-d coefficients step -> beta, alpha, keep)
+        scalars, lerps, squares = [], [], []
         for p in group["params"]:
             g = p.grad
             if g is None:
                 continue
-            state = self.state.get(p)
-            if not state:
-                state = self.state[p] = {"step": zeros((), dtype=p.dtype, device=p.device)}
-                if g.ndim > 1:
-                    state["row_var"] = zeros(self._state_shape("row_var", p), dtype=g.dtype,
-                                             device=g.device)  # fmt: skip
-                    state["col_var"] = zeros(self._state_shape("col_var", p), dtype=g.dtype,
-                                             device=g.device)  # fmt: skip
-                else:
-                    state["variance"] = zeros_like(g)
-            step = state["step"]
-            if not isinstance(step, Tensor):  # a number, from a checkpoint
-                step = state["step"] = zeros((), dtype=p.dtype, device=p.device) + float(step)
-            lr = self._lr_operand(group, p.device)
-            if isinstance(lr, Tensor):
-                # the feed of a traced step (float64), or a tensor lr of eager steps
-                lr = lr.to(p.dtype) if recording else float(lr)
             if eps1 is None:  # as PyTorch: the first parameter's dtype, for the group
                 eps1 = finfo(p.dtype).eps
-            small = eps1
-            if group["maximize"]:
-                g = -g
-            step.add_(1)
-            beta = step**decay
-            rho = step.rsqrt()
-            rho = rho.clamp(max=lr) if not isinstance(lr, Tensor) else rho.minimum(lr)
+            state = self._state_of(p, g)
+            lr = self._lr_operand(group, p.device)
+            if isinstance(lr, Tensor) and not recording:
+                lr = float(lr)  # a tensor lr of eager steps (a traced step's feed stays)
+            beta, alpha, keep = (empty((), dtype=p.dtype, device=p.device) for _ in range(3))
             size = math.sqrt(p.numel())
-            alpha = (p.norm() / size).clamp(min=eps2) * rho
-            if weight_decay != 0:
-                p.mul_(1 - lr * weight_decay)
+            squares_sum = (p * p).sum()  # of the parameter before its weight decay
+            scalars.append(
+                ([state["step"], beta, alpha, keep],
+                 [state["step"], lr, squares_sum, decay, eps2, size, group["weight_decay"]])
+            )  # fmt: skip
             if g.ndim > 1:
                 square = g * g
-                row_var, col_var = state["row_var"], state["col_var"]
-                row_var.lerp_(square.mean(-1, keepdim=True), beta)
-                col_var.lerp_(square.mean(-2, keepdim=True), beta)
-                estimate = row_var @ col_var
-                estimate = estimate / row_var.mean(-2, keepdim=True).clamp(min=small)
+                for name, dim in (("row_var", -1), ("col_var", -2)):
+                    moment, total = state[name], square.sum(dim, keepdim=True)
+                    lerps.append(([moment], [moment, total, g.shape[dim], beta]))
             else:
-                estimate = state["variance"]
-                estimate.lerp_(g * g, beta)
-            update = estimate.clamp(min=small * small).rsqrt() * g
-            denominator = (update.norm() / (size * d)).clamp(min=1.0)
-            p.sub_(update * (alpha / denominator))
+                squares.append(([state["variance"]], [state["variance"], g, beta]))
+            work.append((p, g, state, alpha, keep, size))
+        if not work:
+            return
+        _launch_by_dtype(ADAFACTOR_SCALARS, scalars)
+        _launch_by_dtype(ADAFACTOR_LERP, lerps)
+        _launch_by_dtype(ADAFACTOR_LERP_SQUARE, squares)
+        updates = []
+        for p, g, state, alpha, keep, size in work:
+            update = empty(g.shape, dtype=g.dtype, device=g.device)
+            if g.ndim > 1:
+                row, col = state["row_var"], state["col_var"]
+                total = row.sum(-2, keepdim=True)
+                inputs = [g, row, col, total, row.shape[-2], sign, eps1, eps1 * eps1]
+                launch(ADAFACTOR_FACTORED, [update], inputs, g.dtype)
+            else:
+                inputs = [g, state["variance"], sign, eps1 * eps1]
+                launch(ADAFACTOR_UNFACTORED, [update], inputs, g.dtype)
+            total = (update * update).sum()
+            updates.append(([p], [p, update, alpha, total, keep, size * d]))
+        _launch_by_dtype(ADAFACTOR_APPLY, updates)
+
+
+# --- the fused kernels (``nn._fused``), each a scalar function -----------------------------
+def adafactor_scalars(step, lr, squares, decay, eps2, size, weight_decay):
+    """The step count, ``1 - beta2_t``, the step size ``alpha`` and the weight decay's
+    factor, from the parameter's sum of squares."""
+    step = step + 1
+    rho = 1.0 / math.sqrt(step)
+    if lr < rho:
+        rho = lr
+    rms = math.sqrt(squares) / size
+    if rms < eps2:
+        rms = eps2
+    return step, step**decay, rms * rho, 1.0 - lr * weight_decay
+
+
+def adafactor_lerp(s, total, count, w):
+    """PyTorch's ``lerp`` towards the mean ``total / count``: from the nearer end."""
+    x = total / count
+    if abs(w) < 0.5:
+        return s + w * (x - s)
+    return x - (x - s) * (1.0 - w)
+
+
+def adafactor_lerp_square(s, g, w):
+    x = g * g
+    if abs(w) < 0.5:
+        return s + w * (x - s)
+    return x - (x - s) * (1.0 - w)
+
+
+def adafactor_factored(g, row, col, total, count, sign, eps1, floor):
+    row_mean = total / count
+    if row_mean < eps1:
+        row_mean = eps1
+    v = row * col / row_mean
+    if v < floor:
+        v = floor
+    return (1.0 / math.sqrt(v)) * (g * sign)
+
+
+def adafactor_unfactored(g, v, sign, floor):
+    if v < floor:
+        v = floor
+    return (1.0 / math.sqrt(v)) * (g * sign)
+
+
+def adafactor_apply(p, u, alpha, squares, keep, scale):
+    denominator = math.sqrt(squares) / scale
+    if denominator < 1.0:
+        denominator = 1.0
+    return p * keep - alpha / denominator * u
+
+
+ADAFACTOR_SCALARS = ScalarFunction.from_python(adafactor_scalars, nout=4)
+ADAFACTOR_LERP = ScalarFunction.from_python(adafactor_lerp)
+ADAFACTOR_LERP_SQUARE = ScalarFunction.from_python(adafactor_lerp_square)
+ADAFACTOR_FACTORED = ScalarFunction.from_python(adafactor_factored)
+ADAFACTOR_UNFACTORED = ScalarFunction.from_python(adafactor_unfactored)
+ADAFACTOR_APPLY = ScalarFunction.from_python(adafactor_apply)
+
+
+def _launch_by_dtype(fn: ScalarFunction, items: list) -> None:
+    """``launch_each`` of the items of each dtype (one kernel per group and dtype on a
+    backend with ``elementwise_foreach``), computing in that dtype."""
+    by_dtype: dict[Any, list] = {}
+    for item in items:
+        by_dtype.setdefault(item[0][0].dtype, []).append(item)
+    for dtype, same in by_dtype.items():
+        launch_each(fn, same, dtype)

@@ -210,6 +210,25 @@ def test_tensor_learning_rates_and_errors_are_pytorchs():
         optimizer.step()
 
 
+def test_adafactor_fuses_its_elementwise_work_per_group():
+    """The scalar, moment and parameter kernels are one launch each for a group on the
+    CPU (one update kernel per parameter); the rest are the sums."""
+    params = [nn.Parameter(kg.randn(*shape)) for shape in ((4,), (2, 3), ())]
+    optimizer = kg.optim.Adafactor(params)
+    for p in params:
+        p.grad = kg.ones_like(p)
+    optimizer.step()
+    with kg.compile.count_launches() as launches:
+        optimizer.step()
+    fused = sorted(n for n in launches.names if n.startswith("adafactor"))
+    assert fused == [
+        "adafactor_apply[3 tensors]", "adafactor_factored", "adafactor_lerp[2 tensors]",
+        "adafactor_lerp_square[2 tensors]", "adafactor_scalars[3 tensors]",
+        "adafactor_unfactored", "adafactor_unfactored",
+    ]  # fmt: skip
+    assert len(launches.names) <= 23
+
+
 @pytest.mark.parametrize("kind", ["Adafactor", "Muon"])
 def test_state_dict_round_trip_continues_identically(kind):
     shapes = [(3, 2), (2,)] if kind == "Adafactor" else [(3, 2), (2, 2)]

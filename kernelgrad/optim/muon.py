@@ -23,8 +23,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import tracing
+from ..backends.base import ScalarFunction
 from ..errors import ShapeError
-from ..ops.creation import zeros_like
+from ..nn._fused import launch, launch_each
+from ..ops.creation import empty, zeros_like
 from ..tensor import Tensor
 from ._fused_optimizer import check_range
 from .optimizer import Optimizer
@@ -39,10 +41,57 @@ DEFAULT_C = 2.0315
 DEFAULT_NS_STEPS = 5
 
 
+def muon_momentum(buf, g, w):
+    """``buf.lerp_(g, w)`` with PyTorch's two-sided formula (``w = 1 - momentum``)."""
+    if abs(w) < 0.5:
+        return buf + w * (g - buf)
+    return g - (g - buf) * (1.0 - w)
+
+
+def muon_nesterov(buf, g, w, m):
+    """The momentum buffer and ``g.lerp(buf, m)``, the Nesterov update."""
+    if abs(w) < 0.5:
+        buf = buf + w * (g - buf)
+    else:
+        buf = g - (g - buf) * (1.0 - w)
+    if abs(m) < 0.5:
+        return buf, g + m * (buf - g)
+    return buf, buf - (buf - g) * (1.0 - m)
+
+
+def muon_normalize(u, squares, eps):
+    norm = math.sqrt(squares)
+    if norm < eps:
+        norm = eps
+    return u / norm
+
+
+def muon_polynomial(gram, gram2, b, c):
+    return b * gram + c * gram2
+
+
+def muon_combine(x, y, a):
+    return a * x + y
+
+
+def muon_apply(p, x, lr, weight_decay, ratio):
+    return p * (1.0 - lr * weight_decay) - (lr * ratio) * x
+
+
+MUON_MOMENTUM = ScalarFunction.from_python(muon_momentum)
+MUON_NESTEROV = ScalarFunction.from_python(muon_nesterov, nout=2)
+MUON_NORMALIZE = ScalarFunction.from_python(muon_normalize)
+MUON_POLYNOMIAL = ScalarFunction.from_python(muon_polynomial)
+MUON_COMBINE = ScalarFunction.from_python(muon_combine)
+MUON_APPLY = ScalarFunction.from_python(muon_apply)
+
+
 def _orthogonalize(
     update: Tensor, coefficients: tuple[float, float, float], steps: int, eps: float
 ) -> Tensor:
-    """PyTorch's ``_zeropower_via_newtonschulz`` in ``update``'s dtype."""
+    """PyTorch's ``_zeropower_via_newtonschulz`` in ``update``'s dtype (transposed
+    back by the caller when ``update`` has more rows than columns), its ``addmm``s as a
+    matmul and a fused kernel each."""
     if steps >= 100:
         raise ValueError("Muon: ns_steps must be less than 100 for computational efficiency")
     if len(coefficients) != 3:
@@ -50,13 +99,18 @@ def _orthogonalize(
             f"Muon: ns_coefficients must be a tuple of exactly 3 values, got {coefficients}"
         )
     a, b, c = coefficients
-    tall = update.shape[0] > update.shape[1]
-    x = update.T if tall else update
-    x = x / x.norm().clamp(min=eps)
+    dtype, device = update.dtype, update.device
+    u = update.T if update.shape[0] > update.shape[1] else update
+    x = empty(u.shape, dtype=dtype, device=device)
+    launch(MUON_NORMALIZE, [x], [u, (update * update).sum(), eps], dtype)
     for _ in range(steps):
         gram = x @ x.T
-        x = a * x + (b * gram + c * (gram @ gram)) @ x
-    return x.T if tall else x
+        polynomial = empty(gram.shape, dtype=dtype, device=device)
+        launch(MUON_POLYNOMIAL, [polynomial], [gram, gram @ gram, b, c], dtype)
+        combined = empty(x.shape, dtype=dtype, device=device)
+        launch(MUON_COMBINE, [combined], [x, polynomial @ x, a], dtype)
+        x = combined
+    return x
 
 
 def _adjusted_lr(lr: Any, adjust_lr_fn: str | None, shape: tuple[int, ...]) -> Any:
@@ -132,6 +186,7 @@ class Muon(Optimizer):
     def _update_group(self, group: dict[str, Any]) -> None:
         momentum, weight_decay = group["momentum"], group["weight_decay"]
         recording = tracing.active_recorder() is not None
+        momenta, nesterov, applies, updates = [], [], [], []
         for p in group["params"]:
             g = p.grad
             if g is None:
@@ -142,13 +197,34 @@ class Muon(Optimizer):
             if "momentum_buffer" not in state:
                 state["momentum_buffer"] = zeros_like(g)
             buf = state["momentum_buffer"]
+            if group["nesterov"]:
+                update = empty(g.shape, dtype=g.dtype, device=g.device)
+                nesterov.append(([buf, update], [buf, g, 1 - momentum, momentum]))
+            else:
+                update = buf
+                momenta.append(([buf], [buf, g, 1 - momentum]))
+            updates.append((p, update))
+        if not updates:
+            return
+        _launch_by_dtype(MUON_NESTEROV, nesterov)
+        _launch_by_dtype(MUON_MOMENTUM, momenta)
+        for p, update in updates:
+            x = _orthogonalize(update, group["ns_coefficients"], group["ns_steps"],
+                               group["eps"])  # fmt: skip
+            if x.shape != p.shape:
+                x = x.T
             lr = self._lr_operand(group, p.device)
-            if isinstance(lr, Tensor):
-                # the feed of a traced step (float64), or a tensor lr of eager steps
-                lr = lr.to(p.dtype) if recording else float(lr)
-            buf.lerp_(g, 1 - momentum)
-            update = g.lerp(buf, momentum) if group["nesterov"] else buf
-            update = _orthogonalize(update, group["ns_coefficients"], group["ns_steps"],
-                                    group["eps"])  # fmt: skip
-            p.mul_(1 - lr * weight_decay)
-            p.sub_(update * _adjusted_lr(lr, group["adjust_lr_fn"], tuple(p.shape)))
+            if isinstance(lr, Tensor) and not recording:
+                lr = float(lr)  # a tensor lr of eager steps (a traced step's feed stays)
+            ratio = _adjusted_lr(1.0, group["adjust_lr_fn"], tuple(p.shape))
+            applies.append(([p], [p, x, lr, weight_decay, ratio]))
+        _launch_by_dtype(MUON_APPLY, applies)
+
+
+def _launch_by_dtype(fn: ScalarFunction, items: list) -> None:
+    """``launch_each`` of the items of each dtype, computing in that dtype."""
+    by_dtype: dict[Any, list] = {}
+    for item in items:
+        by_dtype.setdefault(item[0][0].dtype, []).append(item)
+    for dtype, same in by_dtype.items():
+        launch_each(fn, same, dtype)

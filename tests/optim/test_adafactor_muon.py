@@ -229,6 +229,22 @@ def test_adafactor_fuses_its_elementwise_work_per_group():
     assert len(launches.names) <= 23
 
 
+def test_muon_fuses_its_elementwise_work():
+    """One momentum and one parameter kernel per group on the CPU; per parameter and
+    Newton-Schulz step, three matmuls and two fused kernels (PyTorch's two addmm)."""
+    params = [nn.Parameter(kg.randn(*shape)) for shape in ((4, 3), (2, 3))]
+    optimizer = kg.optim.Muon(params)
+    for p in params:
+        p.grad = kg.ones_like(p)
+    with kg.compile.count_launches() as launches:
+        optimizer.step()
+    names = launches.names
+    assert names.count("muon_nesterov[2 tensors]") == names.count("muon_apply[2 tensors]") == 1
+    assert names.count("muon_polynomial") == names.count("muon_combine") == 2 * 5
+    assert names.count("matmul") == 2 * 5 * 3
+    assert len(names) == 2 + 2 * (3 + 5 * 5)  # + each one's sum of squares and scaling
+
+
 @pytest.mark.parametrize("kind", ["Adafactor", "Muon"])
 def test_state_dict_round_trip_continues_identically(kind):
     shapes = [(3, 2), (2,)] if kind == "Adafactor" else [(3, 2), (2, 2)]

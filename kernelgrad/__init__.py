@@ -512,6 +512,7 @@ from .ops.torch_math import (
     heaviside,
     histc,
     histogram,
+    histogramdd,
     i0,
     igamma,
     igammac,

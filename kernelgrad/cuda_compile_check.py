@@ -760,6 +760,42 @@ def views_written_in_place(device: str) -> None:
     (x.grad * x.grad).sum().backward()
 
 
+def more_optimizers(device: str) -> None:
+    """Adafactor (factored 2-d and 3-d moments, a vector) and Muon (its Newton-Schulz
+    kernels, one step of the iteration: the others launch the same): an eager step, a
+    traced one and a replay at a new fed rate each; swa_utils' averages and update_bn."""
+    kg.manual_seed(2)
+    x = kg.randn(3, 4, device=device)
+    adafactor = {"lr": 1e-2, "weight_decay": 1e-3, "maximize": True}
+    for optimizer_class, options, shapes in [
+        (kg.optim.Adafactor, adafactor, [(3, 4), (2, 3, 4), (4,)]),
+        (kg.optim.Muon, {"lr": 2e-2, "ns_steps": 1}, [(3, 4), (4, 3)]),
+    ]:
+        params = [kg.nn.Parameter(kg.randn(*shape, device=device)) for shape in shapes]
+        optimizer = optimizer_class(params, **options)
+
+        def train_step(params=params, optimizer=optimizer):
+            optimizer.zero_grad()
+            loss = sum((p.reshape(-1)[:4] * x[0]).tanh().square().sum() for p in params)
+            loss.backward()
+            optimizer.step()
+
+        step = kg.compile(train_step)
+        for lr in (1e-2, 1e-2, 5e-3):  # eager, traced, replayed at a new rate
+            optimizer.param_groups[0]["lr"] = lr
+            step()
+    model = kg.nn.Sequential(kg.nn.Linear(4, 3), kg.nn.BatchNorm1d(3)).to(device)
+    for average in (
+        kg.optim.swa_utils.AveragedModel(model),
+        kg.optim.swa_utils.AveragedModel(
+            model, multi_avg_fn=kg.optim.swa_utils.get_ema_multi_avg_fn(0.9), use_buffers=True
+        ),
+    ):
+        for _ in range(2):
+            average.update_parameters(model)
+    kg.optim.swa_utils.update_bn([x, x * 2], model)
+
+
 PARTS: dict[str, Callable[[str], None]] = {
     "elementwise": elementwise_ops,
     "reductions": reductions,
@@ -777,6 +813,7 @@ PARTS: dict[str, Callable[[str], None]] = {
     "random": random_numbers,
     "math": special_math,
     "viewinplace": views_written_in_place,
+    "optim2": more_optimizers,
 }
 
 

@@ -61,6 +61,11 @@ class ArgumentError(ValueError, RuntimeError):
     PyTorch raises ``RuntimeError``)."""
 
 
+class ArgumentAssertionError(ArgumentError, AssertionError):
+    """Arguments PyTorch refuses with ``AssertionError`` (``AveragedModel`` given both
+    ``avg_fn`` and ``multi_avg_fn``)."""
+
+
 class DivisionByZeroError(ZeroDivisionError, RuntimeError):
     """Integer division or remainder by zero. PyTorch raises ``RuntimeError`` on the CPU;
     this is also a ``ZeroDivisionError``, as Python's own ``5 // 0``."""

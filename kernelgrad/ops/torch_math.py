@@ -462,6 +462,119 @@ def histogram(
     return HistogramResult(_to(hist, x, x.dtype), _to(found, x, x.dtype))
 
 
+HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+
+
+def _linspace_edges(low: float, high: float, count: int, dtype: Any) -> np.ndarray:
+    """``count + 1`` equal-width edges over ``[low, high]`` in ``dtype`` as PyTorch's
+    CPU ``linspace`` computes them: ``start + step * i`` for the first half and ``end -
+    step * (count - i)`` for the rest, each a fused multiply-add (emulated in extended
+    precision), so that a value on an edge falls in the same bin as in PyTorch."""
+    kind = dtype.numpy.type
+    start, end = kind(low), kind(high)
+    step = kind((end - start) / kind(count))
+    index = np.arange(count + 1)
+    wide = np.longdouble
+    edges = np.where(
+        index < (count + 1) // 2,
+        wide(start) + wide(step) * index,
+        wide(end) - wide(step) * (count - index),
+    )
+    return edges.astype(dtype.numpy)
+
+
+def histogramdd(
+    input: Tensor,  # noqa: A002
+    bins: Any,
+    *,
+    range: Any = None,  # noqa: A002
+    weight: Tensor | None = None,
+    density: bool = False,
+) -> HistogramddResult:
+    """``(hist, bin_edges)`` of the points in the rows of ``input`` (``(..., D)``: the
+    last dim holds each point's ``D`` coordinates), as ``torch.histogramdd``: ``bins``
+    an int, one int per dim, or one tensor of increasing edges per dim; ``range`` the
+    flat ``(min0, max0, min1, max1, ...)`` of equal-width bins (the data's range
+    otherwise); ``weight`` of shape ``input.shape[:-1]``. Runs on the host, like
+    ``histogram`` (not differentiable)."""
+    name = "histogramdd"
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"{name}: input must be a floating point tensor, got {input.dtype}")
+    if input.ndim < 2:
+        raise ShapeError(
+            f"{name}: input tensor should have at least 2 dimensions (points in its rows, "
+            f"coordinates in its last dim), got shape {tuple(input.shape)}; use histogram "
+            "for one dimension or reshape(-1, 1)"
+        )
+    dims = input.shape[-1]
+    points = _host(input).reshape(-1, dims)
+    per_dim = list(bins) if isinstance(bins, (list, tuple)) else [bins] * dims
+    if len(per_dim) != dims:
+        raise ShapeError(
+            f"{name}: the size of bins ({len(per_dim)}) must be equal to the innermost "
+            f"dimension of the input ({dims})"
+        )
+    if range is not None:
+        range = [float(v) for v in range]  # noqa: A001
+        if len(range) != 2 * dims:
+            raise ArgumentError(
+                f"{name}: for a {dims}-dimensional histogram range should have {2 * dims} "
+                f"elements, but got {len(range)}"
+            )
+    weights = None
+    if weight is not None:
+        if tuple(weight.shape) != tuple(input.shape[:-1]):
+            raise ShapeError(
+                f"{name}: weight must have the shape of the input without its last dim, "
+                f"{tuple(input.shape[:-1])}, got {tuple(weight.shape)}"
+            )
+        if weight.dtype is not input.dtype:
+            raise DTypeError(
+                f"{name}: weight must have the input's dtype {input.dtype}, got {weight.dtype}"
+            )
+        weights = _host(weight).reshape(-1)
+    edges = []
+    for d, spec in enumerate(per_dim):
+        if isinstance(spec, Tensor):
+            found = _host(spec).astype(input.dtype.numpy).reshape(-1)
+            if found.size < 1 or np.any(np.diff(found) < 0):
+                raise ArgumentError(
+                    f"{name}: the bin edges of dimension {d} must be a non-empty increasing "
+                    "1-d tensor"
+                )
+            edges.append(found)
+            continue
+        count = int(spec)
+        if count <= 0:
+            raise ArgumentError(f"{name}: bins must be > 0, but got {count} for dimension {d}")
+        if range is not None:
+            low, high = range[2 * d], range[2 * d + 1]
+        elif points.shape[0]:
+            low, high = float(points[:, d].min()), float(points[:, d].max())
+        else:
+            low, high = 0.0, 1.0
+        if low > high:
+            raise ArgumentError(
+                f"{name}: min should not exceed max, but got min {low} max {high} for dimension {d}"
+            )
+        if not (np.isfinite(low) and np.isfinite(high)):
+            raise ArgumentError(f"{name}: range of [{low}, {high}] is not finite for dimension {d}")
+        if low == high:
+            low, high = low - 0.5, high + 0.5
+        edges.append(_linspace_edges(low, high, count, input.dtype))
+    # NumPy's bins are the float edges computed above (exact in float64), so that a
+    # value falls in the bin PyTorch puts it in; the rightmost edge is inclusive
+    hist, _ = np.histogramdd(
+        points.astype(np.float64),
+        bins=[e.astype(np.float64) for e in edges],
+        weights=None if weights is None else weights.astype(np.float64),
+        density=density,
+    )
+    return HistogramddResult(
+        _to(hist, input, input.dtype), tuple(_to(e, input, input.dtype) for e in edges)
+    )
+
+
 def dist(x: Tensor, y: Tensor, p: float = 2) -> Tensor:
     """The ``p``-norm of ``x - y``."""
     return _composite.norm(x - y, p)

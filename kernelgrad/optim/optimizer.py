@@ -257,10 +257,12 @@ class Optimizer:
             restored: dict[str, Any] = {}
             for name, value in values.items():
                 if isinstance(value, Tensor):
-                    if value.shape != p.shape and value.ndim:
+                    expected = self._state_shape(name, p)
+                    if tuple(value.shape) != expected and value.ndim:
                         raise ValueError(
                             f"optimizer state {name!r} of parameter {key} has shape "
-                            f"{value.shape}, but the parameter has shape {p.shape}"
+                            f"{value.shape}, but it must have shape {expected} (the "
+                            f"parameter's is {p.shape})"
                         )
                     dtype = p.dtype if value.dtype.is_floating_point else value.dtype
                     restored[name] = value.detach().to(device=p.device, dtype=dtype).clone()
@@ -271,6 +273,11 @@ class Optimizer:
             for k, v in saved.items():
                 if k != "params":
                     own[k] = copy.deepcopy(v)
+
+    def _state_shape(self, name: str, p: Tensor) -> tuple[int, ...]:
+        """The shape state ``name`` of parameter ``p`` has (but a 0-d one): the
+        parameter's, unless an optimizer keeps another (Adafactor's factored moments)."""
+        return tuple(p.shape)
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]

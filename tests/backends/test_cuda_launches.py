@@ -105,6 +105,21 @@ def test_fused_reductions_over_rows_and_with_few_elements(cuda, backend):
     assert small.item() == pytest.approx(float(values[:, :5].sum()), rel=1e-5)
 
 
+def test_a_block_reduces_several_outputs_over_a_middle_dim(cuda, backend):
+    """Two kept dims that do not coalesce, more outputs than blocks: each block
+    unravels its next output with the kept shape again (the piece bounds once
+    overwrote it: an out-of-bounds read from the second output of a block on)."""
+    values = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 10
+    x = kg.tensor(values, device=cuda)
+    compiled = kg.compile(lambda a: (a * a).sum(-2, keepdim=True) * 2)
+    for _ in range(3):
+        result = compiled(x)
+    assert backend.launcher.recent[-1].grid < 8  # 8 outputs: blocks take several
+    np.testing.assert_allclose(
+        result.cpu().numpy(), (values * values).sum(1, keepdims=True) * 2, rtol=1e-6
+    )
+
+
 @kg.kernel
 def group_coordinates(local_out, group_out, global_out):
     i, j = kg.index(2)

@@ -162,11 +162,13 @@ def cuda_reduce_source(
     ]
     row += [f"b{a} = {position}(pro_offsets[{a}])" for a in range(n_pro)]
     row += unravel("m", "k", nk, [(f"b{a}", f"pk{a}_") for a in range(n_pro)], bits)
+    # (the piece's bounds are not named k0, k1: those hold the kept shape, which the
+    # block's next output unravels again)
     row += [
-        f"k0 = {counter}(split * piece)",
-        f"k1 = {counter}(min(k0 + piece, length))",
+        f"first = {counter}(split * piece)",
+        f"stop = {counter}(min(first + piece, length))",
     ]
-    row += grid_stride("j", "k0 + tid", "k1", bits)
+    row += grid_stride("j", "first + tid", "stop", bits)
     element = [f"q{a} = b{a}" for a in range(n_pro)]
     element += unravel("j", "r", nr, [(f"q{a}", f"pr{a}_") for a in range(n_pro)], bits)
     loads = [

@@ -607,6 +607,41 @@ _LAZY_ATTRIBUTES = {
     "BoolTensor": "legacy_types",
 }
 
+from . import dtypes as _dtypes_module
+
+# More of torch's top level: random fills, calculus on samples, questions, settings
+# (kernelgrad/ops/torch_rest.py; it also binds the Tensor methods of the same names).
+from .ops.torch_rest import (
+    adjoint,
+    are_deterministic_algorithms_enabled,
+    combinations,
+    constant_pad_nd,
+    cumulative_trapezoid,
+    frombuffer,
+    get_device,
+    get_float32_matmul_precision,
+    gradient,
+    is_complex,
+    is_deterministic_algorithms_warn_only_enabled,
+    is_nonzero,
+    is_same_size,
+    is_signed,
+    layout,
+    row_stack,
+    rsub,
+    set_default_tensor_type,
+    set_float32_matmul_precision,
+    set_flush_denormal,
+    split_with_sizes,
+    strided,
+    typename,
+    unravel_index,
+    use_deterministic_algorithms,
+)
+from .printing import set_printoptions
+
+dtype = _dtypes_module.DType  # torch.dtype: isinstance(x.dtype, kg.dtype)
+
 # torch's top-level nn operations (torch.conv2d, torch.dropout, torch.relu_, ...) with
 # torch's signatures: kernelgrad/torch_nn_functions.py, imported on first use (it needs kg.nn).
 from ._torch_nn_names import TORCH_NN_NAMES as _TORCH_NN_NAMES

@@ -889,6 +889,10 @@ class CUDABackend:
         return None
 
     def index_add(self, out: View, dim: int, index: View, source: View) -> Any:
+        if out.dtype.is_floating_point:  # atomics add in any order
+            from ...ops.torch_rest import check_deterministic
+
+            check_deterministic("index_add (scatter-add with CUDA atomics)")
         split = self._split(out, dim)
         if split is None:  # pragma: no cover - the front end passes a fresh clone
             raise ValueError("index_add needs a target whose dims around `dim` merge")

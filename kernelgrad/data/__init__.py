@@ -43,12 +43,16 @@ from .download import download_file, file_digest
 from .errors import ChecksumError, DatasetError, DatasetNotFoundError, DownloadError, IDXError
 from .idx import read_idx, write_idx
 from .loader import (
+    ChainDataset,
     ConcatDataset,
     DataLoader,
     Dataset,
+    IterableDataset,
+    StackDataset,
     Subset,
     TensorDataset,
     default_collate,
+    default_convert,
     initial_seed,
     random_split,
 )
@@ -65,6 +69,7 @@ from .workers import WorkerInfo, get_worker_info
 __all__ = [
     "DATASETS",
     "BatchSampler",
+    "ChainDataset",
     "ChecksumError",
     "ConcatDataset",
     "DataLoader",
@@ -78,6 +83,9 @@ __all__ = [
     "DownloadError",
     "FashionMNIST",
     "IDXError",
+    "IterableDataset",
+    "StackDataset",
+    "default_convert",
     "IDXImageDataset",
     "MNIST",
     "RandomSampler",

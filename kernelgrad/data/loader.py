@@ -25,12 +25,16 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "ChainDataset",
     "ConcatDataset",
     "DataLoader",
     "Dataset",
+    "IterableDataset",
+    "StackDataset",
     "Subset",
     "TensorDataset",
     "default_collate",
+    "default_convert",
     "initial_seed",
     "random_split",
 ]
@@ -49,6 +53,90 @@ class Dataset:
     def get_batch(self, indices: np.ndarray) -> Any:
         """The samples at ``indices``, collated. The default loops over samples."""
         return default_collate([self[int(i)] for i in indices])
+
+
+class IterableDataset(Dataset):
+    """A dataset that is a stream: subclasses define ``__iter__`` (PyTorch's
+    ``IterableDataset``). A :class:`DataLoader` batches what it yields in order; with
+    ``num_workers=N`` each worker iterates the dataset itself (split the work with
+    :func:`get_worker_info`, as in PyTorch, or every sample comes N times)."""
+
+    def __iter__(self) -> Iterator[Any]:
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+
+    def __getitem__(self, index: int) -> Any:
+        raise TypeError(
+            f"{type(self).__name__} is an IterableDataset: iterate over it (or a DataLoader "
+            "of it) instead of indexing it"
+        )
+
+    def __add__(self, other: Any) -> ChainDataset:
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """Several iterable datasets one after the other."""
+
+    def __init__(self, datasets: Sequence[Any]) -> None:
+        self.datasets = list(datasets)
+
+    def __iter__(self) -> Iterator[Any]:
+        for dataset in self.datasets:
+            if not isinstance(dataset, IterableDataset):
+                raise TypeError("ChainDataset only supports IterableDataset")
+            yield from dataset
+
+    def __len__(self) -> int:
+        return sum(len(dataset) for dataset in self.datasets)
+
+
+class StackDataset(Dataset):
+    """Samples of several datasets of one length side by side: a tuple
+    (``StackDataset(a, b)``) or a dict (``StackDataset(image=a, label=b)``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and kwargs:
+            raise ValueError(
+                "StackDataset: give the datasets as positional arguments (tuple samples) or "
+                "as keyword arguments (dict samples), not both"
+            )
+        datasets = list(args) or list(kwargs.values())
+        if not datasets:
+            raise ValueError("StackDataset: at least one dataset is needed")
+        length = len(datasets[0])
+        if any(len(dataset) != length for dataset in datasets):
+            raise ValueError("Size mismatch between datasets")
+        self._length = length
+        self.datasets: Any = tuple(args) if args else dict(kwargs)
+
+    def __getitem__(self, index: int) -> Any:
+        if isinstance(self.datasets, dict):
+            return {key: dataset[index] for key, dataset in self.datasets.items()}
+        return tuple(dataset[index] for dataset in self.datasets)
+
+    def __len__(self) -> int:
+        return self._length
+
+
+def default_convert(data: Any) -> Any:
+    """PyTorch's ``default_convert``: NumPy arrays (and NumPy scalars) become tensors,
+    containers are converted element by element, anything else is left as it is; no
+    batching (what a DataLoader with ``batch_size=None`` applies to each sample)."""
+    if isinstance(data, np.ndarray) and data.dtype.kind in "fiub":
+        from ..ops.creation import tensor
+
+        return tensor(data)
+    if isinstance(data, np.generic) and data.dtype.kind in "fiub":
+        from ..ops.creation import tensor
+
+        return tensor(data)
+    if isinstance(data, dict):
+        return {key: default_convert(value) for key, value in data.items()}
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # a named tuple
+        return type(data)(*(default_convert(item) for item in data))
+    if isinstance(data, tuple | list):
+        return type(data)(default_convert(item) for item in data)
+    return data
 
 
 def _is_tensor(value: Any) -> bool:
@@ -320,6 +408,19 @@ class DataLoader:
         collate_fn: Callable[[list[Any]], Any] | None = None,
         sampler: Any = None,
     ) -> None:
+        iterable = isinstance(dataset, IterableDataset)
+        if iterable:
+            for name, value in (
+                ("shuffle", shuffle or None),
+                ("sampler", sampler),
+                ("batch_sampler", batch_sampler),
+            ):
+                if value is not None:
+                    raise ValueError(
+                        f"DataLoader with IterableDataset: expected unspecified {name} "
+                        f"option, but got {name}={value!r} (the dataset's iterator decides "
+                        "the order)"
+                    )
         shuffle = bool(shuffle)  # PyTorch's default is None
         _check_worker_options(num_workers, prefetch_factor, persistent_workers, timeout)
         if batch_sampler is not None:
@@ -329,7 +430,13 @@ class DataLoader:
                     "batch_size, shuffle, sampler and drop_last"
                 )
             batch_size = getattr(batch_sampler, "batch_size", 1)
-        if not isinstance(batch_size, int) or batch_size < 1:
+        if batch_size is None:  # no automatic batching: samples one by one
+            if drop_last:
+                raise ValueError(
+                    "batch_size=None option disables auto-batching and is mutually "
+                    "exclusive with drop_last"
+                )
+        elif not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if sampler is not None and shuffle:
             raise ValueError(
@@ -358,6 +465,8 @@ class DataLoader:
 
     def __len__(self) -> int:
         count = len(self.dataset) if self.sampler is None else len(self.sampler)
+        if self.batch_size is None:
+            return count
         if self.drop_last:
             return count // self.batch_size
         if self.batch_sampler is not None:  # (which excludes drop_last)
@@ -408,6 +517,9 @@ class DataLoader:
         return np.random.default_rng([self.seed, epoch]).permutation(count)
 
     def __iter__(self) -> Iterator[Any]:
+        if isinstance(self.dataset, IterableDataset):
+            yield from self._iterate_stream()
+            return
         if self.sampler is not None:
             self._sync_sampler()
         order = self.order()
@@ -419,8 +531,55 @@ class DataLoader:
         for batch in batches:
             yield _to_device(batch, self.device)
 
+    def _iterate_stream(self) -> Iterator[Any]:
+        """An IterableDataset's batches: its samples in the order its iterator gives them,
+        batched (or converted one by one with ``batch_size=None``); with workers, each
+        worker iterates the dataset and the batches come from the workers in turn, as
+        in PyTorch."""
+        self.epoch += 1
+        if self.num_workers == 0:
+            batches = self._stream_batches(iter(self.dataset))
+        else:
+            batches = self._stream_from_workers()
+        for batch in batches:
+            yield _to_device(batch, self.device)
+
+    def _stream_batches(self, samples: Iterator[Any]) -> Iterator[Any]:
+        if self.batch_size is None:
+            convert = self.collate_fn or default_convert
+            for sample in samples:
+                yield convert(sample)
+            return
+        collate = self.collate_fn or default_collate
+        while True:
+            chunk = list(itertools.islice(samples, self.batch_size))
+            if not chunk or (self.drop_last and len(chunk) < self.batch_size):
+                return
+            yield collate(chunk)
+
+    def _stream_from_workers(self) -> Iterator[Any]:
+        from .workers import WorkerPool
+
+        pool = self._workers or WorkerPool(
+            self.num_workers,
+            self.prefetch_factor,
+            self.dataset,
+            self.seed,
+            self.worker_init_fn,
+            self.timeout,
+        )
+        if self.persistent_workers:
+            self._workers = pool
+        try:
+            yield from pool.run_streams(lambda: self._stream_batches(iter(self.dataset)))
+        finally:
+            if not self.persistent_workers:
+                pool.shutdown()
+
     def _index_batches(self, order: np.ndarray) -> Iterator[Any]:
         """The indices of each batch of this epoch."""
+        if self.batch_size is None:  # one index at a time
+            return iter(order.tolist())
         if self.batch_sampler is not None:
             if hasattr(self.batch_sampler, "set_epoch"):
                 self.batch_sampler.set_epoch(self.epoch - 1)
@@ -431,7 +590,9 @@ class DataLoader:
 
     def _load(self, indices: Any) -> Any:
         """One batch: a bulk ``get_batch`` when the dataset has one, else the samples
-        collated."""
+        collated (one sample, converted, with ``batch_size=None``)."""
+        if self.batch_size is None:
+            return (self.collate_fn or default_convert)(self.dataset[int(indices)])
         if self.collate_fn is None and hasattr(self.dataset, "get_batch"):
             return self.dataset.get_batch(np.asarray(indices, dtype=np.int64))
         collate = self.collate_fn or default_collate
@@ -457,6 +618,9 @@ class DataLoader:
                 pool.shutdown()
 
     def __repr__(self) -> str:
+        if isinstance(self.dataset, IterableDataset):
+            kind = type(self.dataset).__name__
+            return f"DataLoader({kind}, batch_size={self.batch_size}, device={self.device})"
         return (
             f"DataLoader({len(self.dataset)} samples, batch_size={self.batch_size}, "
             f"shuffle={self.shuffle}, drop_last={self.drop_last}, device={self.device})"

@@ -123,6 +123,44 @@ class WorkerPool:
             for _, future in pending:
                 future.cancel()
 
+    def run_streams(self, make: Callable[[], Iterator[Any]]) -> Iterator[Any]:
+        """An IterableDataset's batches: each worker runs its own ``make()`` iterator (made
+        in its thread, where ``get_worker_info()`` names it), one batch ahead; the
+        batches come from the workers in turn, skipping those that are done (PyTorch's
+        order)."""
+        done = object()
+        streams: dict[int, Iterator[Any]] = {}  # each touched only by its worker's thread
+
+        def step(worker: int) -> Any:
+            stream = streams.get(worker)
+            if stream is None:
+                stream = streams[worker] = make()
+            return next(stream, done)
+
+        live = list(range(self.num_workers))
+        futures = {worker: self._executors[worker].submit(step, worker) for worker in live}
+        try:
+            while live:
+                for worker in list(live):
+                    try:
+                        result = futures[worker].result(timeout=self.timeout)
+                    except concurrent.futures.TimeoutError:
+                        raise RuntimeError(
+                            f"DataLoader timed out after {self.timeout} s waiting for a batch "
+                            f"from worker {worker} (timeout=)"
+                        ) from None
+                    except BaseException as error:
+                        error.add_note(f"(raised in DataLoader worker {worker})")
+                        raise
+                    if result is done:
+                        live.remove(worker)
+                        continue
+                    futures[worker] = self._executors[worker].submit(step, worker)
+                    yield result
+        finally:
+            for future in futures.values():
+                future.cancel()
+
     def _submit(self, number: int, load: Callable[[Any], Any], batch: Any) -> Any:
         return self._executors[number % self.num_workers].submit(load, batch)
 

@@ -17,8 +17,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .dataloader import DataLoader, default_collate, get_worker_info
-from .dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from .dataloader import DataLoader, default_collate, default_convert, get_worker_info
+from .dataset import (
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    StackDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
 from .sampler import (
     BatchSampler,
     RandomSampler,
@@ -30,18 +39,22 @@ from .sampler import (
 
 __all__ = [
     "BatchSampler",
+    "ChainDataset",
     "ConcatDataset",
     "DataLoader",
     "Dataset",
     "DistributedSampler",
+    "IterableDataset",
     "RandomSampler",
     "Sampler",
     "SequentialSampler",
+    "StackDataset",
     "Subset",
     "SubsetRandomSampler",
     "TensorDataset",
     "WeightedRandomSampler",
     "default_collate",
+    "default_convert",
     "get_worker_info",
     "random_split",
 ]

@@ -2,6 +2,24 @@
 
 from __future__ import annotations
 
-from ...data.loader import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from ...data.loader import (
+    ChainDataset,
+    ConcatDataset,
+    Dataset,
+    IterableDataset,
+    StackDataset,
+    Subset,
+    TensorDataset,
+    random_split,
+)
 
-__all__ = ["ConcatDataset", "Dataset", "Subset", "TensorDataset", "random_split"]
+__all__ = [
+    "ChainDataset",
+    "ConcatDataset",
+    "Dataset",
+    "IterableDataset",
+    "StackDataset",
+    "Subset",
+    "TensorDataset",
+    "random_split",
+]

@@ -13,6 +13,8 @@ import pytest
 import kernelgrad as kg
 
 torch = pytest.importorskip("torch")
+# the references call torch's deprecated legacy functions (triangular_solve, chain_matmul)
+pytestmark = pytest.mark.filterwarnings("ignore:.*deprecated:UserWarning")
 
 RNG = np.random.default_rng(7)
 SQUARE = RNG.standard_normal((2, 4, 4)) + 4 * np.eye(4)  # well-conditioned, batched

@@ -648,6 +648,28 @@ from ._torch_nn_names import TORCH_NN_NAMES as _TORCH_NN_NAMES
 
 _LAZY_ATTRIBUTES.update(dict.fromkeys(_TORCH_NN_NAMES, "torch_nn_functions"))
 
+# torch's top-level linear algebra (torch.inverse, torch.det, torch.svd returning V, ...):
+# kernelgrad/linalg/_legacy.py, imported on first use.
+_LINALG_NAMES = (
+    "inverse",
+    "det",
+    "logdet",
+    "slogdet",
+    "cholesky",
+    "cholesky_solve",
+    "cholesky_inverse",
+    "qr",
+    "svd",
+    "pinverse",
+    "matrix_power",
+    "matrix_exp",
+    "triangular_solve",
+    "ger",
+    "chain_matmul",
+    "vander",
+)
+_LAZY_ATTRIBUTES.update(dict.fromkeys(_LINALG_NAMES, "linalg._legacy"))
+
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_SUBMODULES:

@@ -89,6 +89,12 @@ class KernelError(RuntimeError):
     """A compiled kernel failed; the message names the kernel, the shapes and the launch."""
 
 
+class LinAlgError(RuntimeError):
+    """A matrix a linear-algebra function cannot factor: singular (``linalg.inv``,
+    ``linalg.solve``) or not positive-definite (``linalg.cholesky``). PyTorch raises
+    ``torch.linalg.LinAlgError``, a ``RuntimeError``; ``kg.linalg.LinAlgError`` is this."""
+
+
 def format_shape(shape: tuple[int, ...]) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 

@@ -1294,3 +1294,36 @@ from .ops import linalg as _linalg  # noqa: E402
 from .ops import movement as _movement  # noqa: E402
 from .ops import reduce as _reduce  # noqa: E402
 from .ops import torch_functions as _torch_functions  # noqa: E402, F401
+
+
+# PyTorch's linear-algebra methods (x.inverse(), x.det(), x.svd(), ...): the functions of
+# kernelgrad/linalg/_legacy.py, which is imported when one of them is first called.
+def _linalg_method(name: str) -> Any:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        from .linalg import _legacy
+
+        return _legacy.FUNCTIONS[name](self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``torch.Tensor.{name}``: ``kg.{name}(self, ...)``."
+    return method
+
+
+for _name in (
+    "inverse",
+    "det",
+    "logdet",
+    "slogdet",
+    "cholesky",
+    "cholesky_solve",
+    "cholesky_inverse",
+    "qr",
+    "svd",
+    "pinverse",
+    "matrix_power",
+    "matrix_exp",
+    "triangular_solve",
+    "ger",
+):
+    setattr(Tensor, _name, _linalg_method(_name))
+del _name

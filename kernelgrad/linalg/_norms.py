@@ -1,14 +1,11 @@
-"""``kg.linalg``: PyTorch's ``torch.linalg`` norms, composed from reductions (so their
-gradients come from the composition).
+"""``torch.linalg``'s norms, composed from reductions (so their gradients come from the
+composition); the nuclear and spectral matrix norms from ``svdvals``.
 
 >>> import kernelgrad as kg
 >>> kg.linalg.norm(kg.tensor([[3.0, 4.0], [0.0, 0.0]]), dim=1).tolist()
 [5.0, 0.0]
 >>> kg.linalg.matrix_norm(kg.tensor([[1.0, -2.0], [3.0, 4.0]]), ord=1).item()
 6.0
-
-Products are ``kg.matmul`` / ``@`` and ``kg.einsum``. Decompositions and solvers (``svd``,
-``qr``, ``solve``, ``inv``, the nuclear and spectral norms that need them) do not exist.
 """
 
 from __future__ import annotations
@@ -16,11 +13,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import autograd
-from .errors import ArgumentError, UnsupportedError
-from .ops.elementwise import where
-from .shapes import normalize_dim
-from .tensor import Tensor
+from .. import autograd
+from ..errors import ArgumentError, UnsupportedError
+from ..ops.elementwise import where
+from ..shapes import normalize_dim
+from ..tensor import Tensor
 
 __all__ = ["matrix_norm", "norm", "vector_norm"]
 
@@ -83,8 +80,9 @@ def _root(total: Tensor, power: float) -> Tensor:
 def matrix_norm(
     x: Tensor, ord: Any = "fro", dim: tuple[int, int] = (-2, -1), keepdim: bool = False
 ) -> Tensor:
-    """The matrix norm over the two dims ``dim``: ``"fro"`` (Frobenius), 1 / -1 (largest /
-    smallest column sum of magnitudes), inf / -inf (largest / smallest row sum).
+    """The matrix norm over the two dims ``dim``: ``"fro"`` (Frobenius), ``"nuc"`` (the sum
+    of the singular values), 2 / -2 (the largest / smallest singular value), 1 / -1
+    (largest / smallest column sum of magnitudes), inf / -inf (largest / smallest row sum).
 
     >>> import kernelgrad as kg
     >>> kg.linalg.matrix_norm(kg.ones(2, 3)).item() ** 2
@@ -98,16 +96,24 @@ def matrix_norm(
     if ord == "fro":
         return vector_norm(x, 2, (rows, cols), keepdim)
     if ord in ("nuc", 2, -2):
-        raise UnsupportedError(
-            f"matrix_norm: ord={ord!r} needs singular values, which kernelgrad does not "
-            "compute; 'fro', 1, -1, inf and -inf are available"
+        from ._decompositions import svdvals
+
+        values = svdvals(x.movedim((rows, cols), (-2, -1)))
+        result = (
+            values.sum(-1) if ord == "nuc" else values.amax(-1) if ord == 2 else values.amin(-1)
         )
+        if keepdim:
+            for d in sorted((rows, cols)):
+                result = result.unsqueeze(d)
+        return result
     if ord in (1, -1):
         summed, over = rows, cols  # sum down each column, then the largest/smallest column
     elif ord in (math.inf, -math.inf):
         summed, over = cols, rows
     else:
-        raise ArgumentError(f"matrix_norm: ord must be 'fro', 1, -1, inf or -inf, got {ord!r}")
+        raise ArgumentError(
+            f"matrix_norm: ord must be 'fro', 'nuc', 2, -2, 1, -1, inf or -inf, got {ord!r}"
+        )
     sums = x.abs().sum(summed, keepdim=True)
     pick = sums.amax if ord > 0 else sums.amin
     result = pick(over, keepdim=True)

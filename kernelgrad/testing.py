@@ -35,7 +35,7 @@ _DTYPE_PRECISIONS = {float32: (1.3e-6, 1e-5), float64: (1e-7, 1e-7)}
 _NUMBER_PRECISIONS = {float: (1e-7, 1e-7)}  # Python floats compare as float64
 
 
-class _Mismatch(Exception):
+class _MismatchError(Exception):
     """A failed comparison: the exception type to raise and its message."""
 
     def __init__(self, kind: type[Exception], message: str, path: tuple = ()) -> None:
@@ -89,7 +89,7 @@ def assert_close(
     }
     try:
         _compare(actual, expected, (), options)
-    except _Mismatch as mismatch:
+    except _MismatchError as mismatch:
         raise mismatch.error(msg) from None
 
 
@@ -105,11 +105,11 @@ def _compare(actual: Any, expected: Any, path: tuple, options: dict) -> None:
         return
     if actual is None or expected is None:
         if actual is not expected:
-            raise _Mismatch(AssertionError, f"None mismatch: {actual} is not {expected}", path)
+            raise _MismatchError(AssertionError, f"None mismatch: {actual} is not {expected}", path)
         return
     if isinstance(actual, bool | np.bool_) and isinstance(expected, bool | np.bool_):
         if bool(actual) is not bool(expected):
-            raise _Mismatch(
+            raise _MismatchError(
                 AssertionError, f"Booleans mismatch: {bool(actual)} is not {bool(expected)}", path
             )
         return
@@ -121,7 +121,7 @@ def _compare(actual: Any, expected: Any, path: tuple, options: dict) -> None:
         _unsupported(actual, expected, path)
     if isinstance(actual, Sequence) and isinstance(expected, Sequence):
         if len(actual) != len(expected):
-            raise _Mismatch(
+            raise _MismatchError(
                 AssertionError,
                 f"The length of the sequences mismatch: {len(actual)} != {len(expected)}",
                 path,
@@ -134,7 +134,7 @@ def _compare(actual: Any, expected: Any, path: tuple, options: dict) -> None:
         if actual_keys != expected_keys:
             missing = sorted(expected_keys - actual_keys, key=repr)
             extra = sorted(actual_keys - expected_keys, key=repr)
-            raise _Mismatch(
+            raise _MismatchError(
                 AssertionError,
                 "The keys of the mappings do not match:\n"
                 f"Missing keys in the actual mapping: {missing}\n"
@@ -148,7 +148,7 @@ def _compare(actual: Any, expected: Any, path: tuple, options: dict) -> None:
 
 
 def _unsupported(actual: Any, expected: Any, path: tuple) -> None:
-    raise _Mismatch(
+    raise _MismatchError(
         TypeError,
         f"No comparison pair was able to handle inputs of type {type(actual)} and "
         f"{type(expected)}.",
@@ -165,7 +165,7 @@ def _tolerances(options: dict, *precisions: tuple[float, float]) -> tuple[float,
 def _compare_numbers(actual: Any, expected: Any, path: tuple, options: dict) -> None:
     kinds = [float if isinstance(v, float | np.floating) else int for v in (actual, expected)]
     if options["check_dtype"] and type(actual) is not type(expected):
-        raise _Mismatch(
+        raise _MismatchError(
             AssertionError,
             f"The (d)types do not match: {type(actual)} != {type(expected)}.",
             path,
@@ -177,7 +177,7 @@ def _compare_numbers(actual: Any, expected: Any, path: tuple, options: dict) -> 
     if actual == expected or difference <= atol + rtol * abs(expected):
         return
     relative = math.inf if expected == 0 else difference / abs(expected)
-    raise _Mismatch(
+    raise _MismatchError(
         AssertionError,
         _mismatch_message(
             "Scalars",
@@ -193,8 +193,8 @@ def _isnan(value: Any) -> bool:
     return isinstance(value, float | np.floating) and math.isnan(value)
 
 
-def _attribute_mismatch(name: str, actual: Any, expected: Any, path: tuple) -> _Mismatch:
-    return _Mismatch(
+def _attribute_mismatch(name: str, actual: Any, expected: Any, path: tuple) -> _MismatchError:
+    return _MismatchError(
         AssertionError,
         f"The values for attribute '{name}' do not match: {actual} != {expected}.",
         path,
@@ -249,7 +249,7 @@ def _compare_tensors(actual: Any, expected: Any, path: tuple, options: dict, arr
     total = int(flat_m.size)
     abs_at = int(np.argmax(absolute))
     rel_at = int(np.argmax(relative))
-    raise _Mismatch(
+    raise _MismatchError(
         AssertionError,
         _mismatch_message(
             "Tensor-likes",
@@ -343,7 +343,9 @@ def make_tensor(
     if noncontiguous:
         result = result[..., 1::2]
     if exclude_zero:
-        replacement = 1 if integral else float(np.finfo(np.float32 if dtype is float32 else np.float64).tiny)
+        replacement = (
+            1 if integral else float(np.finfo(np.float32 if dtype is float32 else np.float64).tiny)
+        )
         result = result.masked_fill(result == 0, replacement)
     if not integral:
         result.requires_grad = requires_grad

@@ -57,7 +57,7 @@ def _outcome(lib, case):
     actual, expected, options = case
     try:
         lib.testing.assert_close(_build(lib, actual), _build(lib, expected), **options)
-    except Exception as error:  # noqa: BLE001 (the type is part of the outcome)
+    except Exception as error:
         text = str(error).replace("kernelgrad.tensor.Tensor", "torch.Tensor")
         return type(error).__name__, text.replace("kg.", "torch.")
     return "passed", ""
@@ -80,7 +80,7 @@ def test_assert_close_messages_and_arrays():
     with pytest.raises(AssertionError, match=r"'stride\(\)' do not match: \(1, 2\) != \(2, 1\)"):
         assert_close(kg.ones(2, 2).t(), kg.ones(2, 2), check_stride=True)
     assert_close(kg.ones(2, 2).t(), kg.ones(2, 2))
-    with pytest.raises(AssertionError, match="^Xtensor-likes|^XTensor-likes"):
+    with pytest.raises(AssertionError, match=r"^XTensor-likes are not close"):
         assert_close(kg.ones(2), kg.zeros(2), msg=lambda m: "X" + m)
     with pytest.raises(TypeError, match="No comparison pair"):
         assert_close(np.ones(2), kg.ones(2, dtype=kg.float64))
@@ -93,7 +93,7 @@ def test_assert_close_checks_the_device(device):
         with pytest.raises(AssertionError, match="attribute 'device' do not match"):
             assert_close(a, kg.ones(2))
         assert_close(a, kg.ones(2), check_device=False)
-    with pytest.raises(AssertionError, match="Greatest absolute difference: 1.0 at index"):
+    with pytest.raises(AssertionError, match=r"Greatest absolute difference: 1\.0 at index"):
         assert_close(a, kg.zeros(2, device=device))
 
 
@@ -113,7 +113,7 @@ def test_make_tensor_ranges_layouts_and_refusals():
     assert set(nz.numpy().tolist()) == {1}
     f = make_tensor(2, dtype=kg.float32, device="cpu", low=0.5, high=0.75).numpy()
     assert ((f >= 0.5) & (f < 0.75)).all()
-    with pytest.raises(ValueError, match="requires_grad=True.* not supported"):
+    with pytest.raises(ValueError, match=r"requires_grad=True.* not supported"):
         make_tensor(2, dtype=kg.int64, device="cpu", requires_grad=True)
     with pytest.raises(ValueError, match="`low` must be less than `high`"):
         make_tensor(2, dtype=kg.int64, device="cpu", low=3, high=1)

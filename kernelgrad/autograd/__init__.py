@@ -1110,6 +1110,17 @@ class Variable(metaclass=_VariableMeta):
 
 
 from . import functional  # noqa: E402
+
+
+def __getattr__(name: str) -> Any:
+    """``kg.autograd.profiler`` (torch.autograd.profiler), imported on first use."""
+    if name == "profiler":
+        import importlib
+
+        return importlib.import_module(".profiler", __name__)
+    raise AttributeError(f"module 'kernelgrad.autograd' has no attribute {name!r}")
+
+
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402
 
 __all__ += [

@@ -130,7 +130,11 @@ def checkpoint(
 
 
 def checkpoint_sequential(
-    functions: Any, segments: int, input: Any, use_reentrant: bool | None = None, **kwargs: Any
+    functions: Any,
+    segments: int,
+    input: Any,  # noqa: A002 (PyTorch's name)
+    use_reentrant: bool | None = None,
+    **kwargs: Any,
 ) -> Any:
     """Run ``functions`` (a ``kg.nn.Sequential`` or a list of modules or functions) in
     order on ``input``, in ``segments`` pieces of which all but the last are
@@ -165,7 +169,7 @@ def checkpoint_sequential(
     end = -1
     for start in range(0, segment_size * (segments - 1), segment_size):
         end = start + segment_size - 1
-        input = checkpoint(
+        input = checkpoint(  # noqa: A001
             run_function(start, end),
             input,
             use_reentrant=use_reentrant,

@@ -32,7 +32,7 @@ def _block(lib, x, b, w1, w2, scale, p=0.0):
 def _grads(lib, reentrant, use_checkpoint, p=0.0, device="cpu", seed=0):
     to = (lambda a: lib.tensor(a, device=device, requires_grad=True)) if lib is kg else None
     if lib is not kg:
-        to = lambda a: lib.tensor(a, requires_grad=True)  # noqa: E731
+        to = lambda a: lib.tensor(a, requires_grad=True)
     x, b, w1, w2 = to(X), to(B), to(W1), to(W2)
     lib.manual_seed(seed)
     if use_checkpoint:
@@ -58,7 +58,7 @@ def test_gradients_equal_the_plain_run_with_dropout_inside(reentrant, device):
 @pytest.mark.parametrize("reentrant", [True, False])
 def test_gradients_match_pytorch_checkpoint(reentrant):
     import torch
-    import torch.utils.checkpoint  # noqa: F401
+    import torch.utils.checkpoint
 
     theirs, y_theirs = _grads(torch, reentrant, True)
     ours, y_ours = _grads(kg, reentrant, True)
@@ -109,7 +109,7 @@ def test_non_reentrant_works_with_autograd_grad_and_keyword_arguments():
 def test_reentrant_refuses_grad_keywords_and_warns_like_pytorch():
     x = kg.tensor(X, requires_grad=True)
     y = checkpoint(lambda x: (x * x).sum(), x, use_reentrant=True)
-    with pytest.raises(RuntimeError, match="use_reentrant=True.*incompatible with .grad"):
+    with pytest.raises(RuntimeError, match=r"use_reentrant=True.*incompatible with \.grad"):
         kg.autograd.grad(y, x)
     with pytest.raises(ValueError, match="Unexpected keyword arguments: power"):
         checkpoint(lambda x, power: x, x, power=2, use_reentrant=True)

@@ -107,7 +107,6 @@ MODULE_ADVICE = {
     "float16": "kernelgrad has float32 and float64 only: use kg.float32",
     "bfloat16": "kernelgrad has float32 and float64 only: use kg.float32",
     "complex64": "kernelgrad has no complex dtypes",
-    "jit": "kernelgrad has no TorchScript: kg.compile traces and fuses a function instead",
     "vmap": "kernelgrad has no vmap: write the batch dimension explicitly, or a @kg.kernel",
     "func": "kernelgrad has no torch.func: kg.autograd.grad gives gradients",
     "fft": "kernelgrad has no FFTs",

@@ -345,8 +345,36 @@ def record(
             meta.append(None)
     if not needed:
         return
-    output._node = Node(name, tuple(edges), tuple(meta), vjp, saved)
+    node = output._node = Node(name, tuple(edges), tuple(meta), vjp, saved)
     output.requires_grad = True
+    if _node_logs:  # kg.utils.checkpoint is finding the nodes a function creates
+        log = _node_logs.get(threading.get_ident())
+        if log is not None:
+            log.append(node)
+
+
+# The nodes recorded on a thread while kg.utils.checkpoint runs a function there (thread
+# id -> list); see :func:`logging_nodes`.
+_node_logs: dict[int, list[Node]] = {}
+
+
+class logging_nodes:
+    """``with logging_nodes() as nodes:`` lists every node recorded on this thread in
+    the block (kg.utils.checkpoint tells the nodes a function created from those it
+    reached through captured tensors). Blocks nest; an inner block's nodes are its own."""
+
+    def __enter__(self) -> list[Node]:
+        self._thread = threading.get_ident()
+        self._previous = _node_logs.get(self._thread)
+        nodes: list[Node] = []
+        _node_logs[self._thread] = nodes
+        return nodes
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._previous is None:
+            del _node_logs[self._thread]
+        else:
+            _node_logs[self._thread] = self._previous
 
 
 # Installed by ops/inplace.py (autograd sits below the ops that build the new history).
@@ -1082,6 +1110,17 @@ class Variable(metaclass=_VariableMeta):
 
 
 from . import functional  # noqa: E402
+
+
+def __getattr__(name: str) -> Any:
+    """``kg.autograd.profiler`` (torch.autograd.profiler), imported on first use."""
+    if name == "profiler":
+        import importlib
+
+        return importlib.import_module(".profiler", __name__)
+    raise AttributeError(f"module 'kernelgrad.autograd' has no attribute {name!r}")
+
+
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402
 
 __all__ += [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -368,10 +369,16 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
 
 # --- counting launches ------------------------------------------------------------------------
 class LaunchCounter:
+    timed = False  # kg.profiler's counter times each backend primitive (timed_launch)
+
     def __init__(self) -> None:
         self.count = 0
         self.depth = 0
         self.names: list[str] = []
+
+    def timed_launch(self, start: float, end: float) -> None:
+        """The primitive whose name was appended last ran from ``start`` to ``end``
+        (``time.perf_counter``; called only when ``timed``)."""
 
 
 _COUNTED = (
@@ -395,9 +402,16 @@ def count_launches() -> Iterator[LaunchCounter]:
     >>> counter.count
     2
     """
+    with watch_launches(LaunchCounter()) as counter:
+        yield counter
+
+
+@contextlib.contextmanager
+def watch_launches(counter: LaunchCounter) -> Iterator[LaunchCounter]:
+    """What :func:`count_launches` does, with a counter of the caller's (kg.profiler
+    gives one that also times each launch)."""
     from ..backends import loaded_backends
 
-    counter = LaunchCounter()
     saved: list[tuple[Any, str, Any]] = []
     for backend in loaded_backends().values():
         for name in _COUNTED:
@@ -416,10 +430,13 @@ def count_launches() -> Iterator[LaunchCounter]:
                     label = f"{args[0].name}[{len(args[1])} tensors]"
                 counter.names.append(label)
                 counter.depth += 1
+                start = time.perf_counter() if counter.timed else 0.0
                 try:
                     return _original(*args)
                 finally:
                     counter.depth -= 1
+                    if counter.timed:
+                        counter.timed_launch(start, time.perf_counter())
 
             saved.append((backend, name, backend.__dict__.get(name, _MISSING)))
             setattr(backend, name, counted)

@@ -961,10 +961,14 @@ def seed() -> int:
 
 
 def initial_seed() -> int:
-    """The seed given to ``kg.manual_seed`` (or ``kg.seed``); the default seed before."""
-    from .creation import _SeedState
+    """The seed given to ``kg.manual_seed`` (or ``kg.seed``); before either, the seed the
+    CPU generator drew for itself at start (a random one: kernelgrad's streams start
+    unseeded, where PyTorch's start from a fixed default)."""
+    from .creation import _SeedState, get_rng_state
 
-    return 0 if _SeedState.seed is None else int(_SeedState.seed)
+    if _SeedState.seed is None:
+        return int(get_rng_state("cpu")["seed"])
+    return int(_SeedState.seed)
 
 
 def scalar_tensor(

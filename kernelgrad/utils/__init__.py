@@ -19,6 +19,7 @@ import importlib
 from typing import Any
 
 _SUBMODULES = ("data", "hooks", "tensorboard")
+_SUBMODULES += ("checkpoint",)  # torch.utils.checkpoint (activation checkpointing)
 
 
 def __getattr__(name: str) -> Any:

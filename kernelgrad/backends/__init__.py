@@ -53,3 +53,14 @@ def record_kernel_launch(program: KernelProgram, launch: KernelLaunch) -> None:
     if recording.active():
         kernel_module = importlib.import_module("kernelgrad.backends.cuda.kernel_module")
         kernel_module.record(program, launch)
+
+
+# torch.backends' modules (torch.backends.cudnn.benchmark = True, torch.backends.mps.
+# is_available(), torch.backends.cuda.matmul): see torch_settings.py
+_TORCH_SETTINGS = ("cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp", "opt_einsum")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_SETTINGS:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'kernelgrad.backends' has no attribute {name!r}")

@@ -39,6 +39,13 @@ from .memory import HostBufferCache
 _ACC_SUM = {"float32": float64, "float64": float64}
 
 
+def get_cpu_capability() -> str:
+    """``torch.backends.cpu.get_cpu_capability()``: the widest SIMD the CPU has."""
+    from ..torch_settings import cpu_capability
+
+    return cpu_capability()
+
+
 def _parallel_threshold() -> int:
     """Below this many elements (or work items) a kernel runs on the calling thread:
     waking the sleeping worker threads for a parallel region costs more than the work.

@@ -23,6 +23,52 @@ See docs/cuda.md.
 from __future__ import annotations
 
 from ...device import Device
+from ..torch_settings import SDP, CudaMatmul, sdp_kernel
+
+# torch.backends.cuda's switches (kernelgrad/backends/torch_settings.py): kept as set
+matmul = CudaMatmul()
+
+
+def is_built() -> bool:
+    """Whether kernelgrad can run CUDA code: numba-cuda installed (the ``cuda`` extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("numba.cuda") is not None
+
+
+def enable_flash_sdp(enabled: bool) -> None:
+    SDP.flash = bool(enabled)
+
+
+def flash_sdp_enabled() -> bool:
+    return SDP.flash
+
+
+def enable_mem_efficient_sdp(enabled: bool) -> None:
+    SDP.mem_efficient = bool(enabled)
+
+
+def mem_efficient_sdp_enabled() -> bool:
+    return SDP.mem_efficient
+
+
+def enable_math_sdp(enabled: bool) -> None:
+    SDP.math = bool(enabled)
+
+
+def math_sdp_enabled() -> bool:
+    return SDP.math
+
+
+def enable_cudnn_sdp(enabled: bool) -> None:
+    SDP.cudnn = bool(enabled)
+
+
+def cudnn_sdp_enabled() -> bool:
+    return SDP.cudnn
+
+
+__all__ = ["create_backend", "is_built", "matmul", "sdp_kernel"]
 
 
 def create_backend(device: Device):  # -> CUDABackend (imported lazily with numba-cuda)

@@ -579,6 +579,8 @@ _LAZY_SUBMODULES = (
     "distributed",
     "amp",
 )
+# torch.distributions (kernelgrad/distributions/)
+_LAZY_SUBMODULES += ("distributions",)
 # Names that live in a lazily imported module: kg.index() and friends (kernel markers),
 # kg.elementwise (fused scalar functions), kg.custom_vjp (user backward passes).
 _LAZY_ATTRIBUTES = {

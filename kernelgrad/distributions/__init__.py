@@ -18,10 +18,13 @@ from __future__ import annotations
 from . import constraints
 from .bernoulli import Bernoulli
 from .categorical import Categorical
+from .discrete import Binomial, Geometric, Poisson
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
+from .gamma import Beta, Dirichlet, Gamma
 from .independent import Independent
 from .kl import kl_divergence, register_kl
+from .laplace_exponential import Exponential, Laplace
 from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
@@ -29,6 +32,14 @@ from .uniform import Uniform
 
 __all__ = [
     "Bernoulli",
+    "Beta",
+    "Binomial",
+    "Dirichlet",
+    "Exponential",
+    "Gamma",
+    "Geometric",
+    "Laplace",
+    "Poisson",
     "Categorical",
     "Distribution",
     "ExponentialFamily",

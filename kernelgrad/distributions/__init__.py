@@ -15,7 +15,7 @@ written in differentiable Tensor ops and drawing from kernelgrad's random genera
 
 from __future__ import annotations
 
-from . import constraints
+from . import constraints, transforms
 from .bernoulli import Bernoulli
 from .categorical import Categorical
 from .discrete import Binomial, Geometric, Poisson
@@ -25,12 +25,41 @@ from .gamma import Beta, Dirichlet, Gamma
 from .independent import Independent
 from .kl import kl_divergence, register_kl
 from .laplace_exponential import Exponential, Laplace
+from .mixture_same_family import MixtureSameFamily
 from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical, OneHotCategoricalStraightThrough
+from .transformed_distribution import (
+    ExpRelaxedCategorical,
+    Gumbel,
+    LogNormal,
+    RelaxedOneHotCategorical,
+    TransformedDistribution,
+)
+from .transforms import (
+    AffineTransform,
+    ComposeTransform,
+    ExpTransform,
+    SigmoidTransform,
+    TanhTransform,
+    Transform,
+)
 from .uniform import Uniform
 
 __all__ = [
+    "AffineTransform",
+    "ComposeTransform",
+    "ExpRelaxedCategorical",
+    "ExpTransform",
+    "Gumbel",
+    "LogNormal",
+    "MixtureSameFamily",
+    "RelaxedOneHotCategorical",
+    "SigmoidTransform",
+    "TanhTransform",
+    "Transform",
+    "TransformedDistribution",
+    "transforms",
     "Bernoulli",
     "Beta",
     "Binomial",

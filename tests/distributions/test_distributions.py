@@ -649,3 +649,24 @@ def test_relaxed_and_mixture_gradients():
     # d/dw log(sum softmax(w)_k N(x; mu_k)) = posterior - prior
     post = np.array([np.exp(-8.0), 1.0]) / (1 + np.exp(-8.0))
     np.testing.assert_allclose(as_numpy(grad), post - 0.5, rtol=1e-5)
+
+
+def test_torch_module_paths_resolve_under_the_alias():
+    from kernelgrad.torch_alias import aliased
+
+    with aliased():
+        import torch.distributions as td
+        from torch.distributions import constraints as tc
+        from torch.distributions.beta import Beta
+        from torch.distributions.categorical import Categorical
+        from torch.distributions.kl import kl_divergence
+        from torch.distributions.relaxed_categorical import RelaxedOneHotCategorical
+        from torch.distributions.transforms import TanhTransform
+
+    assert td is D and tc is constraints and kl_divergence is D.kl_divergence
+    assert (Beta, Categorical, RelaxedOneHotCategorical) == (
+        D.Beta,
+        D.Categorical,
+        D.RelaxedOneHotCategorical,
+    )
+    assert TanhTransform is D.transforms.TanhTransform

@@ -670,3 +670,18 @@ def test_torch_module_paths_resolve_under_the_alias():
         D.RelaxedOneHotCategorical,
     )
     assert TanhTransform is D.transforms.TanhTransform
+
+
+def test_tiny_gamma_and_transformed_cases_on_every_backend(device):
+    kg.manual_seed(0)
+    alpha = kg.tensor([0.5, 2.0], device=device, requires_grad=True)
+    x = D.Gamma(alpha, 1.0).rsample()
+    assert x.device.type == device and np.all(as_numpy(x.detach()) > 0)
+    (grad,) = kg.autograd.grad(x.sum(), [alpha])
+    assert np.all(np.isfinite(as_numpy(grad)))
+    lognormal = D.LogNormal(kg.tensor([0.0], device=device), kg.tensor([0.5], device=device))
+    np.testing.assert_allclose(
+        as_numpy(lognormal.log_prob(kg.tensor([2.0], device=device))),
+        [-np.log(2.0) - np.log(0.5) - 0.5 * np.log(2 * np.pi) - np.log(2.0) ** 2 / 0.5],
+        rtol=1e-5,
+    )

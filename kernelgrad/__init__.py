@@ -582,6 +582,8 @@ _LAZY_SUBMODULES = (
 # torch.random, torch.testing, torch.jit, torch.profiler (kernelgrad/random.py, testing.py,
 # jit.py, profiler.py)
 _LAZY_SUBMODULES += ("random", "testing", "jit", "profiler")
+# torch.distributions (kernelgrad/distributions/)
+_LAZY_SUBMODULES += ("distributions",)
 # Names that live in a lazily imported module: kg.index() and friends (kernel markers),
 # kg.elementwise (fused scalar functions), kg.custom_vjp (user backward passes).
 _LAZY_ATTRIBUTES = {

@@ -21,7 +21,8 @@ PACKAGE = Path(kg.__file__).resolve().parent
 
 
 def _layer_files() -> list[Path]:
-    return sorted([*(PACKAGE / "nn").rglob("*.py"), *(PACKAGE / "optim").rglob("*.py")])
+    layers = ("nn", "optim", "distributions")
+    return sorted(path for layer in layers for path in (PACKAGE / layer).rglob("*.py"))
 
 
 def _imports_compile(node: ast.AST) -> bool:

@@ -1,0 +1,5 @@
+"""torch.distributions.binomial (defined in ``discrete.py``)."""
+
+from .discrete import Binomial
+
+__all__ = ["Binomial"]

@@ -1,0 +1,5 @@
+"""torch.distributions.geometric (defined in ``discrete.py``)."""
+
+from .discrete import Geometric
+
+__all__ = ["Geometric"]

@@ -1,0 +1,5 @@
+"""torch.distributions.poisson (defined in ``discrete.py``)."""
+
+from .discrete import Poisson
+
+__all__ = ["Poisson"]

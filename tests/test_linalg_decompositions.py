@@ -423,3 +423,17 @@ def test_on_device(device):
     np.testing.assert_allclose(a.grad.cpu().numpy(), ta.grad.numpy(), rtol=1e-10)
     with pytest.raises(kg.linalg.LinAlgError, match="singular"):
         kg.linalg.inv(kg.zeros(2, 2, device=device))
+
+
+def test_results_of_one_matrix_have_pytorchs_shapes():
+    """A single matrix's determinant, rank, info... are 0-d, as in PyTorch (a copy back from
+    the host once made them (1,))."""
+    matrix = np.array([[1.0, 2.0], [3.0, 1.0]])
+    names = ["det", "slogdet", "inv_ex", "matrix_rank", "cond", "cholesky_ex", "solve_ex"]
+    for name in names:
+        args = (matrix, matrix) if name == "solve_ex" else (matrix,)
+        ours = getattr(kg.linalg, name)(*(kg.tensor(a) for a in args))
+        theirs = getattr(torch.linalg, name)(*(torch.tensor(a) for a in args))
+        ours = ours if isinstance(ours, tuple) else (ours,)
+        theirs = theirs if isinstance(theirs, tuple) else (theirs,)
+        assert [tuple(t.shape) for t in ours] == [tuple(t.shape) for t in theirs], name

@@ -1,5 +1,5 @@
 """torch.distributions.MultivariateNormal (the Cholesky factorisation and triangular
-solves in Tensor ops, ``_linalg.py``)."""
+solves from kg.linalg, ``_linalg.py``)."""
 
 from __future__ import annotations
 

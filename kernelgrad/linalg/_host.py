@@ -34,11 +34,10 @@ def to_device(values: Any, like: Tensor, dtype: Any = None) -> Tensor:
     unless ``dtype`` is given."""
     from ..ops.creation import tensor
 
-    return tensor(
-        np.ascontiguousarray(values),
-        dtype=like.dtype if dtype is None else dtype,
-        device=like.device,
-    )
+    values = np.asarray(values)
+    if not values.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+        values = values.copy()
+    return tensor(values, dtype=like.dtype if dtype is None else dtype, device=like.device)
 
 
 def operand(x: Tensor) -> Tensor:

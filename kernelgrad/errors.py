@@ -32,6 +32,11 @@ class DeviceMismatchError(RuntimeError):
     """An operation received tensors that live on different devices."""
 
 
+class ParameterDeviceError(DeviceMismatchError, TypeError):
+    """Parameters on several devices given where one device is needed
+    (``nn.utils.parameters_to_vector``; PyTorch raises ``TypeError`` there)."""
+
+
 class ScalarAccessError(RuntimeError):
     """Element-by-element access to accelerator memory (a device round trip per element)."""
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 from .. import autograd
 from ..errors import ArgumentError
@@ -33,6 +35,22 @@ __all__ = [
     "kaiming_uniform_",
     "kaiming_normal_",
     "trunc_normal_",
+    "orthogonal_",
+    "eye_",
+    "dirac_",
+    "sparse_",
+    # PyTorch's deprecated names without the underscore (FutureWarning)
+    "uniform",
+    "normal",
+    "constant",
+    "eye",
+    "dirac",
+    "xavier_uniform",
+    "xavier_normal",
+    "kaiming_uniform",
+    "kaiming_normal",
+    "orthogonal",
+    "sparse",
 ]
 
 
@@ -169,6 +187,141 @@ def trunc_normal_(
         source = make_tensor(values[:count].reshape(tensor.shape), dtype=tensor.dtype)
         tensor.copy_(source)
     return tensor
+
+
+def _normal_samples(tensor: Tensor, shape: tuple, generator: Any) -> Tensor:
+    from ..ops.creation import randn
+
+    return randn(*shape, generator=generator, dtype=tensor.dtype, device=tensor.device)
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+    """Fill with a (semi-)orthogonal matrix (Saxe et al.), PyTorch's algorithm: the Q of
+    the QR decomposition of a normal (rows, numel // rows) matrix (transposed when it is
+    wide), its columns' signs set by R's diagonal, times ``gain``. The samples come from
+    kernelgrad's generator on the tensor's device; the QR runs on the host (NumPy)."""
+    import numpy as np
+
+    from ..ops.creation import tensor as make_tensor
+
+    if tensor.ndim < 2:
+        raise ArgumentError(
+            f"orthogonal_: only tensors with 2 or more dimensions are supported, got shape "
+            f"{tensor.shape}"
+        )
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    with autograd.no_grad():
+        flat = _normal_samples(tensor, (rows, cols), generator).cpu().numpy().astype(np.float64)
+        if rows < cols:
+            flat = flat.T
+        q, r = np.linalg.qr(flat)
+        q = q * np.sign(np.diag(r))
+        if rows < cols:
+            q = q.T
+        source = make_tensor(q.reshape(tensor.shape) * gain, dtype=tensor.dtype)
+        tensor.copy_(source.to(tensor.device))
+    return tensor
+
+
+def eye_(tensor: Tensor) -> Tensor:
+    """Fill a 2-d tensor with the identity matrix (ones on the diagonal of a rectangular
+    one), keeping the identity of the inputs in ``Linear`` layers."""
+    from ..ops.creation import eye as make_eye
+
+    if tensor.ndim != 2:
+        raise ArgumentError(
+            f"eye_: only tensors with 2 dimensions are supported, got shape {tensor.shape}"
+        )
+    with autograd.no_grad():
+        tensor.copy_(make_eye(*tensor.shape, dtype=tensor.dtype, device=tensor.device))
+    return tensor
+
+
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
+    """Fill a 3-, 4- or 5-d convolution weight with the Dirac delta: each of the first
+    min(out_channels // groups, in_channels) output channels of every group copies its
+    input channel at the kernel's centre (the convolution is the identity there)."""
+    import numpy as np
+
+    from ..ops.creation import tensor as make_tensor
+
+    if tensor.ndim not in (3, 4, 5):
+        raise ArgumentError(
+            f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, got shape "
+            f"{tensor.shape}"
+        )
+    if tensor.shape[0] % groups != 0:
+        raise ArgumentError(
+            f"dirac_: dim 0 must be divisible by groups, got {tensor.shape[0]} channels "
+            f"and groups={groups}"
+        )
+    per_group = tensor.shape[0] // groups
+    values = np.zeros(tensor.shape)
+    centre = tuple(size // 2 for size in tensor.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, tensor.shape[1])):
+            values[(g * per_group + d, d, *centre)] = 1.0
+    with autograd.no_grad():
+        tensor.copy_(make_tensor(values, dtype=tensor.dtype).to(tensor.device))
+    return tensor
+
+
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator: Any = None) -> Tensor:
+    """Fill a 2-d tensor with N(0, std**2) samples, then set ceil(sparsity * rows)
+    randomly chosen entries of every column to zero (Martens, 2010), as PyTorch does."""
+    import numpy as np
+
+    from ..ops.composite import randperm
+    from ..ops.creation import tensor as make_tensor
+
+    if tensor.ndim != 2:
+        raise ArgumentError(
+            f"sparse_: only tensors with 2 dimensions are supported, got shape {tensor.shape}"
+        )
+    rows, cols = tensor.shape
+    num_zeros = math.ceil(sparsity * rows)
+    keep = np.ones((rows, cols))
+    for col in range(cols):
+        zero_rows = randperm(rows, generator=generator).numpy()[:num_zeros]
+        keep[zero_rows, col] = 0.0
+    with autograd.no_grad():
+        samples = _normal_samples(tensor, (rows, cols), generator) * std
+        mask = make_tensor(keep, dtype=tensor.dtype).to(tensor.device)
+        tensor.copy_(samples * mask)
+    return tensor
+
+
+def _deprecated(function: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    new_name = function.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args: Any, **kwargs: Any) -> Tensor:
+        warnings.warn(
+            f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return function(*args, **kwargs)
+
+    deprecated_init.__doc__ = f"Deprecated: :func:`{new_name}` (with PyTorch's FutureWarning)."
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old_name
+    return deprecated_init
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)
 
 
 def default_linear_init_(weight: Tensor, bias: Tensor | None) -> None:

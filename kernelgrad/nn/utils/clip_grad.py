@@ -7,6 +7,8 @@ factor stays a device tensor), so on CUDA they do not wait for the device; only
 from __future__ import annotations
 
 import math
+import types
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -73,16 +75,66 @@ def clip_grad_norm_(
     >>> [round(v, 4) for v in w.grad.tolist()]
     [0.6, 0.8]
     """
+    if not isinstance(parameters, Tensor):
+        is_generator = isinstance(parameters, types.GeneratorType)
+        parameters = list(parameters)
+        if is_generator and not parameters:
+            warnings.warn(
+                "`parameters` is an empty generator, no gradient clipping will occur.",
+                stacklevel=2,
+            )
     grads = _gradients(parameters)
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(parameters, max_norm, total)
+    return total
+
+
+def clip_grads_with_norm_(
+    parameters: Iterable[Tensor] | Tensor,
+    max_norm: float,
+    total_norm: Tensor,
+    foreach: bool | None = None,
+) -> None:
+    """Scale the gradients of ``parameters`` in place by
+    ``min(max_norm / (total_norm + 1e-6), 1)``, a total norm computed before (by
+    :func:`get_total_norm`, possibly over several groups); the second half of
+    :func:`clip_grad_norm_`.
+
+    >>> import kernelgrad as kg
+    >>> w = kg.nn.Parameter(kg.zeros(2))
+    >>> w.grad = kg.tensor([3.0, 4.0])
+    >>> kg.nn.utils.clip_grads_with_norm_([w], 1.0, kg.tensor(10.0))
+    >>> [round(v, 4) for v in w.grad.tolist()]
+    [0.3, 0.4]
+    """
+    grads = _gradients(parameters)
+    max_norm = float(max_norm)
     if not grads:
-        return total
+        return
+    if not isinstance(total_norm, Tensor):
+        total_norm = tensor(float(total_norm))
     with autograd.no_grad():
         # PyTorch's factor: max_norm / (total + 1e-6), capped at 1 (no device read)
-        scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        scale = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
         for grad in grads:
-            grad.mul_(scale.to(grad.dtype))
-    return total
+            grad.mul_(scale.to(grad.device).to(grad.dtype))
+
+
+def clip_grad_norm(
+    parameters: Iterable[Tensor] | Tensor,
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
+    """Deprecated: :func:`clip_grad_norm_` (with PyTorch's ``FutureWarning``)."""
+    warnings.warn(
+        "`torch.nn.utils.clip_grad_norm` is now deprecated in favor of "
+        "`torch.nn.utils.clip_grad_norm_`.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 def clip_grad_value_(

@@ -11,21 +11,17 @@ PyTorch 2.13's names, state-dict keys and defaults.
 >>> bool(((q @ q.T - kg.eye(3)).abs().max() < 1e-5).item())
 True
 
-The orthogonal maps are built from matrix products and elementwise operations only, so
-they run on every device and are differentiable: ``matrix_exp`` by scaling and squaring a
-Taylor polynomial (degree 18 on a matrix of 1-norm at most 1/2, below float64's
-rounding; the scaling reads the norm, one scalar from the device per forward),
-``cayley`` by Gauss-Jordan elimination of ``(I - A/2) Q = I + A/2`` without pivoting
-(stable here: the matrix's symmetric part is the identity, so every pivot is at least
-1), ``householder`` as the product of the reflections. ``right_inverse`` (assigning
-to the weight, and registration) runs its QR decompositions on the host, with NumPy.
+The orthogonal maps are differentiable: ``matrix_exp`` is ``kg.linalg.matrix_exp``
+(scaling and squaring a Padé approximant), ``cayley`` solves ``(I - A/2) Q = I + A/2``
+with ``kg.linalg.solve``, ``householder`` is the product of the reflections, written with
+matrix products. ``right_inverse`` (assigning to the weight, and registration) runs its
+QR decompositions on the host, with NumPy.
 """
 
 # ruff: noqa: N803, N806  (PyTorch's matrix names: A, Q, X, ...)
 
 from __future__ import annotations
 
-import math
 from enum import Enum, auto
 
 import numpy as np
@@ -47,44 +43,18 @@ __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
 # --- orthogonal ----------------------------------------------------------------------------
 def _matrix_exp(A: Tensor) -> Tensor:
-    """exp(A) of a (batch of) square matrices: Taylor's polynomial of degree 18 on
-    A / 2**s with ||A / 2**s||_1 <= 1/2, squared s times (differentiable)."""
-    with autograd.no_grad():
-        norm = float(A.abs().sum(dim=-2).amax().item())
-    if not math.isfinite(norm):
-        raise ArgumentError(
-            f"orthogonal: the skew-symmetric matrix has a non-finite entry (1-norm {norm}); "
-            "the parametrized weight's original holds NaN or inf"
-        )
-    squarings = max(0, math.ceil(math.log2(norm / 0.5))) if norm > 0.5 else 0
-    scaled = A / float(2**squarings)
-    n = A.shape[-1]
-    identity = eye(n, dtype=A.dtype, device=A.device)
-    # Horner: I + B(I + B/2(I + B/3(...)))
-    result = identity + scaled / 18.0
-    for k in range(17, 0, -1):
-        result = identity + (scaled @ result) / float(k)
-    for _ in range(squarings):
-        result = result @ result
-    return result
+    """exp(A) of a (batch of) square matrices (``kg.linalg.matrix_exp``)."""
+    from ... import linalg
+
+    return linalg.matrix_exp(A)
 
 
 def _cayley(A: Tensor) -> Tensor:
-    """(I - A/2)^-1 (I + A/2) for skew-symmetric A, by Gauss-Jordan elimination (no
-    pivoting is needed: the symmetric part of I - A/2 is I, so the pivots are >= 1)."""
-    n = A.shape[-1]
-    identity = eye(n, dtype=A.dtype, device=A.device)
-    M = identity - 0.5 * A
-    B = identity + 0.5 * A
-    for k in range(n):
-        e_k = identity[:, k : k + 1]  # column with 1 at row k
-        pivot = M[..., k : k + 1, k : k + 1]
-        row_m = M[..., k : k + 1, :] / pivot
-        row_b = B[..., k : k + 1, :] / pivot
-        factors = M[..., :, k : k + 1] * (1.0 - e_k)
-        M = M - factors * row_m + e_k * (row_m - M[..., k : k + 1, :])
-        B = B - factors * row_b + e_k * (row_b - B[..., k : k + 1, :])
-    return B
+    """(I - A/2)^-1 (I + A/2) for skew-symmetric A (``kg.linalg.solve``)."""
+    from ... import linalg
+
+    identity = eye(A.shape[-1], dtype=A.dtype, device=A.device)
+    return linalg.solve(identity - 0.5 * A, identity + 0.5 * A)
 
 
 def _householder_product(A: Tensor, tau: Tensor) -> Tensor:

@@ -258,6 +258,23 @@ class Tensor:
     def data(self) -> Tensor:
         return self.detach()
 
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        """``x.data = y``: ``x`` now holds ``y``'s memory (shared: in-place changes to one
+        show in the other), shape, dtype and device, keeping its own identity, gradient
+        flag, ``.grad`` and history, as PyTorch does (``param.data = new_values``)."""
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"Tensor.data must be a Tensor, got {type(value).__name__}; use "
+                "`x.data = kg.tensor(values)` or `x.data.copy_(values)`"
+            )
+        self._storage = value._storage
+        self.shape = value.shape
+        self._strides = value._strides
+        self._offset = value._offset
+        self.dtype = value.dtype
+        self._base = None
+
     @property
     def T(self) -> Tensor:
         return self.permute(*reversed(range(self.ndim)))

@@ -97,16 +97,23 @@ def _fan(tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
-    """Fill with samples from U(a, b)."""
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
+    """Fill with samples from U(a, b) (from ``generator``, a ``kg.Generator``, if given)."""
     with autograd.no_grad():
-        return _uniform(tensor, a, b)
+        if generator is None:
+            return _uniform(tensor, a, b)
+        from ..ops.creation import rand
+
+        samples = rand(*tensor.shape, generator=generator, dtype=tensor.dtype, device=tensor.device)
+        return tensor.copy_(samples * (b - a) + a)
 
 
-def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
-    """Fill with samples from N(mean, std**2)."""
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+    """Fill with samples from N(mean, std**2) (from ``generator`` if given)."""
     with autograd.no_grad():
-        return _normal(tensor, mean, std)
+        if generator is None:
+            return _normal(tensor, mean, std)
+        return tensor.copy_(_normal_samples(tensor, tensor.shape, generator) * std + mean)
 
 
 def constant_(tensor: Tensor, value: float) -> Tensor:
@@ -122,17 +129,17 @@ def ones_(tensor: Tensor) -> Tensor:
     return constant_(tensor, 1.0)
 
 
-def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
     """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio)."""
     fan_in, fan_out = _fans(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
     """N(0, std**2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _fans(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
 def _zero_elements(tensor: Tensor) -> bool:
@@ -145,7 +152,11 @@ def _zero_elements(tensor: Tensor) -> bool:
 
 
 def kaiming_uniform_(
-    tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
+    tensor: Tensor,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: Any = None,
 ) -> Tensor:
     """U(-b, b) with b = gain * sqrt(3 / fan) (He et al.); ``a`` is the leaky ReLU slope.
     A tensor without elements is left alone, with a warning (as in PyTorch)."""
@@ -153,22 +164,31 @@ def kaiming_uniform_(
         return tensor
     gain = calculate_gain(nonlinearity, a)
     bound = gain * math.sqrt(3.0 / _fan(tensor, mode))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(
-    tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
+    tensor: Tensor,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: str = "leaky_relu",
+    generator: Any = None,
 ) -> Tensor:
     """N(0, std**2) with std = gain / sqrt(fan) (He et al.). A tensor without elements
     is left alone, with a warning (as in PyTorch)."""
     if _zero_elements(tensor):
         return tensor
     gain = calculate_gain(nonlinearity, a)
-    return normal_(tensor, 0.0, gain / math.sqrt(_fan(tensor, mode)))
+    return normal_(tensor, 0.0, gain / math.sqrt(_fan(tensor, mode)), generator)
 
 
 def trunc_normal_(
-    tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0
+    tensor: Tensor,
+    mean: float = 0.0,
+    std: float = 1.0,
+    a: float = -2.0,
+    b: float = 2.0,
+    generator: Any = None,
 ) -> Tensor:
     """N(mean, std**2) restricted to [a, b] (resampled on the host, then copied)."""
     import numpy as np
@@ -177,7 +197,7 @@ def trunc_normal_(
     from ..ops.creation import tensor as make_tensor
 
     # Seeded from kernelgrad's generator, so kg.manual_seed makes it reproducible.
-    rng = np.random.default_rng(int(randint(0, 2**31 - 1, (1,)).item()))
+    rng = np.random.default_rng(int(randint(0, 2**31 - 1, (1,), generator=generator).item()))
     count = tensor.numel()
     values = np.empty(0)
     while values.size < count:

@@ -156,3 +156,29 @@ def test_settings_and_memory():
     t.map_(kg.tensor([1.0, 0.0, 2.0]), lambda a, b: a * b)
     assert t.tolist() == [3.0, 0.0, 14.0]
     assert t.is_set_to(t) and not t.is_set_to(t.clone())
+
+
+@pytest.mark.torch
+def test_assigning_data_and_seeding_init_with_a_generator():
+    import torch
+
+    results = []
+    for lib in (torch, kg):
+        p = lib.nn.Parameter(lib.ones(3))
+        optimizer = lib.optim.SGD([p], lr=0.1)
+        p.data = lib.tensor([1.0, 2.0, 3.0]) * 2  # the idiom: replace a parameter's values
+        (p * p).sum().backward()
+        optimizer.step()
+        shared, source = lib.zeros(2), lib.ones(2)
+        shared.data = source
+        source.add_(1)  # the memory is shared
+        results.append((p.tolist(), p.requires_grad, shared.tolist()))
+    assert results[0] == results[1]
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        kg.ones(2).data = [1.0, 2.0]
+    draws = []
+    for _ in range(2):
+        weight = kg.empty(4, 5)
+        kg.nn.init.kaiming_uniform_(weight, a=5**0.5, generator=kg.Generator().manual_seed(7))
+        draws.append(weight.tolist())
+    assert draws[0] == draws[1]

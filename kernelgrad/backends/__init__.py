@@ -17,6 +17,8 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "cuda": ("kernelgrad.backends.cuda", "create_backend"),
 }
 _INSTANCES: dict[Device, Backend] = {}
+# called with each backend created from now on (kg.compile.count_launches wraps it)
+CREATION_HOOKS: list[Any] = []
 
 
 def get_backend(device: Device) -> Backend:
@@ -29,6 +31,8 @@ def get_backend(device: Device) -> Backend:
         module = importlib.import_module(module_name)
         backend = getattr(module, factory)(device)
         _INSTANCES[device] = backend
+        for hook in list(CREATION_HOOKS):
+            hook(backend)
     return backend
 
 

@@ -410,10 +410,11 @@ def count_launches() -> Iterator[LaunchCounter]:
 def watch_launches(counter: LaunchCounter) -> Iterator[LaunchCounter]:
     """What :func:`count_launches` does, with a counter of the caller's (kg.profiler
     gives one that also times each launch)."""
-    from ..backends import loaded_backends
+    from ..backends import CREATION_HOOKS, loaded_backends
 
     saved: list[tuple[Any, str, Any]] = []
-    for backend in loaded_backends().values():
+
+    def wrap(backend: Any) -> None:
         for name in _COUNTED:
             original = getattr(backend, name, None)
             if original is None:  # an optional primitive this backend does not have
@@ -440,11 +441,16 @@ def watch_launches(counter: LaunchCounter) -> Iterator[LaunchCounter]:
 
             saved.append((backend, name, backend.__dict__.get(name, _MISSING)))
             setattr(backend, name, counted)
+
+    for backend in loaded_backends().values():
+        wrap(backend)
+    CREATION_HOOKS.append(wrap)  # a device first used inside the block is counted too
     LAUNCH_HOOKS.append(counter)
     try:
         yield counter
     finally:
         LAUNCH_HOOKS.remove(counter)
+        CREATION_HOOKS.remove(wrap)
         for backend, name, previous in reversed(saved):
             if previous is _MISSING:
                 backend.__dict__.pop(name, None)

@@ -480,3 +480,21 @@ def test_user_kernels_inside_a_compiled_function(device):
     assert "kernel leaky_kernel" in counter.names
     # fused x * 2 + 1, the kernel, exp + sum as one fused reduction
     assert counter.count <= 3
+
+
+def test_count_launches_counts_a_device_first_used_inside_the_block():
+    """In a fresh process the CPU backend is created by the first op inside the block;
+    its launches are counted (they were not: only backends that existed were watched)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import kernelgrad as kg\n"
+        "with kg.compile.count_launches() as counter:\n"
+        "    _ = kg.ones(3) * 2\n"
+        "print(counter.count)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.split()[-1] == "2"

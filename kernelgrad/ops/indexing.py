@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import autograd, tracing
 from ..backends import get_backend
-from ..backends.base import View
+from ..backends.base import ScalarFunction, View
 from ..dtypes import bool_, int64
 from ..errors import (
     ArgumentError,
@@ -715,16 +715,17 @@ def _error_flag(device: Any, make_error: Any) -> tuple[Tensor, Any]:
 
 
 def traced_error_flag(recorder: Any, device: Any, make_error: Any) -> tuple[Tensor, Any]:
-    """An error flag while kg.compile traces: a fresh zeroed flag (the trace records the
-    fill, so every replay starts from zero) and a check recorded as a host operation
-    (``recorder.host_op``), so that a replay raises the launch's own error, as the eager
-    call does, instead of a guard's "the value differs" error. On a backend with
-    ``error_slot`` (CUDA) the check copies the flag into a slot of the backend's table
-    on the device and the error comes at the next device-to-host read: a replay does not
-    wait for the device in the middle of a step."""
-    from .creation import zeros
+    """An error flag while kg.compile traces: a zeroed flag that is a constant of the
+    plan, and a check recorded as a host operation (``recorder.host_op``) that keeps it
+    zero for the next call, so that a replay raises the launch's own error, as the eager
+    call does, instead of a guard's "the value differs" error. On the CPU the check reads
+    the flag (and zeroes it when it reports an error). On a backend with ``error_slot``
+    (CUDA) one kernel moves the flag into a slot of the backend's table and zeroes it:
+    the error comes at the next device-to-host read, and a replay does not wait for the
+    device in the middle of a step."""
+    from .creation import tensor
 
-    flag = zeros(2, dtype=int64, device=device)
+    flag = tensor(np.zeros(2, dtype=np.int64), dtype=int64, device=device)
 
     def report(tensors: list[Tensor]) -> None:
         (flag,) = tensors
@@ -732,13 +733,24 @@ def traced_error_flag(recorder: Any, device: Any, make_error: Any) -> tuple[Tens
         if slot is None:
             bad, found = flag._host_copy().tolist()
             if found:
+                copy_into(flag, 0)
                 raise make_error(bad)
             return
         buffer, after = slot(make_error)
-        copy_into(Tensor._from_buffer(buffer, (2,), int64, flag.device), flag)
+        target = Tensor._from_buffer(buffer, (2,), int64, flag.device)
+        view = flag._view()
+        flag._storage.backend.elementwise(
+            _MOVE_AND_ZERO, [target._view(), view], [view, 0], [int64, int64]
+        )
         after()
 
-    return flag, lambda: recorder.host_op("error check", report, [flag])
+    return flag, lambda: recorder.host_op("error check", report, [flag], written=[0])
+
+
+# (flag, 0) -> (slot, flag): the flag's value moved into the slot, the flag zeroed
+_MOVE_AND_ZERO = ScalarFunction(
+    "move_and_zero", "def move_and_zero(x, z):\n    return x, z\n", 2, 2
+)
 
 
 def _flat(t: Tensor) -> Tensor:

@@ -655,24 +655,9 @@ _LAZY_ATTRIBUTES.update(dict.fromkeys(_TORCH_NN_NAMES, "torch_nn_functions"))
 
 # torch's top-level linear algebra (torch.inverse, torch.det, torch.svd returning V, ...):
 # kernelgrad/linalg/_legacy.py, imported on first use.
-_LINALG_NAMES = (
-    "inverse",
-    "det",
-    "logdet",
-    "slogdet",
-    "cholesky",
-    "cholesky_solve",
-    "cholesky_inverse",
-    "qr",
-    "svd",
-    "pinverse",
-    "matrix_power",
-    "matrix_exp",
-    "triangular_solve",
-    "ger",
-    "chain_matmul",
-    "vander",
-)
+from .tensor import LINALG_METHODS as _LINALG_METHODS
+
+_LINALG_NAMES = (*_LINALG_METHODS, "chain_matmul", "vander")
 _LAZY_ATTRIBUTES.update(dict.fromkeys(_LINALG_NAMES, "linalg._legacy"))
 
 

@@ -1326,7 +1326,8 @@ def _linalg_method(name: str) -> Any:
     return method
 
 
-for _name in (
+# the legacy linear-algebra names that are Tensor methods too (kg.<name> for all of them)
+LINALG_METHODS = (
     "inverse",
     "det",
     "logdet",
@@ -1341,6 +1342,7 @@ for _name in (
     "matrix_exp",
     "triangular_solve",
     "ger",
-):
+)
+for _name in LINALG_METHODS:
     setattr(Tensor, _name, _linalg_method(_name))
 del _name

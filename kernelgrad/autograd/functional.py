@@ -76,6 +76,17 @@ def _call(func: Callable, inputs: tuple, fn: str) -> tuple[bool, tuple]:
     return _as_tuple(outputs, "the function's outputs", fn)
 
 
+def _input_vectors(inputs: tuple, v: Any, fn: str) -> tuple:
+    """The vectors ``v`` (one per input), or ones for a single one-element input."""
+    from ..ops.creation import ones_like
+
+    if v is not None:
+        return _as_tuple(v, "v", fn)[1]
+    if len(inputs) != 1 or inputs[0].numel() != 1:
+        raise ArgumentError(f"{fn}: v may be None only when the input has one element")
+    return (ones_like(inputs[0]),)
+
+
 def _finish(values: tuple, create_graph: bool) -> tuple:
     return values if create_graph else tuple(v.detach() for v in values)
 
@@ -127,16 +138,11 @@ def jvp(
     """(``func(*inputs)``, the Jacobian-vector product ``J v``) (PyTorch's
     ``torch.autograd.functional.jvp``, by the double-backward trick); ``v`` may be None
     for a one-element input."""
-    from ..ops.creation import ones_like, zeros_like
+    from ..ops.creation import zeros_like
 
     fn = "jvp"
     _, inputs = _as_tuple(inputs, "inputs", fn)
-    if v is None:
-        if len(inputs) != 1 or inputs[0].numel() != 1:
-            raise ArgumentError(f"{fn}: v may be None only when the input has one element")
-        vs = (ones_like(inputs[0]),)
-    else:
-        _, vs = _as_tuple(v, "v", fn)
+    vs = _input_vectors(inputs, v, fn)
     with enable_grad():
         inputs = _prepared(inputs, create_graph)
         out_tuple, outputs = _call(func, inputs, fn)
@@ -256,15 +262,9 @@ def hessian(
 def _hessian_product(
     fn: str, func: Callable, inputs: Any, v: Any, create_graph: bool, strict: bool
 ) -> tuple[Any, Any]:
-    from ..ops.creation import ones_like
 
     is_tuple, inputs = _as_tuple(inputs, "inputs", fn)
-    if v is None:
-        if len(inputs) != 1 or inputs[0].numel() != 1:
-            raise ArgumentError(f"{fn}: v may be None only when the input has one element")
-        vs = (ones_like(inputs[0]),)
-    else:
-        _, vs = _as_tuple(v, "v", fn)
+    vs = _input_vectors(inputs, v, fn)
     with enable_grad():
         inputs = _prepared(inputs, create_graph)
         out_tuple, outputs = _call(func, inputs, fn)

@@ -558,23 +558,9 @@ class DataLoader:
             yield collate(chunk)
 
     def _stream_from_workers(self) -> Iterator[Any]:
-        from .workers import WorkerPool
-
-        pool = self._workers or WorkerPool(
-            self.num_workers,
-            self.prefetch_factor,
-            self.dataset,
-            self.seed,
-            self.worker_init_fn,
-            self.timeout,
+        return self._with_workers(
+            lambda pool: pool.run_streams(lambda: self._stream_batches(iter(self.dataset)))
         )
-        if self.persistent_workers:
-            self._workers = pool
-        try:
-            yield from pool.run_streams(lambda: self._stream_batches(iter(self.dataset)))
-        finally:
-            if not self.persistent_workers:
-                pool.shutdown()
 
     def _index_batches(self, order: np.ndarray) -> Iterator[Any]:
         """The indices of each batch of this epoch."""
@@ -599,6 +585,11 @@ class DataLoader:
         return collate([self.dataset[int(i)] for i in indices])
 
     def _from_workers(self, index_batches: Iterator[Any]) -> Iterator[Any]:
+        return self._with_workers(lambda pool: pool.run(self._load, index_batches))
+
+    def _with_workers(self, run: Callable[[Any], Iterator[Any]]) -> Iterator[Any]:
+        """``run(pool)``'s batches from the worker pool (kept for the next epoch with
+        ``persistent_workers``, else shut down when the epoch ends)."""
         from .workers import WorkerPool
 
         pool = self._workers or WorkerPool(
@@ -612,7 +603,7 @@ class DataLoader:
         if self.persistent_workers:
             self._workers = pool
         try:
-            yield from pool.run(self._load, index_batches)
+            yield from run(pool)
         finally:
             if not self.persistent_workers:
                 pool.shutdown()

@@ -64,6 +64,19 @@ def test_graph_is_freed_after_backward(device):
     assert_close(x.grad, np.full(2, 2 * np.e * 3), rtol=1e-6)
 
 
+def test_a_node_that_saves_no_tensor_runs_again_after_its_graph_was_freed(device):
+    """PyTorch frees saved tensors, not nodes: a cast, a device move, a reshape, an
+    expand or a permute saves none, so an input made once from a leaf
+    (`torch.tensor(a, requires_grad=True).float().to(device)`, a PINN's collocation
+    points) is backpropagated through again at every step."""
+    leaf = kg.tensor([1.0, 2.0], dtype=kg.float64, requires_grad=True)
+    x = leaf.float().to(device).reshape(2, 1).expand(2, 3).permute(1, 0)
+    for _ in range(2):
+        (x * x).sum().backward()  # each step: 3 copies of x ** 2
+    assert_close(leaf.grad, np.array([12.0, 24.0]), rtol=1e-6)
+    assert leaf.grad.dtype == kg.float64
+
+
 def test_a_chain_of_ten_thousand_ops_does_not_recurse(device, simulated):
     if simulated:
         pytest.skip("10,000 simulated launches take minutes; the engine is device-independent")

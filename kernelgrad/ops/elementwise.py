@@ -963,7 +963,7 @@ def cast(x: Tensor, dtype: DType) -> Tensor:
     result._backend.elementwise(IDENTITY.scalar, [result._view()], [x._view()], [dtype])
     if dtype.is_floating_point and x.dtype.is_floating_point and autograd.needs_grad(x):
         source_dtype = x.dtype
-        autograd.record("cast", (x,), result, lambda g: (cast(g, source_dtype),))
+        autograd.record("cast", (x,), result, lambda g: (cast(g, source_dtype),), reusable=True)
     return result
 
 

@@ -202,6 +202,7 @@ class Node:
         "edges",
         "input_meta",
         "name",
+        "released",
         "retained",
         "reusable",
         "saved",
@@ -229,6 +230,7 @@ class Node:
         # so the node runs again after a backward without retain_graph, as in PyTorch,
         # which frees only saved tensors (`x = x64.float()` made once, used every step)
         self.reusable = reusable
+        self.released = False  # a backward without retain_graph went through it
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
@@ -265,6 +267,7 @@ class Node:
                 )
 
     def release(self) -> None:
+        self.released = True
         if self.reusable:
             return
         self.vjp = None

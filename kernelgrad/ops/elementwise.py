@@ -452,7 +452,9 @@ def _record(
         )
     else:
         saved = ()
-    autograd.record(op.name, operands, result, backward, saved)
+    # a VJP that reads no input (add, sub, neg) can run again after its graph was freed,
+    # as in PyTorch; its operands stay referenced as long as the node, as before a backward
+    autograd.record(op.name, operands, result, backward, saved, reusable=op.saves == "none")
 
 
 def _grad_if(x: Any, value: Callable[[], Tensor]) -> Tensor | None:

@@ -313,7 +313,7 @@ def slice_view(
         def backward(g: Tensor) -> tuple[Tensor]:
             return (slice_backward(g, source_shape, key),)
 
-        autograd.record("slice", (x,), result, backward)
+        autograd.record("slice", (x,), result, backward, reusable=True)
     return result
 
 
@@ -558,7 +558,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         def backward(g: Tensor) -> list[Tensor]:
             return [g[(slice(None),) * d + (slice(o, o + s),)] for o, s in zip(offsets, sizes)]
 
-        autograd.record("cat", tensors, result, backward)
+        autograd.record("cat", tensors, result, backward, reusable=True)
     return result
 
 

@@ -64,6 +64,68 @@ def test_graph_is_freed_after_backward(device):
     assert_close(x.grad, np.full(2, 2 * np.e * 3), rtol=1e-6)
 
 
+def test_a_node_that_saves_no_tensor_runs_again_after_its_graph_was_freed(device):
+    """PyTorch frees saved tensors, not nodes: a cast, a device move, a reshape, an
+    expand or a permute saves none, so an input made once from a leaf
+    (`torch.tensor(a, requires_grad=True).float().to(device)`, a PINN's collocation
+    points) is backpropagated through again at every step."""
+    leaf = kg.tensor([1.0, 2.0], dtype=kg.float64, requires_grad=True)
+    x = leaf.float().to(device).reshape(2, 1).expand(2, 3).permute(1, 0)
+    for _ in range(2):
+        (x * x).sum().backward()  # each step: 3 copies of x ** 2
+    assert_close(leaf.grad, np.array([12.0, 24.0]), rtol=1e-6)
+    assert leaf.grad.dtype == kg.float64
+    # slices, cat, add/sub/neg and sum save none either
+    a = kg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True, device=device)
+    y = kg.cat([a[:, 0:1] + a[:, 1:2], -(a[:, 1] - 1).reshape(2, 1)], 1).sum(1)
+    for _ in range(2):
+        (y * y).sum().backward()
+    # y = a0 + a1 - a1 + 1 = a0 + 1 per row: d/da0 = 2 (a0 + 1), twice
+    assert_close(a.grad, np.array([[8.0, 0.0], [16.0, 0.0]]), rtol=1e-6)
+
+
+_RERUN = {
+    "slice": lambda a: a[:, 0:1],
+    "select": lambda a: a[:, 0],
+    "split": lambda a: a.split(1, dim=1)[1],
+    "cat": lambda lib, a: lib.cat([a, a], 1),
+    "stack": lambda lib, a: lib.stack([a, a]),
+    "add": lambda a: a + a,
+    "sub_scalar": lambda a: a - 1,
+    "neg": lambda a: -a,
+    "sum": lambda a: a.sum(1),
+    "squeeze": lambda a: a[:, :1].squeeze(1),
+    "exp": lambda a: a.exp(),  # saves its output: the second backward raises in both
+    "mul_scalar": lambda a: a * 2,  # PyTorch saves the scalar as a tensor: raises too
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", sorted(_RERUN))
+def test_running_a_freed_graph_again_matches_pytorch(name):
+    """Which ops can be backpropagated through a second time without retain_graph is
+    PyTorch's: those that saved no tensor."""
+    import torch
+
+    results = []
+    for lib in (torch, kg):
+        a = lib.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        op = _RERUN[name]
+        b = op(lib, a) if op.__code__.co_argcount == 2 else op(a)
+        try:
+            for _ in range(2):
+                (b * b).sum().backward()
+        except RuntimeError as error:
+            results.append(type(error).__name__ if lib is kg else "raised")
+        else:
+            results.append(np.asarray(a.grad.tolist()))
+    expected, got = results
+    if isinstance(expected, str):
+        assert got == "BackwardError"
+    else:
+        np.testing.assert_allclose(got, expected)
+
+
 def test_a_chain_of_ten_thousand_ops_does_not_recurse(device, simulated):
     if simulated:
         pytest.skip("10,000 simulated launches take minutes; the engine is device-independent")

@@ -58,6 +58,55 @@ def test_errors_name_the_problem(device):
         kg.autograd.grad(out, x)
 
 
+def test_an_intermediate_input_stops_the_pass(device):
+    """As PyTorch, autograd.grad runs only the nodes between the outputs and the inputs:
+    an intermediate input's own history is neither run nor freed."""
+    a = kg.tensor([1.0, 2.0], requires_grad=True, device=device)
+    h = a.exp()
+    (g,) = kg.autograd.grad((h * h).sum(), h)
+    np.testing.assert_allclose(as_numpy(g), 2 * np.exp([1.0, 2.0]), rtol=1e-6)
+    (h * 3).sum().backward()  # h's exp node is still there
+    np.testing.assert_allclose(as_numpy(a.grad), 3 * np.exp([1.0, 2.0]), rtol=1e-6)
+    # now the exp node's saved tensor is freed; autograd.grad up to h does not need it
+    (g,) = kg.autograd.grad((h * 2).sum(), h)
+    np.testing.assert_allclose(as_numpy(g), [2.0, 2.0])
+
+
+@pytest.mark.torch
+def test_matches_pytorch_on_a_pinn_residual_over_steps():
+    """A physics-informed network's loop: inputs made once as non-leaf float32 tensors
+    from float64 leaves, the residual's derivatives by autograd.grad(create_graph=True)
+    with respect to them, and loss.backward() (no retain_graph) every step."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    points = rng.uniform(-1, 1, (5, 2))
+    w1 = rng.standard_normal((8, 2)).astype(np.float32)
+    w2 = rng.standard_normal((1, 8)).astype(np.float32)
+    results = {}
+    for lib in (torch, kg):
+        x = lib.tensor(points[:, 0:1], requires_grad=True).float()
+        t = lib.tensor(points[:, 1:2], requires_grad=True).float()
+        weights = [lib.tensor(w1, requires_grad=True), lib.tensor(w2, requires_grad=True)]
+        found = []
+        for _ in range(2):
+            u = (lib.cat([x, t], dim=1) @ weights[0].T).tanh() @ weights[1].T
+            ones = lib.ones_like(u)
+            u_t = lib.autograd.grad(u, t, grad_outputs=ones, retain_graph=True, create_graph=True)[
+                0
+            ]
+            u_x = lib.autograd.grad(u, x, grad_outputs=ones, retain_graph=True, create_graph=True)[
+                0
+            ]
+            u_xx = lib.autograd.grad(u_x, x, grad_outputs=ones, create_graph=True)[0]
+            loss = ((u_t + u * u_x - 0.01 * u_xx) ** 2).mean()
+            loss.backward()
+            found += [loss.item(), *(w.grad.detach().numpy().copy() for w in weights)]
+        results[lib.__name__] = found
+    for got, expected in zip(results["kernelgrad"], results["torch"]):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.torch
 def test_matches_pytorch_on_a_gradient_penalty_and_intermediate_inputs():
     import torch

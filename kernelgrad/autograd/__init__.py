@@ -16,7 +16,8 @@ no VJP needs are freed as soon as the forward pass drops them.
 
 ``backward`` walks the graph iteratively (no recursion limit, however long the chain)
 in reverse topological order, reduces each input gradient to the input's shape when
-the forward broadcast it, and frees the graph afterwards unless ``retain_graph=True``.
+the forward broadcast it, and frees the saved tensors afterwards unless
+``retain_graph=True`` (a node recorded ``reusable``, which saves none, can run again).
 """
 
 from __future__ import annotations
@@ -196,7 +197,17 @@ __all__ += ["inference_mode", "is_inference_mode_enabled", "AccumulateGrad"]
 class Node:
     """One recorded operation. See the module docstring."""
 
-    __slots__ = ("__weakref__", "edges", "input_meta", "name", "retained", "saved", "vjp")
+    __slots__ = (
+        "__weakref__",
+        "edges",
+        "input_meta",
+        "name",
+        "released",
+        "retained",
+        "reusable",
+        "saved",
+        "vjp",
+    )
 
     def __init__(
         self,
@@ -205,6 +216,7 @@ class Node:
         input_meta: tuple[tuple[tuple[int, ...], Any] | None, ...],
         vjp: Callable[[Tensor], Sequence[Tensor | None]],
         saved: tuple[Tensor, ...] = (),
+        reusable: bool = False,
     ) -> None:
         self.name = _OPERATION_NAMES.get(name) or _OPERATION_NAMES.setdefault(
             name, _OperationName(name)
@@ -214,6 +226,11 @@ class Node:
         self.vjp: Callable | None = vjp
         self.saved = tuple((t, t._storage.version) for t in saved)
         self.retained: weakref.ref | None = None
+        # the VJP reads no tensor of the forward pass (a cast, a reshape): nothing to free,
+        # so the node runs again after a backward without retain_graph, as in PyTorch,
+        # which frees only saved tensors (`x = x64.float()` made once, used every step)
+        self.reusable = reusable
+        self.released = False  # a backward without retain_graph went through it
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
@@ -250,6 +267,9 @@ class Node:
                 )
 
     def release(self) -> None:
+        self.released = True
+        if self.reusable:
+            return
         self.vjp = None
         self.saved = ()
 
@@ -321,10 +341,12 @@ def record(
     output: Tensor,
     vjp: Callable[[Tensor], Sequence[Tensor | None]],
     saved: tuple[Tensor, ...] = (),
+    reusable: bool = False,
 ) -> None:
     """Attach a node to ``output`` if grad mode is on and an input requires grad.
 
-    ``inputs`` may contain non-tensors (scalars), which get no gradient."""
+    ``inputs`` may contain non-tensors (scalars), which get no gradient. ``reusable``:
+    ``vjp`` holds no tensor (only shapes, dtypes, devices), so backward need not free it."""
     edges = []
     meta = []
     needed = False
@@ -345,7 +367,7 @@ def record(
             meta.append(None)
     if not needed:
         return
-    node = output._node = Node(name, tuple(edges), tuple(meta), vjp, saved)
+    node = output._node = Node(name, tuple(edges), tuple(meta), vjp, saved, reusable)
     output.requires_grad = True
     if _node_logs:  # kg.utils.checkpoint is finding the nodes a function creates
         log = _node_logs.get(threading.get_ident())
@@ -739,12 +761,16 @@ def _grad_pass(
         key = id(output._node)
         grads[key] = _accumulate(grads.get(key), seed)
         roots.append(output._node)
-    for node in _topological_order(*roots):
+    order = _topological_order(*roots)
+    leading = _leading_to(order, at_node, at_leaf)
+    for node in order:
         gradient = grads.pop(id(node), None)
         if gradient is None:
             continue
         for position in at_node.get(id(node), ()):
             found[position] = gradient  # before the tensor's hooks, as PyTorch captures it
+        if id(node) not in leading:
+            continue  # no input lies beyond it: not run (nor freed), as in PyTorch
         if _gradient_hooks and id(node) in _gradient_hooks:
             gradient = _run_gradient_hooks(id(node), gradient)
         for edge, input_grad in _input_grads(node, gradient, retain_graph, "autograd.grad()"):
@@ -760,6 +786,23 @@ def _grad_pass(
         for position in positions:
             found[position] = gradient
     return found
+
+
+def _leading_to(order: list[Node], at_node: dict[int, Any], at_leaf: dict[int, Any]) -> set[int]:
+    """The nodes of ``order`` (a topological order) with an edge to an input of
+    ``autograd.grad`` or to a node that has one: the nodes the pass must run. The others
+    lie beyond the inputs (an intermediate input's own history)."""
+    leading: set[int] = set()
+    for node in reversed(order):  # each node's inputs before the node
+        for edge in node.edges:
+            if isinstance(edge, Node):
+                if id(edge) in leading or id(edge) in at_node:
+                    leading.add(id(node))
+                    break
+            elif edge is not None and id(edge) in at_leaf:
+                leading.add(id(node))
+                break
+    return leading
 
 
 # --- hooks on leaves and on the end of a backward pass ------------------------------------------

@@ -220,7 +220,7 @@ class CompiledFunction:
     def _check_outputs(self, outputs: list[Any]) -> None:
         for position, value in enumerate(outputs):
             node = value._node
-            if node is not None and node.vjp is not None:
+            if node is not None and not node.released:
                 raise TraceError(
                     f"kg.compile({self._name()}): output {position} carries an autograd graph "
                     "that the compiled version cannot rebuild, so backward() through it would "

@@ -452,7 +452,9 @@ def _record(
         )
     else:
         saved = ()
-    autograd.record(op.name, operands, result, backward, saved)
+    # a VJP that reads no input (add, sub, neg) can run again after its graph was freed,
+    # as in PyTorch; its operands stay referenced as long as the node, as before a backward
+    autograd.record(op.name, operands, result, backward, saved, reusable=op.saves == "none")
 
 
 def _grad_if(x: Any, value: Callable[[], Tensor]) -> Tensor | None:
@@ -963,7 +965,7 @@ def cast(x: Tensor, dtype: DType) -> Tensor:
     result._backend.elementwise(IDENTITY.scalar, [result._view()], [x._view()], [dtype])
     if dtype.is_floating_point and x.dtype.is_floating_point and autograd.needs_grad(x):
         source_dtype = x.dtype
-        autograd.record("cast", (x,), result, lambda g: (cast(g, source_dtype),))
+        autograd.record("cast", (x,), result, lambda g: (cast(g, source_dtype),), reusable=True)
     return result
 
 

@@ -69,7 +69,7 @@ def _reshape_view(x: Tensor, new_shape: tuple[int, ...], strides: tuple[int, ...
     result = make_view(x, new_shape, strides, x._offset)
     if autograd.needs_grad(x):
         old_shape = x.shape
-        autograd.record("reshape", (x,), result, lambda g: (g.reshape(old_shape),))
+        autograd.record("reshape", (x,), result, lambda g: (g.reshape(old_shape),), reusable=True)
     return result
 
 
@@ -238,7 +238,7 @@ def permute(x: Tensor, dims: Sequence[Any]) -> Tensor:
         inverse = [0] * len(order)
         for i, d in enumerate(order):
             inverse[d] = i
-        autograd.record("permute", (x,), result, lambda g: (g.permute(*inverse),))
+        autograd.record("permute", (x,), result, lambda g: (g.permute(*inverse),), reusable=True)
     return result
 
 
@@ -291,7 +291,7 @@ def expand(x: Tensor, sizes: Sequence[Any]) -> Tensor:
     result = make_view(x, shape_t, tuple(strides), x._offset)
     if autograd.needs_grad(x):
         source = x.shape
-        autograd.record("expand", (x,), result, lambda g: (g.sum_to_shape(source),))
+        autograd.record("expand", (x,), result, lambda g: (g.sum_to_shape(source),), reusable=True)
     return result
 
 
@@ -313,7 +313,7 @@ def slice_view(
         def backward(g: Tensor) -> tuple[Tensor]:
             return (slice_backward(g, source_shape, key),)
 
-        autograd.record("slice", (x,), result, backward)
+        autograd.record("slice", (x,), result, backward, reusable=True)
     return result
 
 
@@ -482,7 +482,7 @@ def transfer(x: Tensor, device: Device) -> Tensor:
     result = Tensor._from_buffer(buffer, x.shape, x.dtype, device)
     if autograd.needs_grad(x):
         source = x.device
-        autograd.record("transfer", (x,), result, lambda g: (transfer(g, source),))
+        autograd.record("transfer", (x,), result, lambda g: (transfer(g, source),), reusable=True)
     return result
 
 
@@ -558,7 +558,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         def backward(g: Tensor) -> list[Tensor]:
             return [g[(slice(None),) * d + (slice(o, o + s),)] for o, s in zip(offsets, sizes)]
 
-        autograd.record("cat", tensors, result, backward)
+        autograd.record("cat", tensors, result, backward, reusable=True)
     return result
 
 

@@ -119,7 +119,9 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
             result, axes = planned
             if autograd.needs_grad(x):
                 shape = x.shape
-                autograd.record("sum", (x,), result, lambda g: (_expand_back(g, shape, axes),))
+                autograd.record(
+                    "sum", (x,), result, lambda g: (_expand_back(g, shape, axes),), reusable=True
+                )
             return result
     axes = normalize_dims(dim, x.ndim, "sum")
     if dtype is not None:
@@ -128,7 +130,9 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
     result = _run("sum", x, axes, out_dtype)
     if autograd.needs_grad(x):
         shape = x.shape
-        autograd.record("sum", (x,), result, lambda g: (_expand_back(g, shape, axes),))
+        autograd.record(
+            "sum", (x,), result, lambda g: (_expand_back(g, shape, axes),), reusable=True
+        )
     return result.reshape(_kept_shape(x, axes, keepdim)) if keepdim else result
 
 

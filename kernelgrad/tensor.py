@@ -1174,9 +1174,17 @@ class Tensor:
         (or a name such as ``'torch.LongTensor'``), the tensor converted to it."""
         if dtype is None:
             return f"kernelgrad.{_TYPE_NAMES[self.dtype.name]}"
+        # a legacy type (x.type(torch.FloatTensor), torch.cuda.FloatTensor) or its name
+        # ('torch.cuda.LongTensor'): its dtype, and its device, as PyTorch
         if isinstance(dtype, str) and dtype.rpartition(".")[2] in _TYPE_NAMES.values():
-            name = dtype.rpartition(".")[2]
-            dtype = next(k for k, v in _TYPE_NAMES.items() if v == name)
+            from . import cuda, legacy_types
+
+            types = cuda if dtype.rpartition(".")[0].endswith("cuda") else legacy_types
+            dtype = getattr(types, dtype.rpartition(".")[2])
+        if hasattr(dtype, "_dtype_name"):
+            if dtype._device_type == self.device.type:
+                return self.to(as_dtype(dtype._dtype_name))
+            return self.to(dtype._device(), as_dtype(dtype._dtype_name))
         return self.to(as_dtype(dtype))
 
     def new_tensor(

@@ -9,10 +9,10 @@ prob_interpolated, inputs=interpolated, grad_outputs=torch.ones(prob_interpolate
 create_graph=True, retain_graph=True)[0], ``((gradients.norm(2, dim=1) - 1) ** 2).mean()
 * lambda_term``: second-order gradients through conv2d.
 
-Changes: 1x16x16 random images, channel widths 16/32/64 instead of 256/512/1024 (one
-layer fewer for the smaller images), 2 critic iterations, ``torch.rand(b, 1, 1, 1)`` for
-``torch.FloatTensor(b, 1, 1, 1).uniform_(0, 1)`` (so both runs draw the same eta), the
-CUDA branches left out."""
+Changes: 1x16x16 random images, channel widths 8/16/32 instead of 256/512/1024 (one
+layer fewer for the smaller images), a batch of 4, 2 critic iterations,
+``torch.rand(b, 1, 1, 1)`` for ``torch.FloatTensor(b, 1, 1, 1).uniform_(0, 1)`` (so both
+runs draw the same eta), the CUDA branches left out."""
 
 import torch
 import torch.nn as nn
@@ -22,35 +22,35 @@ from torch.autograd import Variable
 
 REQUIRES = ("nn.InstanceNorm2d", "nn.ConvTranspose2d", "autograd.grad")
 
-channels, z_dim, batch_size, critic_iter, lambda_term = 1, 16, 8, 2, 10
+channels, z_dim, batch_size, critic_iter, lambda_term = 1, 8, 4, 2, 10
 learning_rate, b1, b2 = 1e-4, 0.5, 0.999
 
 
 class Generator(torch.nn.Module):
     def __init__(self, channels):
         super().__init__()
-        # Filters [64, 32, 16]
+        # Filters [32, 16, 8]
         # Input_dim = z_dim
         # Output_dim = C (number of channels)
         self.main_module = nn.Sequential(
             # Z latent vector z_dim
             nn.ConvTranspose2d(
-                in_channels=z_dim, out_channels=64, kernel_size=2, stride=1, padding=0
+                in_channels=z_dim, out_channels=32, kernel_size=2, stride=1, padding=0
             ),
-            nn.BatchNorm2d(num_features=64),
-            nn.ReLU(True),
-            # State (64x2x2)
-            nn.ConvTranspose2d(in_channels=64, out_channels=32, kernel_size=4, stride=2, padding=1),
             nn.BatchNorm2d(num_features=32),
             nn.ReLU(True),
-            # State (32x4x4)
+            # State (32x2x2)
             nn.ConvTranspose2d(in_channels=32, out_channels=16, kernel_size=4, stride=2, padding=1),
             nn.BatchNorm2d(num_features=16),
             nn.ReLU(True),
+            # State (16x4x4)
+            nn.ConvTranspose2d(in_channels=16, out_channels=8, kernel_size=4, stride=2, padding=1),
+            nn.BatchNorm2d(num_features=8),
+            nn.ReLU(True),
         )
-        # State (16x8x8)
+        # State (8x8x8)
         self.output = nn.ConvTranspose2d(
-            in_channels=16, out_channels=channels, kernel_size=4, stride=2, padding=1
+            in_channels=8, out_channels=channels, kernel_size=4, stride=2, padding=1
         )
         # output of main module --> Image (Cx16x16)
         self.tanh = nn.Tanh()
@@ -64,7 +64,7 @@ class Generator(torch.nn.Module):
 class Discriminator(torch.nn.Module):
     def __init__(self, channels):
         super().__init__()
-        # Filters [16, 32, 64]
+        # Filters [8, 16, 32]
         # Input_dim = channels (Cx16x16)
         # Output_dim = 1
         self.main_module = nn.Sequential(
@@ -75,23 +75,23 @@ class Discriminator(torch.nn.Module):
             # implementation of layer normalization --> using per instance normalization
             # nn.InstanceNorm2d()
             # Image (Cx16x16)
-            nn.Conv2d(in_channels=channels, out_channels=16, kernel_size=4, stride=2, padding=1),
+            nn.Conv2d(in_channels=channels, out_channels=8, kernel_size=4, stride=2, padding=1),
+            nn.InstanceNorm2d(8, affine=True),
+            nn.LeakyReLU(0.2, inplace=True),
+            # State (8x8x8)
+            nn.Conv2d(in_channels=8, out_channels=16, kernel_size=4, stride=2, padding=1),
             nn.InstanceNorm2d(16, affine=True),
             nn.LeakyReLU(0.2, inplace=True),
-            # State (16x8x8)
+            # State (16x4x4)
             nn.Conv2d(in_channels=16, out_channels=32, kernel_size=4, stride=2, padding=1),
             nn.InstanceNorm2d(32, affine=True),
             nn.LeakyReLU(0.2, inplace=True),
-            # State (32x4x4)
-            nn.Conv2d(in_channels=32, out_channels=64, kernel_size=4, stride=2, padding=1),
-            nn.InstanceNorm2d(64, affine=True),
-            nn.LeakyReLU(0.2, inplace=True),
         )
-        # output of main module --> State (64x2x2)
+        # output of main module --> State (32x2x2)
         self.output = nn.Sequential(
             # The output of D is no longer a probability, we do not apply sigmoid at the
             # output of D.
-            nn.Conv2d(in_channels=64, out_channels=1, kernel_size=2, stride=1, padding=0)
+            nn.Conv2d(in_channels=32, out_channels=1, kernel_size=2, stride=1, padding=0)
         )
 
     def forward(self, x):

@@ -1170,10 +1170,12 @@ class Tensor:
         return self.dtype.is_floating_point
 
     def type(self, dtype: Any = None) -> Any:
-        """With no argument, the type's name (``'kernelgrad.FloatTensor'``); with a dtype
+        """With no argument, the type's name (``'kernelgrad.FloatTensor'``,
+        ``'kernelgrad.cuda.FloatTensor'`` on a CUDA device); with a dtype
         (or a name such as ``'torch.LongTensor'``), the tensor converted to it."""
         if dtype is None:
-            return f"kernelgrad.{_TYPE_NAMES[self.dtype.name]}"
+            cuda = "cuda." if self.device.type == "cuda" else ""  # 'torch.cuda.FloatTensor'
+            return f"kernelgrad.{cuda}{_TYPE_NAMES[self.dtype.name]}"
         # a legacy type (x.type(torch.FloatTensor), torch.cuda.FloatTensor) or its name
         # ('torch.cuda.LongTensor'): its dtype, and its device, as PyTorch
         if isinstance(dtype, str) and dtype.rpartition(".")[2] in _TYPE_NAMES.values():

@@ -265,6 +265,8 @@ def test_cuda_legacy_types_make_and_convert_to_cuda_tensors(device):
     assert filled.device.type == "cuda" and filled.cpu().tolist() == [[1.0], [1.0]]
     moved = kg.tensor([1, 2]).type(kg.cuda.FloatTensor)
     assert moved.device.type == "cuda" and moved.dtype == kg.float32
+    assert moved.type() == "kernelgrad.cuda.FloatTensor"  # PyTorch: 'torch.cuda.FloatTensor'
+    assert moved.type(moved.type()) is moved  # the type it has: the tensor itself
     assert kg.tensor([1, 2]).type("torch.cuda.DoubleTensor").device.type == "cuda"
     back = moved.type(kg.LongTensor)
     assert back.device.type == "cpu" and back.tolist() == [1, 2]

@@ -120,3 +120,37 @@ def test_the_first_order_pass_is_unchanged():
     assert not any(g.requires_grad for g in plain) and all(g.requires_grad for g in graphed)
     for a, b in zip(plain, graphed):
         np.testing.assert_allclose(a.cpu().numpy(), b.detach().cpu().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_conv2d_holds_no_reference_to_its_input():
+    """Its create_graph path re-attaches the input's history to the values the forward
+    pass keeps anyway (the padded copy), so an input no other operation saves is freed
+    with the forward pass, as before."""
+    import weakref
+
+    a = kg.randn(2, 3, 6, 6, requires_grad=True)
+    w = kg.randn(4, 3, 3, 3, requires_grad=True)
+    x = a * 2.0
+    watcher = weakref.ref(x)
+    y = kg.nn.functional.conv2d(x, w, padding=1)
+    del x
+    assert watcher() is None
+    (g,) = kg.autograd.grad(y.pow(2).sum(), a, create_graph=True)
+    (g2,) = kg.autograd.grad(g.pow(2).sum(), w)
+    assert g2.shape == w.shape
+
+
+def test_an_input_changed_in_place_is_refused_under_create_graph():
+    """Without padding the convolution reads its input's own memory (a conv2d output is
+    stored batch innermost, as conv2d reads it): a later in-place change would make
+    second-order gradients wrong, so it raises."""
+    a = kg.randn(2, 3, 7, 7, requires_grad=True)
+    w1 = kg.randn(4, 3, 2, 2, requires_grad=True)
+    w2 = kg.randn(2, 4, 2, 2, requires_grad=True)
+    x = kg.nn.functional.conv2d(a, w1)
+    y = kg.nn.functional.conv2d(x, w2, stride=2)  # patch matrix: the first order is safe
+    with kg.no_grad():
+        x.add_(1.0)
+    kg.autograd.grad(y.sum(), a, retain_graph=True)
+    with pytest.raises(kg.errors.InplaceError, match="modified in place"):
+        kg.autograd.grad(y.sum(), a, create_graph=True)

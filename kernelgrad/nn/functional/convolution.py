@@ -7,7 +7,14 @@ from typing import Any
 
 from ... import autograd
 from ...backends.base import backend_capability
-from ...errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, format_shape
+from ...errors import (
+    ArgumentError,
+    DeviceMismatchError,
+    DTypeError,
+    InplaceError,
+    ShapeError,
+    format_shape,
+)
 from ...ops.creation import empty, zeros
 from ...ops.elementwise import copy_into
 from ...ops.movement import make_view
@@ -308,11 +315,23 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
 
     if autograd.needs_grad(x, weight, bias):
         need_x, need_w = x.requires_grad, weight.requires_grad
+        # for create_graph: x's history, without holding x (its values are in xq, which
+        # is x's own memory when it needed no copy: its version is checked then)
+        x_leaf = x if x.requires_grad and x._node is None else None
+        xq_version = xq._storage.version
         need_b = bias is not None and bias.requires_grad
 
         def backward(grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
             if autograd.is_grad_enabled():  # create_graph: gradients that have a graph
-                return _conv2d_vjp_with_graph(grad, x, weight, bias, plan, need_x, need_w, need_b)
+                if x_leaf is not None:
+                    x_again = x_leaf
+                else:  # the input's values (the padded copy's interior), with its history
+                    _check_unchanged(xq, xq_version)
+                    x_again = plan.input_view(xq)
+                    if x_edge is not None:
+                        x_again._node, x_again.requires_grad = x_edge, True
+                needs = (need_x, need_w, need_b)
+                return _conv2d_vjp_with_graph(grad, x_again, weight, bias, plan, *needs)
             grad_rows = _output_rows(grad, plan)
             if direct:
                 return _conv2d_direct_backward(grad_rows, xq, weight, plan, need_x, need_w, need_b)
@@ -343,6 +362,7 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
         if direct and xq._storage is x._storage:
             saved += (x,)  # the backward reads the input itself
         autograd.record("conv2d", (x, weight, bias), result, backward, saved)
+        x_edge = result._node.edges[0] if result._node is not None else None
     return result
 
 
@@ -361,6 +381,17 @@ def _conv2d_composite(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _Con
     w_groups = weight.reshape(groups, plan.out_channels // groups, -1)
     out = (patches @ w_groups.mT).permute(0, 1, 3, 2).reshape(n, plan.out_channels, oh, ow)
     return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+
+
+def _check_unchanged(xq: Tensor, version: int) -> None:
+    if xq._storage.version != version:
+        raise InplaceError(
+            f"conv2d: its input (shape {format_shape((xq.shape[3], *xq.shape[:3]))}) was "
+            "modified in place after the convolution, so its second-order gradients "
+            "(create_graph=True) would be wrong. Use the out-of-place form of the later "
+            "operation (for example `x = x + 1` instead of `x += 1`), or `.clone()` the "
+            "tensor before changing it."
+        )
 
 
 def _conv2d_vjp_with_graph(

@@ -584,6 +584,8 @@ _LAZY_SUBMODULES = (
 _LAZY_SUBMODULES += ("random", "testing", "jit", "profiler")
 # torch.distributions (kernelgrad/distributions/)
 _LAZY_SUBMODULES += ("distributions",)
+# torch.func: functional_call only (kernelgrad/func.py)
+_LAZY_SUBMODULES += ("func",)
 # Names that live in a lazily imported module: kg.index() and friends (kernel markers),
 # kg.elementwise (fused scalar functions), kg.custom_vjp (user backward passes).
 _LAZY_ATTRIBUTES = {

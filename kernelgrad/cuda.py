@@ -245,4 +245,8 @@ def __getattr__(name: str) -> Any:
         from .amp import cuda_amp
 
         return cuda_amp
+    if name in ("FloatTensor", "DoubleTensor", "IntTensor", "LongTensor", "BoolTensor"):
+        from .legacy_types import CUDA_TYPES  # torch.cuda.FloatTensor(data), x.type(...)
+
+        return CUDA_TYPES[name]
     raise AttributeError(f"module 'kernelgrad.cuda' has no attribute '{name}'")

@@ -113,7 +113,6 @@ MODULE_ADVICE = {
     "bfloat16": "kernelgrad has float32 and float64 only: use kg.float32",
     "complex64": "kernelgrad has no complex dtypes",
     "vmap": "kernelgrad has no vmap: write the batch dimension explicitly, or a @kg.kernel",
-    "func": "kernelgrad has no torch.func: kg.autograd.grad gives gradients",
     "fft": "kernelgrad has no FFTs",
     "sparse": "kernelgrad has no sparse tensors",
     "set_printoptions": "kernelgrad prints tensors with NumPy's options: numpy.set_printoptions",

@@ -1170,13 +1170,23 @@ class Tensor:
         return self.dtype.is_floating_point
 
     def type(self, dtype: Any = None) -> Any:
-        """With no argument, the type's name (``'kernelgrad.FloatTensor'``); with a dtype
+        """With no argument, the type's name (``'kernelgrad.FloatTensor'``,
+        ``'kernelgrad.cuda.FloatTensor'`` on a CUDA device); with a dtype
         (or a name such as ``'torch.LongTensor'``), the tensor converted to it."""
         if dtype is None:
-            return f"kernelgrad.{_TYPE_NAMES[self.dtype.name]}"
+            cuda = "cuda." if self.device.type == "cuda" else ""  # 'torch.cuda.FloatTensor'
+            return f"kernelgrad.{cuda}{_TYPE_NAMES[self.dtype.name]}"
+        # a legacy type (x.type(torch.FloatTensor), torch.cuda.FloatTensor) or its name
+        # ('torch.cuda.LongTensor'): its dtype, and its device, as PyTorch
         if isinstance(dtype, str) and dtype.rpartition(".")[2] in _TYPE_NAMES.values():
-            name = dtype.rpartition(".")[2]
-            dtype = next(k for k, v in _TYPE_NAMES.items() if v == name)
+            from . import cuda, legacy_types
+
+            types = cuda if dtype.rpartition(".")[0].endswith("cuda") else legacy_types
+            dtype = getattr(types, dtype.rpartition(".")[2])
+        if hasattr(dtype, "_dtype_name"):
+            if dtype._device_type == self.device.type:
+                return self.to(as_dtype(dtype._dtype_name))
+            return self.to(dtype._device(), as_dtype(dtype._dtype_name))
         return self.to(as_dtype(dtype))
 
     def new_tensor(

@@ -227,6 +227,53 @@ def test_legacy_constructors_match_pytorch():
             np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
+@pytest.mark.torch
+def test_type_with_a_legacy_type_converts_as_pytorch():
+    """``x.type(torch.FloatTensor)`` (eriklindernoren/PyTorch-GAN's ``imgs.type(Tensor)``,
+    tests/compat/programs/wgan_gp.py) converts to the type's dtype; a name works too."""
+    torch = pytest.importorskip("torch")
+    values = np.array([[1, -2], [3, 4]], dtype=np.int64)
+    for target in ("FloatTensor", "DoubleTensor", "IntTensor", "LongTensor", "BoolTensor"):
+        ours = kg.tensor(values).type(getattr(kg, target))
+        theirs = torch.tensor(values).type(getattr(torch, target))
+        assert str(ours.dtype).rpartition(".")[2] == str(theirs.dtype).rpartition(".")[2]
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+        assert isinstance(ours, getattr(kg, target))
+        assert kg.tensor(values).type(f"torch.{target}").dtype == ours.dtype
+    x = kg.ones(2, requires_grad=True)
+    x.type(kg.DoubleTensor).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0]
+
+
+def test_cuda_legacy_types_make_and_convert_to_cuda_tensors(device):
+    """``torch.cuda.FloatTensor(array)``, ``isinstance(x, torch.cuda.FloatTensor)`` and
+    ``x.type(torch.cuda.FloatTensor)`` (the ``Tensor = torch.cuda.FloatTensor if cuda
+    else torch.FloatTensor`` of PyTorch-GAN's scripts) give CUDA tensors; converting to a
+    CPU type brings a CUDA tensor back to the CPU, as in PyTorch."""
+    if device == "cpu":
+        if kg.cuda.is_available():
+            pytest.skip("a CUDA device is there; the cuda pass tests it")
+        with pytest.raises(RuntimeError, match="cuda"):
+            kg.cuda.FloatTensor([1.0])
+        assert not isinstance(kg.ones(2), kg.cuda.FloatTensor)
+        return
+    made = kg.cuda.FloatTensor(np.array([[0.5], [2.0]]))
+    assert made.device.type == "cuda" and made.dtype == kg.float32
+    assert made.cpu().tolist() == [[0.5], [2.0]]
+    assert isinstance(made, kg.cuda.FloatTensor) and not isinstance(made, kg.FloatTensor)
+    filled = kg.cuda.FloatTensor(2, 1).fill_(1.0)
+    assert filled.device.type == "cuda" and filled.cpu().tolist() == [[1.0], [1.0]]
+    moved = kg.tensor([1, 2]).type(kg.cuda.FloatTensor)
+    assert moved.device.type == "cuda" and moved.dtype == kg.float32
+    assert moved.type() == "kernelgrad.cuda.FloatTensor"  # PyTorch: 'torch.cuda.FloatTensor'
+    assert moved.type(moved.type()) is moved  # the type it has: the tensor itself
+    assert kg.tensor([1, 2]).type("torch.cuda.DoubleTensor").device.type == "cuda"
+    back = moved.type(kg.LongTensor)
+    assert back.device.type == "cpu" and back.tolist() == [1, 2]
+    with pytest.raises(TypeError, match="CUDA tensors"):
+        kg.cuda.FloatTensor([1.0], device="cpu")
+
+
 # --- set_default_device -----------------------------------------------------------------------
 
 

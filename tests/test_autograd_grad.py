@@ -135,3 +135,18 @@ def test_matches_pytorch_on_a_gradient_penalty_and_intermediate_inputs():
         assert x.grad is None and w.grad is None
     for got, expected in zip(results["kernelgrad"], results["torch"]):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_gradient_of_a_contiguous_input_is_contiguous(device):
+    """The backward pass may leave a gradient in its own layout (conv2d's is batch
+    innermost, a padded buffer's interior is a strided view); autograd.grad returns a
+    contiguous input's gradient contiguous, as PyTorch does, so that WGAN-GP's
+    ``gradients.view(gradients.size(0), -1)`` works, with or without a graph."""
+    x = kg.randn(2, 3, 5, 5, device=device, requires_grad=True)
+    w = kg.randn(4, 3, 3, 3, device=device, requires_grad=True)
+    for create_graph in (False, True):
+        conv = kg.nn.functional.conv2d(x, w, padding=1)
+        for out in (conv, kg.nn.functional.pad(x, (1, 1, 2, 0)) * 2):
+            (g,) = kg.autograd.grad(out.sum(), x, create_graph=create_graph)
+            assert g.is_contiguous() and g.view(2, -1).shape == (2, 75)
+            assert g.requires_grad == (create_graph and out is conv)

@@ -704,6 +704,12 @@ def grad(
                 from ..ops.creation import zeros_like
 
                 gradient = zeros_like(tensor)
+        elif tensor.is_contiguous() and not gradient.is_contiguous():
+            # a layout of the backward pass (conv2d's batch-innermost gradient, a padded
+            # buffer's interior): the gradient of a contiguous input is contiguous, as in
+            # PyTorch, where WGAN-GP's `gradients.view(gradients.size(0), -1)` relies on it
+            with set_grad_enabled(create_graph):
+                gradient = gradient.contiguous()
         results.append(gradient)
     return tuple(results)
 

@@ -9,7 +9,7 @@ import pytest
 
 import kernelgrad as kg
 import kernelgrad.nn.functional as F
-from kernelgrad.errors import BackwardError, ShapeError
+from kernelgrad.errors import ShapeError
 from kernelgrad.nn.functional import convolution
 from tests.helpers import as_numpy, assert_close, check_grad, numerical_grad
 from tests.nn import reference as ref
@@ -119,14 +119,15 @@ def test_conv2d_errors_name_the_problem(device):
         F.conv2d(x, kg.zeros(2, 3, 3, 3, device=device), stride=2, padding="same")
 
 
-def test_second_order_gradients_through_conv_and_pooling_are_refused(device):
-    # Their VJPs reuse forward results and are not differentiable again: rather than
-    # return wrong second derivatives, backward(create_graph=True) says so.
+def test_second_order_gradients_through_conv_and_pooling(device):
+    # Under create_graph their VJPs are recorded (tests/nn/test_conv_pool_grad2.py
+    # compares them with PyTorch): the first-order gradient is the kernels' one.
     x = kg.tensor(randn(1, 1, 4, 4), device=device, requires_grad=True)
     w = kg.tensor(randn(1, 1, 3, 3), device=device, requires_grad=True)
     for out in (F.conv2d(x, w), F.max_pool2d(x, 2), F.avg_pool2d(x, 2)):
-        with pytest.raises(BackwardError, match="second-order"):
-            out.sum().backward(create_graph=True)
+        (expected,) = kg.autograd.grad(out.sum(), x, retain_graph=True)
+        (got,) = kg.autograd.grad(out.sum(), x, create_graph=True)
+        assert_close(got.detach(), expected.cpu().numpy())
 
 
 # --- pooling --------------------------------------------------------------------------------

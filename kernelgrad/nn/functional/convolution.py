@@ -7,7 +7,14 @@ from typing import Any
 
 from ... import autograd
 from ...backends.base import backend_capability
-from ...errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, format_shape
+from ...errors import (
+    ArgumentError,
+    DeviceMismatchError,
+    DTypeError,
+    InplaceError,
+    ShapeError,
+    format_shape,
+)
 from ...ops.creation import empty, zeros
 from ...ops.elementwise import copy_into
 from ...ops.movement import make_view
@@ -19,7 +26,6 @@ from ._layout import (
     _check_float,
     _contiguous,
     _flat,
-    _no_double_backward,
     _pair,
     _same_padding,
     _single,
@@ -309,10 +315,23 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
 
     if autograd.needs_grad(x, weight, bias):
         need_x, need_w = x.requires_grad, weight.requires_grad
+        # for create_graph: x's history, without holding x (its values are in xq, which
+        # is x's own memory when it needed no copy: its version is checked then)
+        x_leaf = x if x.requires_grad and x._node is None else None
+        xq_version = xq._storage.version
         need_b = bias is not None and bias.requires_grad
 
         def backward(grad: Tensor) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
-            _no_double_backward("conv2d")
+            if autograd.is_grad_enabled():  # create_graph: gradients that have a graph
+                if x_leaf is not None:
+                    x_again = x_leaf
+                else:  # the input's values (the padded copy's interior), with its history
+                    _check_unchanged(xq, xq_version)
+                    x_again = plan.input_view(xq)
+                    if x_edge is not None:
+                        x_again._node, x_again.requires_grad = x_edge, True
+                needs = (need_x, need_w, need_b)
+                return _conv2d_vjp_with_graph(grad, x_again, weight, bias, plan, *needs)
             grad_rows = _output_rows(grad, plan)
             if direct:
                 return _conv2d_direct_backward(grad_rows, xq, weight, plan, need_x, need_w, need_b)
@@ -343,7 +362,61 @@ def _conv2d_forward(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvP
         if direct and xq._storage is x._storage:
             saved += (x,)  # the backward reads the input itself
         autograd.record("conv2d", (x, weight, bias), result, backward, saved)
+        x_edge = result._node.edges[0] if result._node is not None else None
     return result
+
+
+def _conv2d_composite(x: Tensor, weight: Tensor, bias: Tensor | None, plan: _ConvPlan) -> Tensor:
+    """The convolution written with differentiable tensor operations (pad, sliding
+    windows by ``unfold``, one batched matrix product), which can be differentiated
+    any number of times."""
+    top, bottom, left, right = plan.pads
+    if any(plan.pads):
+        x = _pad_constant(x, (left, right, top, bottom))
+    n, c, groups, kh, kw, oh, ow = plan.n, plan.c, plan.groups, plan.kh, plan.kw, plan.oh, plan.ow
+    (sh, sw), (dh, dw) = plan.stride, plan.dilation
+    windows = x.unfold(2, kh, sh, dh).unfold(3, kw, sw, dw)  # (N, C, OH, OW, kh, kw)
+    patches = windows.reshape(n, groups, c // groups, oh, ow, kh, kw)
+    patches = patches.permute(0, 1, 3, 4, 2, 5, 6).reshape(n, groups, oh * ow, -1)
+    w_groups = weight.reshape(groups, plan.out_channels // groups, -1)
+    out = (patches @ w_groups.mT).permute(0, 1, 3, 2).reshape(n, plan.out_channels, oh, ow)
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+
+
+def _check_unchanged(xq: Tensor, version: int) -> None:
+    if xq._storage.version != version:
+        raise InplaceError(
+            f"conv2d: its input (shape {format_shape((xq.shape[3], *xq.shape[:3]))}) was "
+            "modified in place after the convolution, so its second-order gradients "
+            "(create_graph=True) would be wrong. Use the out-of-place form of the later "
+            "operation (for example `x = x + 1` instead of `x += 1`), or `.clone()` the "
+            "tensor before changing it."
+        )
+
+
+def _conv2d_vjp_with_graph(
+    grad: Tensor,
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    plan: _ConvPlan,
+    need_x: bool,
+    need_w: bool,
+    need_b: bool,
+) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+    """conv2d's gradients under ``create_graph=True`` (a gradient penalty, MAML's inner
+    loop): the VJP of :func:`_conv2d_composite`, recorded, so second-order gradients
+    flow to the input, the weight and the incoming gradient. Slower than the kernels,
+    and only taken when a graph of the backward pass is asked for."""
+    wanted = [(t, need) for t, need in ((x, need_x), (weight, need_w), (bias, need_b))]
+    inputs = [t for t, need in wanted if need]
+    grads = iter(
+        autograd.grad(
+            _conv2d_composite(x, weight, bias, plan), inputs, grad, create_graph=True,
+            allow_unused=True,
+        )
+    )  # fmt: skip
+    return tuple(next(grads) if need else None for _, need in wanted)  # type: ignore[return-value]
 
 
 def _conv2d_direct_backward(

@@ -11,6 +11,7 @@ from ...errors import ArgumentError, ShapeError, format_shape
 from ...ops.creation import full, ones
 from ...ops.elementwise import copy_into
 from ...ops.movement import pad as _pad_constant
+from ...ops.movement import stack
 from ...tensor import Tensor
 from .. import _fused
 from ._layout import (
@@ -19,7 +20,6 @@ from ._layout import (
     _check_float,
     _empty_in_order,
     _memory_order,
-    _no_double_backward,
     _pair,
     _permuted,
     _single,
@@ -278,7 +278,9 @@ def _max_pool2d(
         _fused.prefetch(_max_grad_fn(plan.taps, relu), x, ("rows", "strided"))
 
         def backward(grad: Tensor) -> tuple[Tensor]:
-            _no_double_backward(op)
+            if autograd.is_grad_enabled():  # create_graph: a gradient that has a graph
+                weights = _max_tap_weights(xp, pooled, plan, relu)
+                return (_pool_vjp_with_graph(grad, xp, plan, weights),)
             inputs = plan.views(xp) + [pooled, grad]
             return (plan.scatter(_max_grad_fn(plan.taps, relu), inputs, grad, xp),)
 
@@ -335,12 +337,46 @@ def avg_pool2d(
     if autograd.needs_grad(x):
 
         def backward(grad: Tensor) -> tuple[Tensor]:
-            _no_double_backward("avg_pool2d")
+            if autograd.is_grad_enabled():  # create_graph: a gradient that has a graph
+                weights = scale if isinstance(divisor, float) else 1.0 / divisor[..., None, None]
+                return (_pool_vjp_with_graph(grad, xp, plan, weights),)
             scaled = grad * scale if isinstance(divisor, float) else grad / divisor
             return (plan.scatter(_broadcast_fn(plan.taps), [scaled], grad, xp),)
 
         autograd.record("avg_pool2d", (x,), result, backward)
     return result.squeeze(0) if unbatched else result
+
+
+def _max_tap_weights(xp: Tensor, pooled: Tensor, plan: _PoolPlan, relu: bool) -> Tensor:
+    """(N, C, OH, OW, kh, kw): 1 at the tap of each window that max pooling's gradient
+    goes to (the gradient kernel's choice, run with a gradient of ones), else 0."""
+    order = _memory_order(xp)
+    inputs = plan.views(xp) + [pooled, ones(pooled.shape, dtype=xp.dtype, device=xp.device)]
+    window_shape = pooled.shape
+    parts = [_empty_in_order(window_shape, order, xp) for _ in range(plan.taps)]
+    _fused.launch(
+        _max_grad_fn(plan.taps, relu),
+        [_permuted(part, order) for part in parts],
+        [_permuted(t, order) for t in inputs],
+        xp.dtype,
+    )
+    return stack(parts, -1).reshape(*window_shape, plan.kh, plan.kw)
+
+
+def _pool_vjp_with_graph(grad: Tensor, xp: Tensor, plan: _PoolPlan, weights: Any) -> Tensor:
+    """A 2-d pooling's input gradient under ``create_graph=True`` (MAML's inner loop
+    through a CNN, a gradient penalty). Both poolings' gradients are linear in the
+    incoming gradient, with a weight per window tap (max: 1 at each window's chosen
+    maximum; average: 1 / divisor): they are the VJP of the windows' weighted sums,
+    recorded here, so that second-order gradients flow through the incoming gradient.
+    The second derivative with respect to the input is zero, as in PyTorch."""
+    leaf = xp.detach().requires_grad_()
+    windows = leaf.unfold(2, plan.kh, plan.sh, plan.dh).unfold(3, plan.kw, plan.sw, plan.dw)
+    pooled = (windows * weights).sum((-2, -1))
+    (grad_xp,) = autograd.grad(pooled, leaf, grad, create_graph=True)
+    if not plan.padded:
+        return grad_xp
+    return grad_xp[:, :, plan.ph : plan.ph + plan.h, plan.pw : plan.pw + plan.w]
 
 
 def _window_reduce(x: Tensor, plan: _PoolPlan, fn: Any, *scalars: float) -> Tensor:

@@ -11,7 +11,7 @@ the parametrization forms in ``kg.nn.utils.parametrizations``) and ``parametrize
 True
 """
 
-from . import parametrizations, parametrize, rnn
+from . import parametrizations, parametrize, rnn, stateless
 from .clip_grad import (
     clip_grad_norm,
     clip_grad_norm_,
@@ -45,6 +45,7 @@ __all__ += [
     "remove_weight_norm",
     "skip_init",
     "spectral_norm",
+    "stateless",
     "vector_to_parameters",
     "weight_norm",
 ]

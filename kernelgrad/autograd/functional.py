@@ -148,19 +148,7 @@ def jvp(
         out_tuple, outputs = _call(func, inputs, fn)
         dummies = tuple(zeros_like(o).requires_grad_() for o in outputs)
         inner = _filled(_grads(outputs, inputs, dummies, True), inputs, strict, fn, "jvp")
-        usable = [(g, w) for g, w in zip(inner, vs) if g.requires_grad]
-        if usable:
-            products = grad(
-                [g for g, _ in usable],
-                dummies,
-                [w for _, w in usable],
-                retain_graph=True,
-                create_graph=create_graph,
-                allow_unused=True,
-            )
-        else:
-            products = (None,) * len(dummies)
-        products = _filled(products, outputs, strict, fn, "jvp")
+        products = _filled(_grads(inner, dummies, vs, create_graph), outputs, strict, fn, "jvp")
     outputs = _finish(outputs, create_graph)
     products = _finish(products, create_graph)
     return (outputs if out_tuple else outputs[0]), (products if out_tuple else products[0])
@@ -262,7 +250,6 @@ def hessian(
 def _hessian_product(
     fn: str, func: Callable, inputs: Any, v: Any, create_graph: bool, strict: bool
 ) -> tuple[Any, Any]:
-
     is_tuple, inputs = _as_tuple(inputs, "inputs", fn)
     vs = _input_vectors(inputs, v, fn)
     with enable_grad():
@@ -271,18 +258,7 @@ def _hessian_product(
         if out_tuple or outputs[0].numel() != 1:
             raise RuntimeError(f"{fn}: the function must return a single one-element tensor")
         first = _filled(_grads(outputs, inputs, (None,), True), inputs, strict, fn, fn)
-        usable = [(g, w) for g, w in zip(first, vs) if g.requires_grad]
-        products: tuple = (None,) * len(inputs)
-        if usable:
-            products = grad(
-                [g for g, _ in usable],
-                inputs,
-                [w for _, w in usable],
-                retain_graph=True,
-                create_graph=create_graph,
-                allow_unused=True,
-            )
-        products = _filled(products, inputs, strict, fn, fn)
+        products = _filled(_grads(first, inputs, vs, create_graph), inputs, strict, fn, fn)
     output = _finish(outputs, create_graph)[0]
     products = _finish(products, create_graph)
     return output, (products if is_tuple else products[0])

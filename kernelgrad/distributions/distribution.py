@@ -171,6 +171,18 @@ class Distribution:
                 f"invalid values:\n{value}\n(validate_args=False skips this check)"
             )
 
+    def _expanded(self, cls: type, batch_shape: Any, _instance: Any, names: tuple) -> Any:
+        """``expand`` of a distribution whose parameters ``names`` all have its batch
+        shape: each expanded to ``batch_shape`` (views), ``cls``'s base initialised
+        without validation, the validation setting kept."""
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = Size(batch_shape)
+        for name in names:
+            setattr(new, name, getattr(self, name).expand(batch_shape))
+        super(cls, new).__init__(batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def _get_checked_instance(self, cls: type, _instance: Any = None) -> Any:
         if _instance is None and type(self).__init__ != cls.__init__:
             raise NotImplementedError(

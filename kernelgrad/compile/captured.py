@@ -29,6 +29,7 @@ from typing import Any
 
 from ..backends.base import CaptureUnsupportedError, View
 from ..debug import debug_level, log
+from .plan import step_templates
 
 MIN_STEPS = 2  # a graph of one kernel saves nothing
 
@@ -54,21 +55,11 @@ def graph_runs(plan: Any, backend: Any) -> dict[int, tuple[int, GraphRun]]:
     return runs
 
 
-def templates(step: Any) -> list[Any]:
-    """The views over the slot table a step reads or writes (``plan._Template``s)."""
-    found = []
-    for name in ("outputs", "inputs", "views"):
-        for item in getattr(step, name, None) or []:
-            if hasattr(item, "slot") and hasattr(item, "strides"):
-                found.append(item)
-    return found
-
-
 def _written(step: Any) -> list[Any]:
     """The views a step writes: its outputs; every view of a kernel or a fused reduction
     (which do not say which they write)."""
     outputs = getattr(step, "outputs", None)
-    return list(outputs) if outputs is not None else templates(step)
+    return list(outputs) if outputs is not None else step_templates(step)
 
 
 def _extent(template: Any) -> tuple[int, int] | None:
@@ -122,12 +113,12 @@ class GraphRun:
         written_args = set(plan.written_args)
         before: set[int] = set()  # slots touched by the steps before this run
         for step in plan.steps[:first]:
-            before.update(t.slot for t in templates(step))
+            before.update(t.slot for t in step_templates(step))
         extents: dict[int, list[int]] = {}
         dtypes: dict[int, Any] = {}
         written: set[int] = set()
         for step in plan.steps[first:stop]:
-            for template in templates(step):
+            for template in step_templates(step):
                 slot = template.slot
                 if slot not in varying:
                     continue

@@ -929,10 +929,15 @@ class Plan:
         return "\n".join(lines)
 
 
-def _step_slots(step: Step) -> list[int]:
-    slots = []
+def step_templates(step: Step) -> list[_Template]:
+    """The views over the slot table a step reads or writes."""
+    found = []
     for name in ("outputs", "inputs", "views"):
         for item in getattr(step, name, []) or []:
             if isinstance(item, _Template):
-                slots.append(item.slot)
-    return slots
+                found.append(item)
+    return found
+
+
+def _step_slots(step: Step) -> list[int]:
+    return [template.slot for template in step_templates(step)]

@@ -237,35 +237,16 @@ def _views(fn: ScalarFunction, outputs: Sequence[Tensor], inputs: Sequence[Any])
 
 def error_flag(device: Any, make_error: Callable[[int], BaseException]) -> tuple[Tensor, Any]:
     """A two-element int64 tensor (zero) for a kernel to report a bad value into
-    (``[value, 1]``), and a function to call after the launch, which raises
-    ``make_error(value)`` if the kernel reported one.
+    (``[value, 1]``), and a function to call right after the launch, which raises
+    ``make_error(value)`` if the kernel reported one: ``ops.indexing``'s flags, shared by
+    the gathers there. On the CPU the function reads the flag at once (one flag per
+    device and thread, zeroed again when it reports an error); a backend with
+    ``error_slot`` (CUDA) hands out a slot of its flag table and raises the error at its
+    next device-to-host read (``backends/cuda/flags.py``); while kg.compile traces, the
+    check is recorded as a host operation (``ops.indexing.traced_error_flag``)."""
+    from ..ops.indexing import _error_flag
 
-    On the CPU the function reads the flag at once. A backend with ``error_slot`` (CUDA)
-    hands out a slot of its flag table instead and raises the error at its next
-    device-to-host read, so that the call does not wait for the device (see
-    ``backends/cuda/flags.py``). While kg.compile traces, the check is recorded as a host
-    operation (``ops.indexing.traced_error_flag``): replays raise the same error."""
-    from ..backends import get_backend
-    from ..dtypes import int64
-    from ..ops.creation import zeros
-    from ..ops.indexing import traced_error_flag
-
-    recorder = tracing.active_recorder()
-    if recorder is not None:
-        return traced_error_flag(recorder, device, make_error)
-    backend = get_backend(device)
-    slot = getattr(backend, "error_slot", None)
-    if slot is None:
-        flag = zeros(2, dtype=int64, device=device)
-
-        def check() -> None:
-            bad, found = flag._host_copy().tolist()
-            if found:
-                raise make_error(bad)
-
-        return flag, check
-    buffer, check = slot(make_error)
-    return Tensor._from_buffer(buffer, (2,), int64, device), check
+    return _error_flag(device, make_error)
 
 
 def _add(x, y):

@@ -481,8 +481,6 @@ def backward(
 
     ``retain_graph`` defaults to ``create_graph`` (a graph built for second derivatives
     must stay alive for the second backward)."""
-    from ..tensor import Tensor
-
     if retain_graph is None:
         retain_graph = create_graph
     if root._base is not None:
@@ -495,31 +493,7 @@ def backward(
             "kg.no_grad(). Create the parameters with requires_grad=True (or call "
             ".requires_grad_() on them) before computing the loss."
         )
-    if gradient is None:
-        if root.numel() != 1:
-            raise BackwardError(
-                f"backward() on a tensor of shape {format_shape(root.shape)} needs a "
-                "`gradient` argument of the same shape (d loss / d this tensor); only a "
-                "one-element tensor (a scalar loss) gets an implicit gradient of 1"
-            )
-        from ..ops.creation import ones_like
-
-        gradient = ones_like(root)
-    else:
-        if not isinstance(gradient, Tensor):
-            from ..ops.creation import tensor as make_tensor
-
-            gradient = make_tensor(gradient, dtype=root.dtype, device=root.device)
-        if gradient.shape != root.shape:
-            raise BackwardError(
-                f"backward(): `gradient` has shape {format_shape(gradient.shape)} but the "
-                f"tensor has shape {format_shape(root.shape)}; they must match"
-            )
-        if gradient.device != root.device:
-            raise BackwardError(
-                f"backward(): `gradient` is on {gradient.device} but the tensor is on "
-                f"{root.device}; move it with gradient.to({str(root.device)!r})"
-            )
+    gradient = _seed(root, gradient, "backward()")
 
     if _retaining:
         _move_retained()
@@ -687,7 +661,7 @@ def grad(
                 "none of the tensors it was computed from requires grad, or it was computed "
                 "under kg.no_grad()"
             )
-        seeds.append(_seed(output, seed, f"autograd.grad: output {position}"))
+        seeds.append(_seed(output, seed, f"autograd.grad(): output {position}"))
     if retain_graph is None:
         retain_graph = create_graph
     with set_grad_enabled(create_graph):
@@ -715,15 +689,17 @@ def grad(
 
 
 def _seed(output: Tensor, gradient: Any, what: str) -> Tensor:
-    """The gradient a pass starts from at ``output``: ``gradient`` checked against it, or
-    ones for a one-element output."""
+    """The gradient a pass starts from at ``output`` (``backward()``'s root, one of
+    ``autograd.grad``'s outputs): ``gradient`` checked against it (shape, device), or ones
+    for a one-element output; ``what`` names the caller in the errors."""
     from ..tensor import Tensor
 
     if gradient is None:
         if output.numel() != 1:
             raise BackwardError(
-                f"{what} has shape {format_shape(output.shape)}: it needs a gradient of the "
-                "same shape (d loss / d output); only a one-element output gets an implicit 1"
+                f"{what}: the tensor has shape {format_shape(output.shape)}, so it needs a "
+                "`gradient` argument of the same shape (d loss / d this tensor); only a "
+                "one-element tensor (a scalar loss) gets an implicit gradient of 1"
             )
         from ..ops.creation import ones_like
 
@@ -734,8 +710,13 @@ def _seed(output: Tensor, gradient: Any, what: str) -> Tensor:
         gradient = make_tensor(gradient, dtype=output.dtype, device=output.device)
     if gradient.shape != output.shape:
         raise BackwardError(
-            f"{what}: the gradient has shape {format_shape(gradient.shape)} but the output "
+            f"{what}: `gradient` has shape {format_shape(gradient.shape)} but the tensor "
             f"has shape {format_shape(output.shape)}; they must match"
+        )
+    if gradient.device != output.device:
+        raise BackwardError(
+            f"{what}: `gradient` is on {gradient.device} but the tensor is on "
+            f"{output.device}; move it with gradient.to({str(output.device)!r})"
         )
     return gradient
 

@@ -9,8 +9,8 @@ composed from kernelgrad's operations (gradients come from the composition):
 * calculus on samples: ``gradient``, ``cumulative_trapezoid``; ``rsub``;
 * questions: ``is_nonzero``, ``is_same_size``, ``is_signed``, ``is_complex``,
   ``typename``, ``get_device``, ``Tensor.is_set_to``, ``Tensor.dim_order``, ``layout``;
-* settings: ``use_deterministic_algorithms`` (kernelgrad's one nondeterministic kernel,
-  the CUDA scatter-add's atomics, then raises or warns, as PyTorch's do),
+* settings: ``use_deterministic_algorithms`` (``determinism.py``: kernelgrad's one
+  nondeterministic kernel, the CUDA scatter-add's atomics, then raises or warns),
   ``set_float32_matmul_precision`` (a permission to be less precise that kernelgrad
   does not use: products stay full float32), ``set_default_tensor_type``,
   ``set_flush_denormal``;
@@ -23,13 +23,17 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from .. import autograd
+from ..determinism import (
+    are_deterministic_algorithms_enabled,
+    is_deterministic_algorithms_warn_only_enabled,
+    use_deterministic_algorithms,
+)
 from ..errors import ArgumentError, DeviceMismatchError, ShapeError
 from ..shapes import normalize_dim
 from ..tensor import Tensor
@@ -447,44 +451,7 @@ def _host_map(self: Tensor, fn: Callable, other: Tensor | None, name: str) -> Te
 
 # --- settings -----------------------------------------------------------------------------------
 class _Settings:
-    deterministic = False
-    warn_only = False
     matmul_precision = "highest"
-
-
-def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
-    """Ask for deterministic algorithms (PyTorch's ``torch.use_deterministic_algorithms``).
-    kernelgrad's CPU kernels give the same results from run to run at a fixed thread
-    count; its one nondeterministic kernel is the CUDA scatter-add (``index_add``, the
-    backward of gathers and embeddings), whose floating-point atomics add in any order:
-    with ``mode`` it raises a ``RuntimeError`` naming it (``warn_only``: a warning)."""
-    _Settings.deterministic = bool(mode)
-    _Settings.warn_only = bool(warn_only)
-
-
-def are_deterministic_algorithms_enabled() -> bool:
-    return _Settings.deterministic
-
-
-def is_deterministic_algorithms_warn_only_enabled() -> bool:
-    return _Settings.warn_only
-
-
-def check_deterministic(what: str) -> None:
-    """Called by a kernel that is not deterministic: raise or warn when the user asked
-    for deterministic algorithms."""
-    if not _Settings.deterministic:
-        return
-    message = (
-        f"{what} does not have a deterministic implementation, but you set "
-        "'kg.use_deterministic_algorithms(True)'. You can turn off determinism just for "
-        "this operation, or use the 'warn_only=True' option, if that's acceptable for your "
-        "application."
-    )
-    if _Settings.warn_only:
-        warnings.warn(message, UserWarning, stacklevel=3)
-        return
-    raise RuntimeError(message)
 
 
 def set_float32_matmul_precision(precision: str) -> None:

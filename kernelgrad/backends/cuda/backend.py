@@ -890,7 +890,7 @@ class CUDABackend:
 
     def index_add(self, out: View, dim: int, index: View, source: View) -> Any:
         if out.dtype.is_floating_point:  # atomics add in any order
-            from ...ops.torch_rest import check_deterministic
+            from ...determinism import check_deterministic
 
             check_deterministic("index_add (scatter-add with CUDA atomics)")
         split = self._split(out, dim)

@@ -29,6 +29,13 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+def _cpu_blas() -> str:
+    """Which BLAS computes the CPU backend's matrix products."""
+    from .backends.cpu import blas
+
+    return blas.describe()
+
+
 def cuda_status() -> dict[str, Any]:
     """``{"available": bool, "devices": [...], "reason": str, "libraries": {...}}``
     without failing when the CUDA backend, numba-cuda or a driver is missing;
@@ -127,7 +134,11 @@ def collect(data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
             "matplotlib": _version("matplotlib"),
         },
         "backends": {
-            "cpu": {"available": True, "engine": "Numba (njit, parallel) + NumPy BLAS"},
+            "cpu": {
+                "available": True,
+                "engine": "Numba (njit, parallel)",
+                "libraries": {"BLAS": _cpu_blas()},
+            },
             "cuda": {
                 "available": cuda["available"],
                 "engine": "numba-cuda",

@@ -1,5 +1,5 @@
-"""``torch.backends.mkl``: kernelgrad's CPU products go through NumPy's BLAS
-(OpenBLAS in NumPy's wheels), not MKL."""
+"""``torch.backends.mkl``: kernelgrad's CPU products go through OpenBLAS (its own
+copy, see ``kernelgrad/backends/cpu/blas.py``), not MKL."""
 
 from __future__ import annotations
 

@@ -305,36 +305,145 @@ def test_parallel_threshold_comes_from_the_environment(monkeypatch):
 
 
 def test_small_products_run_on_one_blas_thread_and_leave_numpys_threads_alone(monkeypatch):
+    """Eager small products make the ``cblas_?gemm`` call a prepared one (kg.compile's
+    replay) makes, on one thread: with kernelgrad's own OpenBLAS through
+    ``gemm_matrix``, with NumPy's through NumPy (set to one thread around the call)."""
     from kernelgrad.backends.cpu import blas, split_gemm
 
     if not blas.single_thread_available():
-        pytest.skip("NumPy's BLAS is not a threaded OpenBLAS")
+        pytest.skip("neither kernelgrad's own OpenBLAS nor a threaded OpenBLAS in NumPy")
     before = blas.current_threads()
     seen = []
-    real_matmul, real_gemm = np.matmul, split_gemm.gemm_batch
+    real_matmul, real_gemm, real_matrix = np.matmul, split_gemm.gemm_batch, split_gemm.gemm_matrix
 
     def spy_matmul(*args, **kwargs):
         seen.append(("numpy", blas.current_threads()))
         return real_matmul(*args, **kwargs)
 
     def spy_gemm(*args):
-        seen.append(("cblas", blas.current_threads()))
+        seen.append(("cblas", blas.calling_threads()))
         return real_gemm(*args)
+
+    def spy_matrix(*args):
+        seen.append(("cblas matrix", blas.calling_threads()))
+        return real_matrix(*args)
 
     monkeypatch.setattr(blas.np, "matmul", spy_matmul)
     monkeypatch.setattr(split_gemm, "gemm_batch", spy_gemm)
+    monkeypatch.setattr(split_gemm, "gemm_matrix", spy_matrix)
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     b = np.arange(20, dtype=np.float32).reshape(4, 5)
-    assert_close(kg.tensor(a) @ kg.tensor(b), a @ b)  # eager: through NumPy
+    eager = (kg.tensor(a) @ kg.tensor(b)).numpy()
+    assert_close(eager, a @ b)
     out = np.zeros((3, 5), np.float32)
     blas.prepare(a, b, out, 60)()  # prepared for kg.compile's replay: cblas_sgemm itself
     np.testing.assert_array_equal(out, a @ b)
+    if blas._Blas.own:
+        np.testing.assert_array_equal(out, eager)  # the same call: the same bits
     # a matrix times a vector (one dimension), prepared: not a gemm, NumPy runs it
     vector = np.zeros(3, np.float32)
     blas.prepare(a, b[:, 0].copy(), vector, 12)()
     np.testing.assert_array_equal(vector, a @ b[:, 0])
-    assert seen == [("numpy", 1), ("cblas", 1), ("numpy", 1)]  # each on one thread
+    eager_call = ("cblas matrix", 1) if blas._Blas.own else ("numpy", 1)
+    assert seen == [eager_call, ("cblas", 1), ("numpy", 1)]  # each on one thread
     assert blas.current_threads() == before  # and NumPy's own count is back
+
+
+def test_kernelgrads_own_openblas_leaves_numpys_library_alone():
+    """kernelgrad's products run on a copy of OpenBLAS of its own, one thread for good:
+    NumPy's thread count is never changed, and NumPy's products are NumPy's."""
+    from kernelgrad.backends.cpu import blas
+
+    if not blas.single_thread_available() or not blas._Blas.own:
+        pytest.skip("scipy-openblas64 is not installed (or KG_BLAS_OWN=0)")
+    assert blas.calling_threads() == 1
+    before = blas.current_threads()
+    rng = np.random.default_rng(1)
+    for shape in [(3, 4, 5), (300, 200, 100)]:  # a small product and a split one
+        m, k, n = shape
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((n, k)).astype(np.float32)
+        assert_close(kg.tensor(a) @ kg.tensor(b).T, a @ b.T, rtol=1e-5, atol=1e-4)
+        assert blas.current_threads() == before
+    assert "kernelgrad's own copy" in blas.describe()
+    assert "OPENBLAS_CORETYPE" not in os.environ or os.environ["OPENBLAS_CORETYPE"]
+
+
+@pytest.mark.parametrize(
+    ("vendor", "family", "flags", "zen4"),
+    [
+        ("AuthenticAMD", "25", "fpu sse2 avx2 avx512f avx512bw", True),  # Zen 4
+        ("AuthenticAMD", "25", "fpu sse2 avx2", False),  # Zen 3: no AVX-512
+        ("AuthenticAMD", "26", "fpu sse2 avx2 avx512f", False),  # Zen 5: full-width units
+        ("GenuineIntel", "6", "fpu sse2 avx2 avx512f", False),
+    ],
+)
+def test_openblas_kernels_for_zen4_are_chosen_from_cpuinfo(tmp_path, vendor, family, flags, zen4):
+    from kernelgrad.backends.cpu import blas
+
+    entry = f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\nflags\t\t: {flags}\n"
+    other = "processor\t: 1\nvendor_id\t: Other\n"
+    path = tmp_path / "cpuinfo"
+    path.write_text(entry + "\n" + other)
+    assert blas._cpu_is_zen4(str(path)) is zen4
+    assert blas._cpu_is_zen4(str(tmp_path / "missing")) is False
+
+
+def test_openblas_core_type_settings(monkeypatch):
+    from kernelgrad.backends.cpu import blas
+
+    monkeypatch.setattr(blas, "_cpu_is_zen4", lambda: True)
+    monkeypatch.delenv("KG_BLAS_CORETYPE", raising=False)
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    assert blas._core_type() == "Haswell"
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "SkylakeX")  # the user's own: the library reads it
+    assert blas._core_type() is None
+    monkeypatch.setenv("KG_BLAS_CORETYPE", "Zen")
+    assert blas._core_type() == "Zen"
+    monkeypatch.setenv("KG_BLAS_CORETYPE", "auto")
+    assert blas._core_type() is None
+    monkeypatch.setattr(blas, "_cpu_is_zen4", lambda: False)
+    monkeypatch.delenv("KG_BLAS_CORETYPE")
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert blas._core_type() is None
+
+
+_BLAS_MODE_SCRIPT = """
+import os, numpy as np, kernelgrad as kg
+from kernelgrad.backends.cpu import blas
+before = blas.current_threads()
+rng = np.random.default_rng(0)
+for m, k, n in [(3, 4, 5), (300, 200, 100)]:
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    assert np.allclose((kg.tensor(a) @ kg.tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-4)
+assert blas.current_threads() == before
+assert os.environ.get("OPENBLAS_CORETYPE") is None  # put back after loading
+print(blas.describe())
+"""
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"KG_BLAS_OWN": "0"}, "NumPy's copy"),
+        ({"KG_BLAS_CORETYPE": "Haswell"}, "own copy (scipy-openblas64), Haswell kernels"),
+    ],
+)
+def test_blas_library_settings_in_a_fresh_process(settings, expected):
+    from kernelgrad.backends.cpu import blas
+
+    if not blas.single_thread_available() or not blas._Blas.gemm:
+        pytest.skip("no OpenBLAS found to call directly")
+    if "KG_BLAS_CORETYPE" in settings and not blas._Blas.own:
+        pytest.skip("scipy-openblas64 is not installed")
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "KG_BLAS_OWN")}
+    env.update(settings)
+    result = subprocess.run(
+        [sys.executable, "-c", _BLAS_MODE_SCRIPT], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert expected in result.stdout
 
 
 def test_blas_small_product_size_comes_from_the_environment(monkeypatch):
@@ -425,7 +534,7 @@ def test_large_products_split_across_numbas_threads_with_one_blas_thread(monkeyp
     real = split_gemm.split_gemm
 
     def spy(*args):
-        seen.append((args[2], blas.current_threads()))
+        seen.append((args[2], blas.calling_threads()))
         return real(*args)
 
     monkeypatch.setattr(split_gemm, "split_gemm", spy)

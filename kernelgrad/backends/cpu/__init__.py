@@ -2,8 +2,8 @@
 
 * elementwise and reduction kernels are generated from scalar functions (see
   ``codegen.py``), compiled with ``numba.njit(parallel=True)`` and cached on disk;
-* ``matmul`` calls NumPy's BLAS (OpenBLAS in the NumPy wheels), which beats any loop
-  Numba generates;
+* ``matmul`` calls OpenBLAS (kernelgrad's own copy, with kernels chosen for the CPU; see
+  ``blas.py``), which beats any loop Numba generates;
 * gather and scatter-add are hand-written kernels (``kernels.py``);
 * random numbers come from Philox4x32-10 (``rng.py``), bit for bit as on CUDA.
 """
@@ -920,7 +920,7 @@ class CPUBackend:
 
     # --- matmul ---------------------------------------------------------------------
     def matmul(self, out: View, a: View, b: View) -> None:
-        """NumPy's BLAS (small products on one BLAS thread, see ``blas.py``). Operands
+        """OpenBLAS (small products on one BLAS thread, see ``blas.py``). Operands
         whose strides BLAS cannot use are copied first: NumPy would otherwise fall back
         to a naive loop, 5-10x slower."""
         start = time.perf_counter() if debug_level() >= 2 else 0.0

@@ -23,13 +23,33 @@ The split serves float32 and float64 products of matrices with unit
 stride along rows or columns, batched over leading dims that one stride walks; other
 large products run as NumPy runs them.
 
-The thread count is set through ``openblas_set_num_threads``, looked up in the OpenBLAS
-library NumPy loaded, and put back after each call, so NumPy code that the user runs in
-the same process keeps its threads. With another BLAS (MKL, Accelerate, a system
-library) nothing is found and every product runs as NumPy runs it.
+**kernelgrad's own copy of OpenBLAS.** The products are computed by a copy of OpenBLAS
+loaded for kernelgrad alone: the ``scipy-openblas64`` package (the build NumPy's wheels
+bundle, as a package of its own), opened from its file so that it is a second instance
+beside NumPy's, with one thread for good (every call runs on the thread that makes it;
+parallel products are split as above) and a kernel set chosen for the CPU. OpenBLAS
+picks its kernels by the instruction sets a CPU reports; on AMD's Zen 4 it takes the
+AVX-512 kernels written for Intel's Skylake-X, which Zen 4 runs on 256-bit units, and
+its AVX2 (``Haswell``) kernels are faster there: on a 2-core Zen 4 virtual machine, one
+thread, 128x784 @ (256x784).T 582 -> 498 us, LeNet-5's first convolution as a product
+716 -> 649 us, a 64-channel 3x3 convolution's 7.97 -> 7.47 ms (``OPENBLAS_CORETYPE``,
+the library's own setting, read when the library loads). So on a Zen 4 CPU (AMD, family
+25, with AVX-512) kernelgrad's copy loads with ``OPENBLAS_CORETYPE=Haswell``;
+elsewhere OpenBLAS chooses as it always does. ``KG_BLAS_CORETYPE=NAME`` sets the kernel
+set (any name OpenBLAS's ``OPENBLAS_CORETYPE`` takes; ``auto`` leaves it to OpenBLAS),
+and a user's ``OPENBLAS_CORETYPE`` is left to apply. Owning the instance also means
+that NumPy's own BLAS threads are never changed by kernelgrad, and that kernelgrad's
+products run the same way when NumPy uses another BLAS (MKL, Accelerate).
+``KG_BLAS_OWN=0`` uses NumPy's library instead, as below.
+
+Without the package (or with ``KG_BLAS_OWN=0``) the products go through the OpenBLAS
+library NumPy loaded: the thread count is then set through ``openblas_set_num_threads``,
+looked up in that library, and put back after each call, so NumPy code that the user
+runs in the same process keeps its threads. With another BLAS in NumPy (MKL,
+Accelerate, a system library) nothing is found and every product runs as NumPy runs it.
 ``KG_BLAS_SMALL=N`` sets the size (in multiply-adds) below which products use one thread
 (0 turns the single-thread path off); ``KG_BLAS_SPLIT=0`` runs large products on
-OpenBLAS's own threads instead of splitting them.
+NumPy's OpenBLAS and its own threads instead of splitting them.
 """
 
 from __future__ import annotations
@@ -37,6 +57,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import glob
+import importlib.util
 import os
 from collections.abc import Callable
 from math import prod
@@ -57,21 +78,26 @@ _NAMES = (
 )
 
 
-# cblas_sgemm / cblas_dgemm of OpenBLAS's 64-bit-integer interface (NumPy 2's wheels).
+# cblas_sgemm / cblas_dgemm of OpenBLAS's 64-bit-integer interface (NumPy 2's wheels),
+# by NumPy dtype (a dtype is a quick dictionary key; its ``.name`` takes ~2 us).
 _GEMM_NAMES = {
-    "float32": ("scipy_cblas_sgemm64_", "cblas_sgemm64_"),
-    "float64": ("scipy_cblas_dgemm64_", "cblas_dgemm64_"),
+    np.dtype(np.float32): ("scipy_cblas_sgemm64_", "cblas_sgemm64_"),
+    np.dtype(np.float64): ("scipy_cblas_dgemm64_", "cblas_dgemm64_"),
 }
 
 
 class _Blas:
     looked_up = False
-    setter: Any = None
+    setter: Any = None  # NumPy's OpenBLAS's thread count: set, read
     getter: Any = None
-    threads = 1  # the library's own thread count (what NumPy uses)
+    threads = 1  # NumPy's library's own thread count (what NumPy uses)
     small = DEFAULT_SMALL_PRODUCT
-    gemm: ClassVar[dict[str, int]] = {}  # dtype name -> address of cblas_?gemm (ILP64)
+    # NumPy dtype -> address of cblas_?gemm (ILP64) of the library kernelgrad calls
+    gemm: ClassVar[dict[np.dtype, int]] = {}
     split = True  # KG_BLAS_SPLIT
+    own = False  # kernelgrad's own copy of OpenBLAS (one thread for good) is loaded
+    own_getter: Any = None  # its thread count
+    core = ""  # the kernel set of the library kernelgrad calls, as OpenBLAS names it
 
 
 def _small_product_size() -> int:
@@ -81,32 +107,139 @@ def _small_product_size() -> int:
 
 
 def _look_up() -> None:
-    """Find OpenBLAS's thread setter in the copy NumPy loaded (``numpy.libs``)."""
+    """Load kernelgrad's own copy of OpenBLAS, and find OpenBLAS's thread setter in the
+    copy NumPy loaded (``numpy.libs``)."""
     _Blas.looked_up = True
     _Blas.small = _small_product_size()
     split = whole_number_setting("KG_BLAS_SPLIT", 1, minimum=0, unit="switch values (0 or 1)")
     _Blas.split = split > 0
+    own = _own_library()
+    if own is not None:
+        _Blas.own = True
+        _Blas.own_getter = _thread_functions(own)[1]
+        _Blas.gemm = _gemm_addresses(own)
+        _Blas.core = _core_name(own)
     folder = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
     for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
         try:
             library = ctypes.CDLL(path)  # already loaded by NumPy: the same copy
         except OSError:
             continue
-        for name in _NAMES:
-            setter = getattr(library, name, None)
-            getter = getattr(library, name.replace("set_num", "get_num"), None)
-            if setter is None or getter is None:
-                continue
-            setter.argtypes = [ctypes.c_int]
-            setter.restype = None
-            getter.restype = ctypes.c_int
-            _Blas.setter, _Blas.getter = setter, getter
-            _Blas.threads = max(int(getter()), 1)
+        functions = _thread_functions(library)
+        if functions is None:
+            continue
+        _Blas.setter, _Blas.getter = functions
+        _Blas.threads = max(int(_Blas.getter()), 1)
+        if not _Blas.own:
             _Blas.gemm = _gemm_addresses(library)
-            return
+            _Blas.core = _core_name(library)
+        return
 
 
-def _gemm_addresses(library: Any) -> dict[str, int]:
+def _thread_functions(library: Any) -> tuple[Any, Any] | None:
+    """OpenBLAS's ``set_num_threads`` and ``get_num_threads`` in ``library``."""
+    for name in _NAMES:
+        setter = getattr(library, name, None)
+        getter = getattr(library, name.replace("set_num", "get_num"), None)
+        if setter is None or getter is None:
+            continue
+        setter.argtypes = [ctypes.c_int]
+        setter.restype = None
+        getter.restype = ctypes.c_int
+        return setter, getter
+    return None
+
+
+def _own_library() -> Any:
+    """kernelgrad's own instance of OpenBLAS (see the module docstring), on one thread,
+    or None: ``KG_BLAS_OWN=0``, the ``scipy-openblas64`` package missing, or its library
+    already loaded by other code (then it is not ours to set to one thread)."""
+    if whole_number_setting("KG_BLAS_OWN", 1, minimum=0, unit="switch values (0 or 1)") == 0:
+        return None
+    spec = importlib.util.find_spec("scipy_openblas64")  # found, not imported: importing
+    if spec is None or not spec.submodule_search_locations:  # loads it for everyone
+        return None
+    folder = os.path.join(next(iter(spec.submodule_search_locations)), "lib")
+    paths = sorted(glob.glob(os.path.join(folder, "*scipy_openblas64_*")))
+    paths = [p for p in paths if p.endswith((".so", ".dylib", ".dll"))]
+    if not paths:
+        return None
+    settings = {"OPENBLAS_NUM_THREADS": "1"}  # no worker threads are started at load
+    core = _core_type()
+    if core:
+        settings["OPENBLAS_CORETYPE"] = core
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)  # read by the library's constructor, as it loads
+    try:
+        library = ctypes.CDLL(paths[0])  # local symbols: NumPy and SciPy keep their own
+    except OSError:
+        return None
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    functions = _thread_functions(library)
+    if functions is None or int(functions[1]()) != 1:
+        return None  # loaded before, by code that set it up for itself
+    return library
+
+
+# OpenBLAS's choice on AMD's Zen 4 (Skylake-X kernels) is slower there than its Haswell
+# kernels (see the module docstring): family 25 covers Zen 3 and Zen 4, and of those only
+# Zen 4 has AVX-512.
+_ZEN4 = {"vendor_id": "AuthenticAMD", "cpu family": "25"}
+
+
+def _core_type() -> str | None:
+    """The kernel set kernelgrad's copy of OpenBLAS loads with: ``KG_BLAS_CORETYPE``
+    (``auto``: OpenBLAS's choice), else none where the user set ``OPENBLAS_CORETYPE``
+    (the library reads it), else ``Haswell`` on a Zen 4 CPU."""
+    chosen = os.environ.get("KG_BLAS_CORETYPE", "").strip()
+    if chosen:
+        return None if chosen.lower() == "auto" else chosen
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return None
+    return "Haswell" if _cpu_is_zen4() else None
+
+
+def _cpu_is_zen4(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as file:
+            first = file.read().split("\n\n", 1)[0]  # the first processor's entry
+    except OSError:
+        return False
+    fields = {}
+    for line in first.splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return (
+        all(fields.get(key) == value for key, value in _ZEN4.items())
+        and "avx512f" in fields.get("flags", "").split()
+    )
+
+
+def _core_name(library: Any) -> str:
+    for name in ("scipy_openblas_get_corename64_", "openblas_get_corename64_"):
+        function = getattr(library, name, None)
+        if function is not None:
+            function.restype = ctypes.c_char_p
+            return function().decode()
+    return ""
+
+
+def describe() -> str:
+    """Which BLAS computes kernelgrad's CPU products (for ``kg.info``)."""
+    single_thread_available()
+    if _Blas.own:
+        return f"OpenBLAS, kernelgrad's own copy (scipy-openblas64), {_Blas.core} kernels"
+    if _Blas.gemm:
+        return f"OpenBLAS, NumPy's copy, {_Blas.core} kernels"
+    return "NumPy's BLAS"
+
+
+def _gemm_addresses(library: Any) -> dict[np.dtype, int]:
     found = {}
     for dtype, names in _GEMM_NAMES.items():
         for name in names:
@@ -118,16 +251,24 @@ def _gemm_addresses(library: Any) -> dict[str, int]:
 
 
 def single_thread_available() -> bool:
-    """Whether small products can be run on one BLAS thread."""
+    """Whether small products can be run on one BLAS thread (kernelgrad's own copy, or
+    NumPy's threaded OpenBLAS set to one thread around the call)."""
     if not _Blas.looked_up:
         _look_up()
-    return _Blas.setter is not None and _Blas.threads > 1
+    return _Blas.own or (_Blas.setter is not None and _Blas.threads > 1)
 
 
 def current_threads() -> int | None:
-    """The BLAS's thread count now (None where it cannot be read)."""
+    """NumPy's BLAS's thread count now (None where it cannot be read)."""
     single_thread_available()
     return int(_Blas.getter()) if _Blas.getter is not None else None
+
+
+def calling_threads() -> int | None:
+    """The thread count now of the BLAS kernelgrad's products call (kernelgrad's own
+    copy: always 1)."""
+    single_thread_available()
+    return int(_Blas.own_getter()) if _Blas.own else current_threads()
 
 
 def matmul(left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: int) -> None:
@@ -137,9 +278,33 @@ def matmul(left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: 
     ``cblas_?gemm`` call as :class:`PreparedProduct` but for ``x @ x.T`` (NumPy's
     ``?syrk``), without working out ``split_gemm``'s arguments (~9 us in Python)."""
     if single_thread_available() and multiply_adds < _Blas.small:
-        _on_one_thread(left, right, out)
+        _small(left, right, out)
     else:
         prepare(left, right, out, multiply_adds)()
+
+
+def _small(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
+    """A small product on the calling thread. With kernelgrad's own OpenBLAS, the
+    ``cblas_?gemm`` call a prepared product makes (the same arguments: the same bits), a
+    2-D product through ``split_gemm.gemm_matrix`` (~1 us, where working out
+    ``split_gemm``'s arguments in Python takes ~9); else, and for what no single gemm
+    layout serves, NumPy on one BLAS thread."""
+    if _Blas.own:
+        address = _Blas.gemm.get(out.dtype)
+        if (
+            address is not None
+            and left.ndim == 2
+            and right.ndim == 2
+            and out.ndim == 2
+            and left.dtype == right.dtype == out.dtype
+            and split_gemm.gemm_matrix(address, left, right, out)
+        ):
+            return
+        arguments = _split_arguments(left, right, out)
+        if arguments is not None:
+            split_gemm.gemm_batch(*arguments)
+            return
+    _on_one_thread(left, right, out)
 
 
 def prepare(
@@ -191,21 +356,28 @@ class PreparedProduct:
 
 
 def one_thread() -> None:
-    """Set the BLAS to one thread (around code that calls ``cblas_?gemm`` from Numba's
-    threads); :func:`all_threads` puts its own count back."""
-    _Blas.setter(1)
+    """Set the BLAS kernelgrad calls to one thread (around code that calls
+    ``cblas_?gemm`` from Numba's threads); :func:`all_threads` puts its own count back.
+    Nothing to do for kernelgrad's own copy, which has one thread for good."""
+    if not _Blas.own:
+        _Blas.setter(1)
 
 
 def all_threads() -> None:
-    _Blas.setter(_Blas.threads)
+    if not _Blas.own:
+        _Blas.setter(_Blas.threads)
 
 
 def _on_one_thread(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
-    one_thread()
+    """``np.matmul`` with NumPy's OpenBLAS (where found) on one thread."""
+    if _Blas.setter is None:
+        np.matmul(left, right, out=out)
+        return
+    _Blas.setter(1)
     try:
         np.matmul(left, right, out=out)
     finally:
-        all_threads()
+        _Blas.setter(_Blas.threads)
 
 
 def _split(arguments: tuple) -> None:
@@ -263,7 +435,7 @@ def _split_arguments(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> tu
     BLAS not OpenBLAS's 64-bit interface. A matrix of one row or column is a matrix
     like another (a packed recurrent layer's last steps run one row)."""
     dtype = out.dtype
-    address = _Blas.gemm.get(dtype.name)
+    address = _Blas.gemm.get(dtype)
     if address is None or left.ndim < 2 or right.ndim < 2:
         return None
     if not (left.dtype == right.dtype == dtype):

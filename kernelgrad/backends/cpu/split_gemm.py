@@ -1,5 +1,6 @@
 """Large matrix products split across Numba's threads, each part one single-threaded
-``cblas_?gemm`` call of the OpenBLAS library NumPy loaded.
+``cblas_?gemm`` call of OpenBLAS (kernelgrad's own copy, or the one NumPy loaded: see
+``blas.py``).
 
 Why: OpenBLAS keeps a thread pool of its own, whose workers spin for a long time after
 each call. A training step alternates products with the backend's Numba kernels, which
@@ -143,3 +144,54 @@ def gemm_batch(address, item, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, 
             address, item, ta, tb, m, n, k,
             a + matrix * a_step, lda, b + matrix * b_step, ldb, c + matrix * c_step, ldc,
         )  # fmt: skip
+
+
+@njit(cache=True, nogil=True)
+def _layout(rows, cols, row_stride, col_stride, item):
+    """(NO_TRANSPOSE, leading dimension) for a row-major matrix, (TRANSPOSE, leading
+    dimension) for a column-major one, (0, 0) for any other layout: ``blas.py``'s
+    ``_matrix_layout`` (strides in bytes), in the same order of tests."""
+    if col_stride == item and row_stride % item == 0 and row_stride >= item * cols:
+        return NO_TRANSPOSE, row_stride // item
+    if row_stride == item and col_stride % item == 0 and col_stride >= item * rows:
+        return TRANSPOSE, col_stride // item
+    return 0, 0
+
+
+def gemm_matrix(address: int, left: Any, right: Any, out: Any) -> bool:
+    """:func:`_gemm_matrix`, compiled on first use for matrices of ``out``'s dtype in any
+    layout: one compiled function per dtype, where a signature per combination of row-
+    and column-major operands would compile (and slow a cold start) once each."""
+    compiled = _matrix_dispatchers.get(out.dtype)
+    if compiled is None:
+        dtype = types.float32 if out.itemsize == 4 else types.float64
+        signature = types.boolean(types.int64, *(types.Array(dtype, 2, "A"),) * 3)
+        compiled = njit([signature], cache=True, nogil=True)(_gemm_matrix)
+        _matrix_dispatchers[out.dtype] = compiled
+    return compiled(address, left, right, out)
+
+
+_matrix_dispatchers: dict[Any, Any] = {}  # NumPy dtype -> compiled _gemm_matrix
+
+
+def _gemm_matrix(address, left, right, out):
+    """``out = left @ right`` for 2-D arrays of one float dtype, by one ``cblas_?gemm``
+    call on the calling thread with the arguments ``blas.py``'s ``_split_arguments``
+    works out in Python (so the same bits as ``gemm_batch`` and ``split_gemm`` for a
+    product of one part); False, with nothing written, where no gemm layout serves (an
+    empty dimension, strides BLAS cannot read, a column-major ``out``)."""
+    m, k = left.shape
+    n = right.shape[1]
+    if m < 1 or n < 1 or k < 1:
+        return False
+    item = out.itemsize
+    ta, lda = _layout(m, k, left.strides[0], left.strides[1], item)
+    tb, ldb = _layout(k, n, right.strides[0], right.strides[1], item)
+    tc, ldc = _layout(m, n, out.strides[0], out.strides[1], item)
+    if ta == 0 or tb == 0 or tc != NO_TRANSPOSE:
+        return False
+    _gemm(
+        address, item, ta, tb, m, n, k,
+        left.ctypes.data, lda, right.ctypes.data, ldb, out.ctypes.data, ldc,
+    )  # fmt: skip
+    return True

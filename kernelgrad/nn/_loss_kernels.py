@@ -120,14 +120,16 @@ def cross_entropy_rows(
         peak = max(peak, row[j])
     total = 0.0
     total_error = 0.0
+    for j in range(classes):
+        total, total_error = _two_sum(total, total_error, kg.exp(row[j] - peak))
     shifted = 0.0
     shifted_error = 0.0
     weights = 0.0
-    for j in range(classes):
-        total, total_error = _two_sum(total, total_error, kg.exp(row[j] - peak))
-        w = weight[j] if has_weight else 1.0
-        shifted, shifted_error = _two_sum(shifted, shifted_error, w * (row[j] - peak))
-        weights += w
+    if smoothing > 0.0:  # the spread's sums: read by _finish_row only with smoothing
+        for j in range(classes):
+            w = weight[j] if has_weight else 1.0
+            shifted, shifted_error = _two_sum(shifted, shifted_error, w * (row[j] - peak))
+            weights += w
     t = target[i]
     valid = t >= 0 and t < classes
     _finish_row(

@@ -20,6 +20,24 @@ def test_gradients_accumulate_across_backward_calls(device):
     assert_close(x.grad, [3 + 2, 3 + 4])
 
 
+def test_later_gradients_are_added_into_grad_in_place(device):
+    """As PyTorch's AccumulateGrad: a tensor taken from ``.grad`` after one backward
+    sees the sum after the next (``.grad`` stays that tensor); under create_graph the
+    sum is a new tensor that carries its history."""
+    x = kg.ones(2, device=device, requires_grad=True)
+    (x * 2).sum().backward()
+    first = x.grad
+    (x * 3).sum().backward()
+    assert x.grad is first
+    assert first.tolist() == [5.0, 5.0]
+    y = kg.ones(2, device=device, requires_grad=True)
+    (y * y).sum().backward(create_graph=True)
+    before = y.grad
+    (y * y).sum().backward(create_graph=True)
+    assert y.grad is not before and before.tolist() == [2.0, 2.0]
+    assert y.grad.tolist() == [4.0, 4.0] and y.grad.requires_grad
+
+
 def test_a_tensor_used_twice_gets_both_contributions(device):
     x = kg.tensor([2.0], requires_grad=True, device=device)
     y = x * x + x

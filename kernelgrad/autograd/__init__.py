@@ -461,6 +461,29 @@ def _accumulate(existing: Tensor | None, grad: Tensor) -> Tensor:
     return grad if existing is None else existing + grad
 
 
+def _add_to_leaf(leaf: Tensor, grad: Tensor, handed_out: set[int], create_graph: bool) -> None:
+    """``leaf.grad += grad``: the first gradient becomes ``.grad`` (owned, see
+    :func:`_own`); later ones are added in place, as PyTorch's AccumulateGrad does
+    outside ``create_graph`` (a tensor taken from ``.grad`` before sees the sum), so
+    that kg.compile's replay of a step that accumulates adds into the ``.grad`` of the
+    moment, not into the buffer it had when the step was traced. Under
+    ``create_graph``, or when the two differ in shape, dtype or device, or ``.grad``
+    itself requires grad, the sum is a new tensor."""
+    existing = leaf.grad
+    if existing is None:
+        leaf.grad = _own(grad, handed_out)
+    elif (
+        create_graph
+        or existing.requires_grad
+        or existing.shape != grad.shape
+        or existing.dtype is not grad.dtype
+        or existing.device != grad.device
+    ):
+        leaf.grad = existing + grad
+    else:
+        existing.add_(grad)
+
+
 def _own(grad: Tensor, handed_out: set[int]) -> Tensor:
     """A leaf's ``.grad`` must own its memory: optimizers update it in place. Copy when
     the gradient is a view (e.g. a stride-0 expansion) or was already given to another
@@ -514,7 +537,7 @@ def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_gr
     if root._node is None:  # a leaf: d root / d root
         if _gradient_hooks:
             gradient = _run_gradient_hooks(id(root), gradient)
-        root.grad = _accumulate(root.grad, _own(gradient, handed_out))
+        _add_to_leaf(root, gradient, handed_out, create_graph)
         if id(root) in _grad_hooks:
             _grad_hooks[id(root)].fire()
         return
@@ -545,17 +568,14 @@ def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_gr
                 earlier = held.get(id(edge))
                 held[id(edge)] = (edge, _accumulate(earlier and earlier[1], input_grad))
                 continue
-            if edge.grad is None:  # a leaf tensor, first gradient
-                edge.grad = _own(input_grad, handed_out)
-            else:
-                edge.grad = edge.grad + input_grad
+            _add_to_leaf(edge, input_grad, handed_out, create_graph)
             if hooked is not None and not isinstance(edge, Node):
                 hooked.received(edge)
         if hooked is not None:
             hooked.passed(node)
     for key, (leaf, grad) in held.items():
         grad = _run_gradient_hooks(key, grad)
-        leaf.grad = _own(grad, handed_out) if leaf.grad is None else leaf.grad + grad
+        _add_to_leaf(leaf, grad, handed_out, create_graph)
         if key in _grad_hooks:
             _grad_hooks[key].fire()
 

@@ -749,7 +749,8 @@ class Plan:
                 self.table[index] = slot.buffer
         for index, buffer in escaping.items():
             self.table[index] = buffer
-        self._allocate_scratch(set(escaping))
+        hoisted = self._hoist_constant_fills(set(escaping))
+        self._allocate_scratch(set(escaping) | hoisted)
         self._prepared: list[tuple[Callable[..., None] | None, bool]] | None = None
         # runs of steps the backend joined into native calls (Backend.join_launches):
         # first step -> (stop, run); asked after _join_wait more replays (KG_NATIVE_REPLAY),
@@ -835,6 +836,37 @@ class Plan:
     @property
     def kernel_count(self) -> int:
         return len(self.steps)
+
+    def _hoist_constant_fills(self, escaping: set[int]) -> set[int]:
+        """Fills that write the same values on every call leave the replay: an
+        elementwise step of numbers only (no array input) into a scratch slot that no
+        other operation writes (the backward pass's seed, ``ones_like(loss)``, on every
+        traced training step) runs once, here, into a buffer of its own that no other
+        slot shares; later steps read it as they read a parameter. Returns the slots."""
+        writes: dict[int, int] = {}
+        for op in self.analysis.ops:
+            for ref in op.outputs:
+                writes[ref.slot] = writes.get(ref.slot, 0) + 1
+        outputs = set(self.output_slots)
+        kept: list[Step] = []
+        hoisted: set[int] = set()
+        for step in self.steps:
+            slot = _constant_fill_slot(step)
+            if (
+                slot is None
+                or writes.get(slot) != 1
+                or slot in escaping
+                or slot in outputs
+                or self.slots[slot].kind != "new"
+            ):
+                kept.append(step)
+                continue
+            info = self.slots[slot]
+            self.table[slot] = info.backend.empty(info.numel, info.dtype)
+            step.run(self.table, [0] * len(self.table))
+            hoisted.add(slot)
+        self.steps = kept
+        return hoisted
 
     def _allocate_scratch(self, escaping: set[int]) -> None:
         """One buffer per scratch slot, shared between slots whose lifetimes (first
@@ -927,6 +959,15 @@ class Plan:
         for step in self.steps:
             lines.append(f"  {step.label}  {step.shape}")
         return "\n".join(lines)
+
+
+def _constant_fill_slot(step: Step) -> int | None:
+    """The slot an elementwise step of numbers only writes (a fill), else None."""
+    if type(step) is not ElementwiseStep or len(step.outputs) != 1:
+        return None
+    if any(isinstance(x, _Template) for x in step.inputs):
+        return None
+    return step.outputs[0].slot
 
 
 def step_templates(step: Step) -> list[_Template]:

@@ -103,7 +103,7 @@ def _gradient_value(logit, lse, a, spread, keep, class_weight, is_target, ignore
 @kg.kernel
 def cross_entropy_rows(
     stats, error, x, target, weight, classes, class_count, rows, ignore_index, smoothing,
-    has_weight,
+    has_weight, per_item, totals, total, mean,
 ):  # fmt: skip
     """Row i: its log-sum-exp L, and with p = the target class t,
 
@@ -112,31 +112,48 @@ def cross_entropy_rows(
     ``stats`` is (3, N): the losses, the sample weights w_t (0 for rows whose target is
     ``ignore_index``, so that they drop out of the mean) and L. A target outside [0, C)
     that is not ``ignore_index`` is written to ``error`` (its value, and a 1 in
-    ``error[1]``). One work item per row (the CPU form)."""
-    i = kg.index()
-    row = x[i * classes : i * classes + classes]
-    peak = row[0]
-    for j in range(1, classes):
-        peak = max(peak, row[j])
-    total = 0.0
-    total_error = 0.0
-    for j in range(classes):
-        total, total_error = _two_sum(total, total_error, kg.exp(row[j] - peak))
-    shifted = 0.0
-    shifted_error = 0.0
-    weights = 0.0
-    if smoothing > 0.0:  # the spread's sums: read by _finish_row only with smoothing
+    ``error[1]``). The CPU form: each work item takes ``per_item`` rows in turn (one
+    per work item, or all of them in one). With ``total`` (one work item for all rows)
+    it also writes ``totals``: [the summed losses, divided by the summed sample weights
+    for a ``mean``; the summed sample weights], so that a small loss is one kernel, not
+    the rows' kernel, a sum and a division (``totals`` is not read otherwise)."""
+    first_row = kg.index() * per_item
+    loss_total = 0.0
+    loss_error = 0.0
+    weight_total = 0.0
+    weight_error = 0.0
+    for i in range(first_row, min(first_row + per_item, rows)):
+        row = x[i * classes : i * classes + classes]
+        peak = row[0]
+        for j in range(1, classes):
+            peak = max(peak, row[j])
+        sum_exp = 0.0
+        sum_exp_error = 0.0
         for j in range(classes):
-            w = weight[j] if has_weight else 1.0
-            shifted, shifted_error = _two_sum(shifted, shifted_error, w * (row[j] - peak))
-            weights += w
-    t = target[i]
-    valid = t >= 0 and t < classes
-    _finish_row(
-        stats, error, rows, i, t, row[t] if valid else peak,
-        weight[t] if has_weight and valid else 1.0, peak, kg.log(total + total_error),
-        shifted + shifted_error, weights, classes, class_count, ignore_index, smoothing,
-    )  # fmt: skip
+            sum_exp, sum_exp_error = _two_sum(sum_exp, sum_exp_error, kg.exp(row[j] - peak))
+        shifted = 0.0
+        shifted_error = 0.0
+        weights = 0.0
+        if smoothing > 0.0:  # the spread's sums: read by _finish_row only with smoothing
+            for j in range(classes):
+                w = weight[j] if has_weight else 1.0
+                shifted, shifted_error = _two_sum(shifted, shifted_error, w * (row[j] - peak))
+                weights += w
+        t = target[i]
+        valid = t >= 0 and t < classes
+        _finish_row(
+            stats, error, rows, i, t, row[t] if valid else peak,
+            weight[t] if has_weight and valid else 1.0, peak, kg.log(sum_exp + sum_exp_error),
+            shifted + shifted_error, weights, classes, class_count, ignore_index, smoothing,
+        )  # fmt: skip
+        if total:
+            loss_total, loss_error = _two_sum(loss_total, loss_error, stats[i])
+            weight_total, weight_error = _two_sum(weight_total, weight_error, stats[rows + i])
+    if total:
+        summed = loss_total + loss_error
+        weight_sum = weight_total + weight_error
+        totals[0] = summed / weight_sum if mean else summed
+        totals[1] = weight_sum
 
 
 _GROUPED_ROWS: dict[str, Any] = {}
@@ -278,15 +295,37 @@ def _width(classes: int, x: Any) -> int:
     return width
 
 
+# Up to this many logits a loss on a backend without work groups (the CPU) is one work
+# item for all rows, with the sum (and mean) of its losses: three launches made one (~8
+# us of host time saved) where the rows are too few to be worth splitting across cores
+# (~10 ns a logit: 16,384 logits take ~0.15 ms on one core).
+ONE_ITEM_LOGITS = 16384
+
+
+def one_item(x, rows, classes, reduction) -> bool:
+    """Whether :func:`row_statistics` computes the ``reduction`` itself, into
+    ``totals`` (then the caller skips its sum and division)."""
+    return (
+        reduction != "none"
+        and rows * classes <= ONE_ITEM_LOGITS
+        and not backend_capability(x._backend, "work_groups")
+    )
+
+
 def row_statistics(
-    stats, error, x, target, weight, classes, rows, ignore_index, smoothing, has_weight
-) -> None:
+    stats, error, x, target, weight, classes, rows, ignore_index, smoothing, has_weight,
+    totals=None, mean=False,
+) -> None:  # fmt: skip
     """Launch the forward kernel in the form for ``x``'s device (see the module
-    docstring)."""
+    docstring); with ``totals`` (where :func:`one_item` said so) one work item that
+    also writes the reduced loss and the summed sample weights into ``totals``."""
     arguments = (stats, error, x, target, weight, classes, float(classes), rows)
     arguments += (ignore_index, smoothing, has_weight)
     if not backend_capability(x._backend, "work_groups"):
-        cross_entropy_rows(*arguments, ndrange=rows)
+        if totals is not None:
+            cross_entropy_rows(*arguments, rows, totals, True, mean, ndrange=1)
+        else:  # (``totals`` unread: stats stands in)
+            cross_entropy_rows(*arguments, 1, stats, False, mean, ndrange=rows)
     else:
         width = _width(classes, x)
         _grouped_rows(x.dtype)(*arguments, width, ndrange=rows * width, workgroup=width)

@@ -187,6 +187,12 @@ def cross_entropy(
         # without class weights the kernels never read `weights`; any flat tensor will do
         weights = weight.detach().contiguous() if has_weight else logits
         stats = empty((3, rows), dtype=x.dtype, device=x.device)
+        # a small loss: one kernel computes the rows and their reduction (into totals)
+        totals = (
+            empty(2, dtype=x.dtype, device=x.device)
+            if rows and kernels.one_item(x, rows, classes, reduction)
+            else None
+        )
         if rows:
             # A target out of range is reported through a flag: read at once on the CPU,
             # at the next synchronisation on CUDA (no device round trip per call).
@@ -198,11 +204,15 @@ def cross_entropy(
             )
             kernels.row_statistics(
                 _flat(stats), error, _flat(logits), _flat(targets), _flat(weights), classes,
-                rows, ignore_index, smoothing, has_weight,
+                rows, ignore_index, smoothing, has_weight, totals, reduction == "mean",
             )  # fmt: skip
             check()
         denominator = None
-        if reduction == "mean":
+        if totals is not None:  # the reduced loss, and the mean's denominator
+            result = Tensor._make(totals._storage, (), (), 0, totals.dtype)
+            if reduction == "mean":
+                denominator = Tensor._make(totals._storage, (1,), (1,), 1, totals.dtype)
+        elif reduction == "mean":
             # (the views that stats[:2], totals[1:], totals[0] and totals[1] are, made
             # directly: indexing's general path cost ~4 us each)
             totals = make_view(stats, (2, rows), stats._strides, 0).sum(1)

@@ -29,13 +29,13 @@ def test_later_gradients_are_added_into_grad_in_place(device):
     first = x.grad
     (x * 3).sum().backward()
     assert x.grad is first
-    assert first.tolist() == [5.0, 5.0]
+    assert first.cpu().tolist() == [5.0, 5.0]
     y = kg.ones(2, device=device, requires_grad=True)
     (y * y).sum().backward(create_graph=True)
     before = y.grad
     (y * y).sum().backward(create_graph=True)
-    assert y.grad is not before and before.tolist() == [2.0, 2.0]
-    assert y.grad.tolist() == [4.0, 4.0] and y.grad.requires_grad
+    assert y.grad is not before and before.cpu().tolist() == [2.0, 2.0]
+    assert y.grad.cpu().tolist() == [4.0, 4.0] and y.grad.requires_grad
 
 
 def test_a_tensor_used_twice_gets_both_contributions(device):

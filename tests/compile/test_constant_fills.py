@@ -24,7 +24,7 @@ def test_a_constant_read_by_later_steps_is_filled_once(device):
 
     compiled = kg.compile(f)
     for x in _inputs(device):
-        np.testing.assert_allclose(compiled(x).numpy(), f(x).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(compiled(x).cpu().numpy(), f(x).cpu().numpy(), rtol=1e-6)
     assert compiled.last_plan.kernel_count == 1  # the product; the fill ran once
 
 
@@ -36,7 +36,7 @@ def test_a_fill_written_again_stays_in_the_replay(device):
 
     compiled = kg.compile(f)
     for x in _inputs(device):  # a hoisted zero fill would accumulate across calls
-        np.testing.assert_allclose(compiled(x).numpy(), f(x).numpy(), rtol=1e-6)
+        np.testing.assert_allclose(compiled(x).cpu().numpy(), f(x).cpu().numpy(), rtol=1e-6)
 
 
 def test_a_returned_fill_is_a_new_tensor_on_every_call(device):
@@ -47,7 +47,7 @@ def test_a_returned_fill_is_a_new_tensor_on_every_call(device):
     first = compiled(_inputs(device)[0])[0]
     first.add_(1.0)  # the caller owns it: the next call's fill is another buffer
     second = compiled(_inputs(device)[1])[0]
-    np.testing.assert_array_equal(second.numpy(), np.ones((3, 4), np.float32))
+    np.testing.assert_array_equal(second.cpu().numpy(), np.ones((3, 4), np.float32))
 
 
 def test_the_traced_training_steps_seed_is_filled_once(device):
@@ -65,7 +65,10 @@ def test_the_traced_training_steps_seed_is_filled_once(device):
     for x in _inputs(device):
         np.testing.assert_allclose(compiled(x).item(), step(eager_model, x).item(), rtol=1e-6)
         np.testing.assert_allclose(
-            model.weight.grad.numpy(), eager_model.weight.grad.numpy(), rtol=1e-5, atol=1e-6
+            model.weight.grad.cpu().numpy(),
+            eager_model.weight.grad.cpu().numpy(),
+            rtol=1e-5,
+            atol=1e-6,
         )
     labels = [line.split()[0] for line in compiled.last_plan.describe().splitlines()[1:]]
     assert "identity" not in labels  # ones_like(loss): filled once

@@ -317,11 +317,12 @@ def prepare(
     if multiply_adds < _Blas.small:
         return PreparedProduct(left, right, out, _split_arguments(left, right, out), False)
     arguments = None
-    if _Blas.split and numba.get_num_threads() > 1:
+    threads = numba.get_num_threads()
+    if _Blas.split and (threads > 1 or _Blas.own):  # (on one thread: one call of ours)
         arguments = _split_arguments(left, right, out)
     if arguments is None:
         return functools.partial(np.matmul, left, right, out=out)
-    return PreparedProduct(left, right, out, arguments, True)
+    return PreparedProduct(left, right, out, arguments, threads > 1)
 
 
 class PreparedProduct:

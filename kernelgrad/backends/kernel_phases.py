@@ -24,6 +24,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from . import kernel_typeinfer as typeinfer
 from .kernel_source import PREFIX, KernelInfo, kernel_error, replace_markers
 
@@ -206,6 +208,8 @@ def split_phases(
     program, per_item, remat = _structure(info, body)
     known: dict[str, Any] = dict(info.global_types)
     known.update(arg_types)
+    for decl in info.shared:  # `t = tile[lane]` kept across a barrier has tile's type
+        known[decl.name] = ("A", np.dtype(decl.dtype).name, len(decl.shape))
     types = typeinfer.infer(body, known)
     dtypes: dict[str, str] = {}
     for name in sorted(per_item):

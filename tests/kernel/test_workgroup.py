@@ -294,6 +294,23 @@ def test_three_dimensional_groups(device):
     assert_close(outs[3], ((i % 2) * 2 + j % 2) * 3 + k % 3)
 
 
+def test_the_cpu_allocates_per_chunk_and_nests_item_loops():
+    """Shared and per-item arrays are made once per chunk of groups, not per group; the
+    work items of a 2-D group are nested loops (no division per item)."""
+    from kernelgrad.backends.cpu.kernel_module import kernel_source
+
+    matrix = ("A", "float32", 2)
+    source = kernel_source(matmul_tiled.info, 2, True, {"c": matrix, "a": matrix, "b": matrix})
+    source = source[: source.index("def kernel_serial(")]
+    lines = source.splitlines()
+    chunk = next(n for n, line in enumerate(lines) if "in prange(_kg_chunks)" in line)
+    groups = next(n for n, line in enumerate(lines) if line.strip().startswith("for _kg_k in"))
+    allocations = [n for n, line in enumerate(lines) if "np.empty(" in line]
+    assert len(allocations) == 3 and all(chunk < n < groups for n in allocations)
+    assert "for _kg_t1 in range(_kg_w1):" in source
+    assert "_kg_llin //" not in source
+
+
 def test_workgroup_required():
     with pytest.raises(KernelError, match="needs a workgroup size"):
         group_sums(kg.zeros(1), kg.zeros(8), 8, ndrange=8)

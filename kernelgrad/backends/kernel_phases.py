@@ -6,6 +6,9 @@ two barriers (a *phase*) becomes a loop over the group's work items, and the pha
 one after the other, so every item has finished phase ``k`` before any item starts
 phase ``k + 1`` -- exactly what the barrier promises.
 
+* The work items of a phase are one loop (nested loops over the local coordinates for a
+  group of several dimensions) whose positions LLVM can prove non-negative
+  (:func:`_item_loop`), so that loads across the items vectorise.
 * A local variable used in more than one phase becomes a per-item array
   (``acc`` -> ``_kg_v_acc[item]``); its element type comes from :mod:`.kernel_typeinfer`.
 * A ``for``/``while`` loop or an ``if`` that contains a barrier runs once per group: its

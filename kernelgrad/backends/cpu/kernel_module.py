@@ -7,9 +7,11 @@ analysis (:class:`~kernelgrad.backends.kernel_source.KernelInfo`), and its launc
   body allows), ``return`` as ``continue``. A body that rebinds a parameter, returns
   from inside its own loop or uses ``kg.private`` is a per-item function called from one
   ``prange`` over the range instead.
-* Workgroup: groups run in parallel (``prange``); inside a group the body is cut into
-  *phases* at every ``kg.barrier()``, each phase a loop over the group's work items
-  (``backends/kernel_phases.py``).
+* Workgroup: groups run in parallel, in a few chunks of groups per thread (``prange``
+  over the chunks; the shared and per-item arrays made once per chunk); inside a group
+  the body is cut into *phases* at every ``kg.barrier()``, each phase a loop over the
+  group's work items (nested loops for a group of several dimensions;
+  ``backends/kernel_phases.py``).
 * ``kg.private(shape, dtype)`` is an array on the stack of the work item
   (:mod:`.stack_array`); ``math.exp``/``tanh``/... calls become the backend's
   vectorisable versions (:mod:`.vmath`).
@@ -130,8 +132,8 @@ def kernel_source(
 
     # The groups in chunks, one allocation of the shared and per-item arrays per chunk
     # (``_kg_chunks``: a few per thread; 1 for the serial form): allocating them per
-    # group cost more than a small group's work (16,384 groups of 256 float32: 0.35 ms
-    # of 1.3 ms on one thread). Their contents are undefined at a group's start, as on
+    # group cost more than a small group's work (16,384 groups of 256 float32: 0.4 ms
+    # of 1.34 ms on one thread). Their contents are undefined at a group's start, as on
     # a GPU. A chunk's groups are range(count) plus an offset (range(start, stop) with
     # a computed start did not vectorise, as in _nested_loops).
     params = sizes + w + ng + [PREFIX + "chunks"] + info.params

@@ -6,6 +6,9 @@ two barriers (a *phase*) becomes a loop over the group's work items, and the pha
 one after the other, so every item has finished phase ``k`` before any item starts
 phase ``k + 1`` -- exactly what the barrier promises.
 
+* The work items of a phase are one loop (nested loops over the local coordinates for a
+  group of several dimensions) whose positions LLVM can prove non-negative
+  (:func:`_item_loop`), so that loads across the items vectorise.
 * A local variable used in more than one phase becomes a per-item array
   (``acc`` -> ``_kg_v_acc[item]``); its element type comes from :mod:`.kernel_typeinfer`.
 * A ``for``/``while`` loop or an ``if`` that contains a barrier runs once per group: its
@@ -24,8 +27,10 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from . import kernel_typeinfer as typeinfer
-from .kernel_source import PREFIX, KernelInfo, kernel_error, replace_markers
+from .kernel_source import PREFIX, KernelInfo, kernel_error, linearize, replace_markers
 
 
 @dataclass
@@ -195,10 +200,21 @@ def check_structure(info: KernelInfo) -> None:
     _structure(info, body)
 
 
+@dataclass
+class ItemLoop:
+    """How a phase visits the work items of a group: the local coordinates ``t`` over
+    the group's sizes ``w`` (source names), and the lines that compute the rest of a
+    work item's position from them (its global coordinates, linear index, ...)."""
+
+    t: list[str]
+    w: list[str]
+    setup: list[str]
+
+
 def split_phases(
     info: KernelInfo,
     body: list[ast.stmt],
-    item_setup: list[str],
+    items: ItemLoop,
     arg_types: dict[str, Any],
 ) -> tuple[list[str], dict[str, str]]:
     """The group-level program (source lines, to run once per workgroup) and the
@@ -206,6 +222,8 @@ def split_phases(
     program, per_item, remat = _structure(info, body)
     known: dict[str, Any] = dict(info.global_types)
     known.update(arg_types)
+    for decl in info.shared:  # `t = tile[lane]` kept across a barrier has tile's type
+        known[decl.name] = ("A", np.dtype(decl.dtype).name, len(decl.shape))
     types = typeinfer.infer(body, known)
     dtypes: dict[str, str] = {}
     for name in sorted(per_item):
@@ -228,8 +246,9 @@ def split_phases(
                 f"`{name} = 0.0`), or recompute it after the barrier",
             )
         dtypes[name] = numpy_name
-    setup = item_setup + [line for stmt in remat for line in ast.unparse(stmt).splitlines()]
-    lines = _render(program, set(dtypes), setup, "")
+    remat_lines = [line for stmt in remat for line in ast.unparse(stmt).splitlines()]
+    items = ItemLoop(items.t, items.w, items.setup + remat_lines)
+    lines = _render(program, set(dtypes), items, "")
     return lines, dtypes
 
 
@@ -576,40 +595,39 @@ def _recomputable(
 
 
 def _narrowed(
-    statements: list[ast.stmt], uniform: set[str], setup: list[str]
-) -> tuple[str, list[ast.stmt]]:
-    """The range of the group's work items a phase loop visits (``range``'s arguments),
-    and its statements: all (``_kg_G``), unless the phase is one ``if local < e:``
-    (``<=``, ``==``; ``local`` the work item's position in a one-dimensional group, ``e``
-    the same in every work item, as in the halving steps of a tree reduction), which
-    becomes a loop over just those items, without the test."""
-    everything = f"{PREFIX}G", statements
+    statements: list[ast.stmt], uniform: set[str], items: ItemLoop
+) -> tuple[str, list[ast.stmt]] | None:
+    """The range of the group's work items a phase loop visits (``range``'s arguments)
+    and its statements, when the phase is one ``if local < e:`` (``<=``, ``==``;
+    ``local`` the work item's position in a one-dimensional group, ``e`` the same in every
+    work item, as in the halving steps of a tree reduction): a loop over just those
+    items, without the test. None for any other phase (a loop over all the items)."""
     if not (
-        len(statements) == 1
+        len(items.t) == 1
+        and len(statements) == 1
         and isinstance(statements[0], ast.If)
         and not statements[0].orelse
         and isinstance(statements[0].test, ast.Compare)
         and len(statements[0].test.ops) == 1
     ):
-        return everything
-    positions = {PREFIX + "llin"} | {
-        line.split(" = ")[0] for line in setup if line.endswith(f" = {PREFIX}llin")
+        return None
+    sources = (f" = {PREFIX}llin", f" = {items.t[0]}")
+    positions = {PREFIX + "llin", items.t[0]} | {
+        line.split(" = ")[0] for line in items.setup if line.endswith(sources)
     }
-    if PREFIX + "t1" in "\n".join(setup):
-        return everything  # a group of more than one dimension
     test = statements[0].test
     left, op, right = test.left, type(test.ops[0]), test.comparators[0]
     if isinstance(right, ast.Name) and right.id in positions:
         left, right, op = right, left, {ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq}.get(op)
     if not (isinstance(left, ast.Name) and left.id in positions):
-        return everything
+        return None
     if op not in (ast.Lt, ast.LtE, ast.Eq):
-        return everything
+        return None
     for node in ast.walk(right):
         if isinstance(node, ast.Name) and node.id not in uniform:
-            return everything
+            return None
         if isinstance(node, (ast.Subscript, ast.Call, ast.Attribute)):
-            return everything
+            return None
     bound = ast.unparse(right)
     if op is ast.Eq:  # one work item (a short loop: its start costs nothing)
         return f"max(0, {bound}), min({PREFIX}G, ({bound}) + 1)", statements[0].body
@@ -617,9 +635,41 @@ def _narrowed(
     return f"min({PREFIX}G, {bound})", statements[0].body
 
 
-def _render(items: list[Any], per_item: set[str], setup: list[str], indent: str) -> list[str]:
+def _item_loop(items: ItemLoop, count: str | None, indent: str) -> tuple[list[str], str]:
+    """The loop over a group's work items that a phase runs in (``count``: ``range``'s
+    arguments for a one-dimensional group, None for all the items) and the indent of its
+    body. A group of several dimensions is nested loops over its local coordinates (no
+    division per work item to split the linear local index).
+
+    A position is an ``int64`` that Numba's indexing would wrap when negative (``x[i]``
+    reads ``x[i + len(x)]`` for ``i < 0``). Every one here is a loop counter from 0 plus
+    an offset clamped at 0 (never negative in practice: a product of sizes), so that
+    LLVM knows it cannot be negative, drops that test and vectorises a phase that reads
+    ``x[i]`` over the items as contiguous loads (without it: gathers, 3-4x slower)."""
+    t, w = items.t, items.w
+    if len(t) == 1:
+        lines = [
+            f"{indent}for {PREFIX}llin in range({count or PREFIX + 'G'}):",
+            f"{indent}    {t[0]} = {PREFIX}llin",
+        ]
+        inner = indent + "    "
+    else:
+        lines = []
+        inner = indent
+        for d in range(len(t)):
+            if d == len(t) - 1:
+                rows = f"({linearize(t[:-1], w[:-1])}) * {w[-1]}"
+                lines.append(f"{inner}{PREFIX}lrow = max(0, {rows})")
+            lines.append(f"{inner}for {t[d]} in range({w[d]}):")
+            inner += "    "
+        lines.append(f"{inner}{PREFIX}llin = {PREFIX}lrow + {t[-1]}")
+    return lines + [inner + line for line in items.setup], inner
+
+
+def _render(items: list[Any], per_item: set[str], loop: ItemLoop, indent: str) -> list[str]:
     lines: list[str] = []
-    item_zero = [f"{indent}{PREFIX}llin = 0"] + [indent + s for s in setup]
+    item_zero = [f"{indent}{PREFIX}llin = 0"] + [f"{indent}{t} = 0" for t in loop.t]
+    item_zero += [indent + s for s in loop.setup]
     for item in items:
         if isinstance(item, Phase):
             # runs of statements: those of uniform variables once per group, the others
@@ -638,13 +688,16 @@ def _render(items: list[Any], per_item: set[str], setup: list[str], indent: str)
                         indent + s for stmt in statements for s in ast.unparse(stmt).splitlines()
                     ]
                     continue
-                count, statements = _narrowed(statements, item.uniform_names, setup)
-                lines.append(f"{indent}for {PREFIX}llin in range({count}):")
-                lines += [indent + "    " + s for s in setup]
+                narrowed = _narrowed(statements, item.uniform_names, loop)
+                count = None
+                if narrowed is not None:
+                    count, statements = narrowed
+                header, inner = _item_loop(loop, count, indent)
+                lines += header
                 rewriter = _PerItem(per_item, PREFIX + "llin")
                 for stmt in statements:
                     new = ast.fix_missing_locations(rewriter.visit(copy.deepcopy(stmt)))
-                    lines += [indent + "    " + s for s in ast.unparse(new).splitlines()]
+                    lines += [inner + s for s in ast.unparse(new).splitlines()]
             continue
         rewriter = _PerItem(per_item, "0")
         node = item.node
@@ -652,7 +705,7 @@ def _render(items: list[Any], per_item: set[str], setup: list[str], indent: str)
             lines += item_zero
             header = ast.unparse(rewriter.visit(copy.deepcopy(node.iter)))
             lines.append(f"{indent}for {node.target.id} in {header}:")
-            inner = _render(item.body, per_item, setup, indent + "    ")
+            inner = _render(item.body, per_item, loop, indent + "    ")
             lines += inner or [indent + "    pass"]
         elif item.kind == "while":
             test = ast.unparse(rewriter.visit(copy.deepcopy(node.test)))
@@ -660,14 +713,14 @@ def _render(items: list[Any], per_item: set[str], setup: list[str], indent: str)
             lines += ["    " + s for s in item_zero]
             lines.append(f"{indent}    if not ({test}):")
             lines.append(f"{indent}        break")
-            lines += _render(item.body, per_item, setup, indent + "    ")
+            lines += _render(item.body, per_item, loop, indent + "    ")
         else:
             lines += item_zero
             test = ast.unparse(rewriter.visit(copy.deepcopy(node.test)))
             lines.append(f"{indent}if {test}:")
-            inner = _render(item.body, per_item, setup, indent + "    ")
+            inner = _render(item.body, per_item, loop, indent + "    ")
             lines += inner or [indent + "    pass"]
             if item.orelse:
                 lines.append(f"{indent}else:")
-                lines += _render(item.orelse, per_item, setup, indent + "    ")
+                lines += _render(item.orelse, per_item, loop, indent + "    ")
     return lines

@@ -13,7 +13,7 @@ import pytest
 
 import kernelgrad as kg
 from kernelgrad.errors import KernelError
-from tests.helpers import assert_close
+from tests.helpers import as_numpy, assert_close
 
 ROOT = Path(__file__).resolve().parents[2]
 TILE = 4
@@ -179,6 +179,136 @@ def test_local_group_and_linear_indices(device):
     assert_close(local, 10 * (i % 2) + j % 4)
     assert_close(group, 10 * (i // 2) + j // 4)
     assert_close(linear, i * shape[1] + j)
+
+
+PAIR = 4
+
+
+def _pairs_and_ranks(out, counts, x, n):
+    # four barriers, shared arrays of two dtypes, per-item variables (`mine`,
+    # `following`: an element of a shared array) and a group-wide one (`shift`) across
+    # them; the range need not be a whole number of groups
+    i = kg.index()
+    lane = kg.local_index()
+    values = kg.shared(PAIR, kg.float32)
+    above = kg.shared(PAIR, kg.int32)
+    mine = 0.0
+    if i < n:
+        mine = x[i]
+    values[lane] = mine
+    kg.barrier()
+    count = 0
+    for other in range(PAIR):
+        if values[other] > mine:
+            count += 1
+    above[lane] = count
+    kg.barrier()
+    shift = 1
+    following = values[(lane + shift) % PAIR]
+    kg.barrier()
+    values[lane] = mine + following
+    kg.barrier()
+    if i < n:
+        out[i] = values[lane] - mine
+        counts[i] = above[lane] + 10 * above[(lane + 1) % PAIR]
+
+
+pairs_and_ranks = {
+    "parallel": kg.kernel(parallel=True)(_pairs_and_ranks),
+    "serial": kg.kernel(parallel=False)(_pairs_and_ranks),
+}
+
+
+@pytest.mark.parametrize("form", ["parallel", "serial"])
+@pytest.mark.parametrize("n", [1, 7, 53])  # 1, 2 and 14 groups: fewer, more than chunks
+def test_several_barriers_and_shared_arrays_of_two_dtypes(device, form, n):
+    x = _random(n, 6)
+    out = kg.zeros(n, device=device)
+    counts = kg.zeros(n, dtype=kg.int32, device=device)
+    groups = -(-n // PAIR)
+    pairs_and_ranks[form](out, counts, kg.tensor(x, device=device), n, ndrange=n, workgroup=PAIR)
+    padded = np.concatenate([x, np.zeros(groups * PAIR - n, np.float32)]).reshape(groups, PAIR)
+    above = (padded[:, None, :] > padded[:, :, None]).sum(axis=2)
+    expected_counts = above + 10 * np.roll(above, -1, axis=1)
+    assert_close(out, np.roll(padded, -1, axis=1).reshape(-1)[:n], rtol=1e-6, atol=1e-6)
+    assert as_numpy(counts).tolist() == expected_counts.reshape(-1)[:n].tolist()
+
+
+def _transpose_tiles(out, x):
+    # a non-square 2-D group: the per-item `v` and the linear local index across a
+    # barrier; each group writes its tile transposed through shared memory
+    i, j = kg.index(2)
+    li, lj = kg.local_index(2)
+    tile = kg.shared((2, 3), kg.float64)
+    v = -1.0
+    if i < x.shape[0] and j < x.shape[1]:
+        v = x[i, j]
+    tile[li, lj] = v
+    kg.barrier()
+    lin = kg.local_index()
+    if i < x.shape[0] and j < x.shape[1]:
+        out[i, j] = v + 1000.0 * tile[1 - li, 2 - lj] + 1e6 * lin
+
+
+transpose_tiles = {
+    "parallel": kg.kernel(parallel=True)(_transpose_tiles),
+    "serial": kg.kernel(parallel=False)(_transpose_tiles),
+}
+
+
+@pytest.mark.parametrize("form", ["parallel", "serial"])
+def test_two_dimensional_group_with_a_per_item_variable(device, form):
+    shape = (5, 7)
+    x = np.arange(35, dtype=np.float64).reshape(shape)
+    out = kg.zeros(*shape, dtype=kg.float64, device=device)
+    transpose_tiles[form](out, kg.tensor(x, device=device), ndrange=shape, workgroup=(2, 3))
+    padded = np.full((6, 9), -1.0)
+    padded[:5, :7] = x
+    i, j = np.indices(shape)
+    li, lj = i % 2, j % 3
+    partner = padded[i - li + 1 - li, j - lj + 2 - lj]
+    assert_close(out, x + 1000.0 * partner + 1e6 * (li * 3 + lj))
+
+
+@kg.kernel(parallel=True)
+def positions3(local_out, group_out, global_out, linear_out):
+    i, j, k = kg.index(3)
+    li, lj, lk = kg.local_index(3)
+    gi, gj, gk = kg.group_index(3)
+    kg.barrier()
+    if i < global_out.shape[0] and j < global_out.shape[1] and k < global_out.shape[2]:
+        local_out[i, j, k] = 100 * li + 10 * lj + lk
+        group_out[i, j, k] = 100 * gi + 10 * gj + gk
+        global_out[i, j, k] = kg.index()
+        linear_out[i, j, k] = kg.local_index()
+
+
+def test_three_dimensional_groups(device):
+    shape = (3, 5, 4)
+    outs = [kg.zeros(*shape, dtype=kg.int64, device=device) for _ in range(4)]
+    positions3(*outs, ndrange=shape, workgroup=(2, 2, 3))
+    i, j, k = np.indices(shape)
+    assert_close(outs[0], 100 * (i % 2) + 10 * (j % 2) + k % 3)
+    assert_close(outs[1], 100 * (i // 2) + 10 * (j // 2) + k // 3)
+    assert_close(outs[2], (i * 5 + j) * 4 + k)  # linear over the ndrange given
+    assert_close(outs[3], ((i % 2) * 2 + j % 2) * 3 + k % 3)
+
+
+def test_the_cpu_allocates_per_chunk_and_nests_item_loops():
+    """Shared and per-item arrays are made once per chunk of groups, not per group; the
+    work items of a 2-D group are nested loops (no division per item)."""
+    from kernelgrad.backends.cpu.kernel_module import kernel_source
+
+    matrix = ("A", "float32", 2)
+    source = kernel_source(matmul_tiled.info, 2, True, {"c": matrix, "a": matrix, "b": matrix})
+    source = source[: source.index("def kernel_serial(")]
+    lines = source.splitlines()
+    chunk = next(n for n, line in enumerate(lines) if "in prange(_kg_chunks)" in line)
+    groups = next(n for n, line in enumerate(lines) if line.strip().startswith("for _kg_k in"))
+    allocations = [n for n, line in enumerate(lines) if "np.empty(" in line]
+    assert len(allocations) == 3 and all(chunk < n < groups for n in allocations)
+    assert "for _kg_t1 in range(_kg_w1):" in source
+    assert "_kg_llin //" not in source
 
 
 def test_workgroup_required():

@@ -7,9 +7,11 @@ analysis (:class:`~kernelgrad.backends.kernel_source.KernelInfo`), and its launc
   body allows), ``return`` as ``continue``. A body that rebinds a parameter, returns
   from inside its own loop or uses ``kg.private`` is a per-item function called from one
   ``prange`` over the range instead.
-* Workgroup: groups run in parallel (``prange``); inside a group the body is cut into
-  *phases* at every ``kg.barrier()``, each phase a loop over the group's work items
-  (``backends/kernel_phases.py``).
+* Workgroup: groups run in parallel, in a few chunks of groups per thread (``prange``
+  over the chunks; the shared and per-item arrays made once per chunk); inside a group
+  the body is cut into *phases* at every ``kg.barrier()``, each phase a loop over the
+  group's work items (nested loops for a group of several dimensions;
+  ``backends/kernel_phases.py``).
 * ``kg.private(shape, dtype)`` is an array on the stack of the work item
   (:mod:`.stack_array`); ``math.exp``/``tanh``/... calls become the backend's
   vectorisable versions (:mod:`.vmath`).
@@ -110,31 +112,50 @@ def kernel_source(
         launcher.append(f"        {PREFIX}item({', '.join(item_params)})")
         return _cpu_module(lines + _twins(launcher, options))
 
-    from ..kernel_phases import split_phases
+    from ..kernel_phases import ItemLoop, split_phases
 
     t = [f"{PREFIX}t{d}" for d in range(ndim)]
     b = [f"{PREFIX}b{d}" for d in range(ndim)]
     w = [f"{PREFIX}w{d}" for d in range(ndim)]
     ng = [f"{PREFIX}ng{d}" for d in range(ndim)]
+    o = [f"{PREFIX}o{d}" for d in range(ndim)]
     shared: dict[str, str | None] = {d.name: None for d in info.shared}
     body = replace_markers(statements, f"{PREFIX}barrier()", shared)  # shared decls removed
-    item_setup = unravel(PREFIX + "llin", w, t, "")
-    item_setup += [f"{g[d]} = {b[d]} * {w[d]} + {t[d]}" for d in range(ndim)]
-    item_setup.append(f"{PREFIX}lin = {linearize(g, sizes)}")
-    program, per_item = split_phases(info, body, item_setup, arg_types or {})
+    item_setup = [f"{g[d]} = {o[d]} + {t[d]}" for d in range(ndim)]
+    if ndim == 1:
+        item_setup.append(f"{PREFIX}lin = {g[0]}")
+    else:  # clamped at 0 as the positions are (kernel_phases._item_loop)
+        rows = f"({linearize(g[:-1], sizes[:-1])}) * {sizes[-1]}"
+        item_setup.append(f"{PREFIX}lin = max(0, {rows}) + {g[-1]}")
+    items = ItemLoop(t, w, item_setup)
+    program, per_item = split_phases(info, body, items, arg_types or {})
 
-    params = sizes + w + ng + info.params
+    # The groups in chunks, one allocation of the shared and per-item arrays per chunk
+    # (``_kg_chunks``: a few per thread; 1 for the serial form): allocating them per
+    # group cost more than a small group's work (16,384 groups of 256 float32: 0.4 ms
+    # of 1.34 ms on one thread). Their contents are undefined at a group's start, as on
+    # a GPU. A chunk's groups are range(count) plus an offset (range(start, stop) with
+    # a computed start did not vectorise, as in _nested_loops).
+    params = sizes + w + ng + [PREFIX + "chunks"] + info.params
     launcher = [f"def kernel({', '.join(params)}):"]
     launcher.append(f"    {PREFIX}G = {' * '.join(w)}")
-    launcher.append(f"    for {PREFIX}glin in prange({' * '.join(ng)}):")
-    launcher += unravel(PREFIX + "glin", ng, b, "        ")
+    launcher.append(f"    {PREFIX}NG = {' * '.join(ng)}")
+    launcher.append(f"    for {PREFIX}chunk in prange({PREFIX}chunks):")
     for decl in info.shared:
         launcher.append(
             f"        {decl.name} = np.empty({decl.shape!r}, np.{decl.dtype.type.__name__})"
         )
     for name, dtype in per_item.items():
         launcher.append(f"        {PREFIX}v_{name} = np.empty({PREFIX}G, np.{dtype})")
-    launcher += ["        " + line for line in program]
+    first = f"{PREFIX}chunk * {PREFIX}NG // {PREFIX}chunks"
+    after = f"({PREFIX}chunk + 1) * {PREFIX}NG // {PREFIX}chunks"
+    launcher.append(f"        {PREFIX}first = max(0, {first})")
+    launcher.append(f"        for {PREFIX}k in range({after} - {PREFIX}first):")
+    launcher.append(f"            {PREFIX}glin = {PREFIX}first + {PREFIX}k")
+    launcher += unravel(PREFIX + "glin", ng, b, "            ")
+    # the group's first position, clamped at 0 as the positions are (see _item_loop)
+    launcher += [f"            {o[d]} = max(0, {b[d]} * {w[d]})" for d in range(ndim)]
+    launcher += ["            " + line for line in program]
     return _cpu_module(lines + _twins(launcher, options))
 
 
@@ -297,7 +318,7 @@ def _launcher_and_prefix(program: KernelProgram, launch: KernelLaunch) -> tuple[
     """The compiled form to run (parallel or serial) and the arguments that come before
     the kernel's own: the ndrange's sizes, and with a workgroup its sizes and counts."""
     parallel, serial = _launchers(program, launch)
-    prefix, items = _prefix(launch)
+    _, items = _prefix(launch)
     spread = program.parallel
     if spread is None:
         from . import PARALLEL_THRESHOLD
@@ -305,14 +326,21 @@ def _launcher_and_prefix(program: KernelProgram, launch: KernelLaunch) -> tuple[
         spread = items >= PARALLEL_THRESHOLD or (
             items * work_per_item(program.info, launch.arguments) >= PARALLEL_THRESHOLD
         )
-    return (parallel if spread else serial), prefix
+    return (parallel if spread else serial), _prefix(launch, spread)[0]
 
 
-def _prefix(launch: KernelLaunch) -> tuple[list[int], int]:
+def _prefix(launch: KernelLaunch, parallel: bool = False) -> tuple[list[int], int]:
     """The arguments before the kernel's own (the ndrange's sizes, and with a workgroup
-    its sizes and counts) and the number of work items."""
+    its sizes, counts and the number of chunks the groups are split into: a few per
+    thread for the ``parallel`` form, one for the serial form) and the number of work
+    items."""
     sizes, group = launch.sizes, launch.group
     if group is None:
         return [*sizes], prod(sizes)
     groups = [-(-n // w) for n, w in zip(sizes, group)]
-    return [*sizes, *group, *groups], prod(groups) * prod(group)
+    chunks = 1
+    if parallel:
+        import numba
+
+        chunks = min(prod(groups), 4 * numba.get_num_threads())
+    return [*sizes, *group, *groups, max(chunks, 1)], prod(groups) * prod(group)

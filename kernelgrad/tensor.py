@@ -106,7 +106,8 @@ def _check_scalar_access(t: Tensor, what: str) -> None:
         "`t.clamp(0, 1)`, masks, reductions), write the loop as a `@kg.kernel` that runs on "
         f"the device, or copy it to the host once with `t.cpu()`. If you really mean it, "
         "wrap the code in `with kg.allow_scalar():`. (`.item()` of a one-element tensor, "
-        "such as a loss, is always allowed.)"
+        "such as a loss, is always allowed, and so are `bool()`, `int()` and `float()` of "
+        "a one-element result such as `(x < 0).all()`.)"
     )
 
 
@@ -329,7 +330,12 @@ class Tensor:
                 f"{what} of a tensor with {self.numel()} elements is ambiguous; use "
                 "`.any()` or `.all()` for a mask, or reduce the tensor first"
             )
-        _check_scalar_access(self, what)
+        base = self._base
+        if base is not None and base.numel() > 1:
+            # one element of a larger tensor (``t[i]``): the element-by-element loop the
+            # guard is for. A one-element result of its own (``(x < 0).all()``, a loss,
+            # ``t[i] > 1``) is one synchronising read, like ``.item()``, and is allowed.
+            _check_scalar_access(self, what)
         return self._host_copy().reshape(()).item()
 
     def __bool__(self) -> bool:

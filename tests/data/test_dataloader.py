@@ -158,15 +158,15 @@ Point = collections.namedtuple("Point", ["image", "label"])
 
 def test_named_tuple_samples_come_back_as_named_tuples(device):
     samples = [Point(np.full(2, i, np.float32), i) for i in range(4)]
-    for loader in (
-        DataLoader(samples, batch_size=2),
-        DataLoader(samples, batch_size=2, device=device),
-        DataLoader(samples, batch_size=None, device=device),
+    for loader, expected in (
+        (DataLoader(samples, batch_size=2), "cpu"),
+        (DataLoader(samples, batch_size=2, device=device), kg.device(device).type),
+        (DataLoader(samples, batch_size=None, device=device), kg.device(device).type),
     ):
         batches = list(loader)
         assert all(type(batch) is Point for batch in batches)
-        assert batches[0].image.device.type == kg.device(device).type
-    assert batches[1].image.tolist() == [1.0, 1.0] and batches[1].label == 1
+        assert batches[0].image.device.type == expected
+    assert batches[1].image.cpu().tolist() == [1.0, 1.0] and batches[1].label == 1
     batch = next(iter(DataLoader(samples, batch_size=2)))
     assert batch.image.shape == (2, 2) and batch.label.tolist() == [0, 1]
     nested = kg.utils.data.default_convert(Point(np.zeros(2), [np.ones(1)]))

@@ -10,7 +10,7 @@
 >>> from kernelgrad.models import build_model
 >>> model = build_model("lenet5")
 >>> model(kg.zeros(2, 1, 28, 28)).shape
-(2, 10)
+kg.Size([2, 10])
 """
 
 from __future__ import annotations

@@ -770,7 +770,7 @@ def _model_mismatches(stored: _Stored, model: Any, strict: bool) -> list[str]:
         if tuple(entry["shape"]) != target.shape:
             problems.append(
                 f"model.{name}: shape {tuple(entry['shape'])} in the file, "
-                f"{target.shape} in the model"
+                f"{tuple(target.shape)} in the model"
             )
         if _FROM_CODE[entry["dtype"]] is not target.dtype:
             problems.append(
@@ -818,7 +818,7 @@ def _optimizer_mismatches(stored: _Stored, optimizer: Any) -> tuple[list[str], l
         if tuple(entry["shape"]) not in (p.shape, ()):
             mismatches.append(
                 f"{name}: shape {tuple(entry['shape'])} in the file, parameter {index} "
-                f"has shape {p.shape}"
+                f"has shape {tuple(p.shape)}"
             )
         dtype = _FROM_CODE[entry["dtype"]]
         if dtype.is_floating_point and dtype is not p.dtype:

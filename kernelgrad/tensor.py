@@ -28,7 +28,7 @@ from .backends.base import View
 from .device import Device, as_device
 from .dtypes import DType, as_dtype, bool_, default_float, float64, int32, int64
 from .errors import ArgumentError, DTypeError, ScalarAccessError, ShapeError, format_shape
-from .shapes import broadcast_strides, contiguous_strides, is_contiguous
+from .shapes import Size, broadcast_strides, contiguous_strides, is_contiguous
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
@@ -106,7 +106,8 @@ def _check_scalar_access(t: Tensor, what: str) -> None:
         "`t.clamp(0, 1)`, masks, reductions), write the loop as a `@kg.kernel` that runs on "
         f"the device, or copy it to the host once with `t.cpu()`. If you really mean it, "
         "wrap the code in `with kg.allow_scalar():`. (`.item()` of a one-element tensor, "
-        "such as a loss, is always allowed.)"
+        "such as a loss, is always allowed, and so are `bool()`, `int()` and `float()` of "
+        "a one-element result such as `(x < 0).all()`.)"
     )
 
 
@@ -121,12 +122,14 @@ class Tensor:
         "_base_node",
         "_node",
         "_offset",
+        # the shape as a plain tuple: what kernelgrad's own code reads on the hot path
+        # (``shape`` hands users a ``kg.Size`` made from it on each read)
+        "_shape",
         "_storage",
         "_strides",
         "dtype",
         "grad",
         "requires_grad",
-        "shape",
     )
     __array_priority__ = 1000  # make NumPy defer to our reflected operators
 
@@ -145,7 +148,9 @@ class Tensor:
     ) -> Tensor:
         t = object.__new__(cls)
         t._storage = storage
-        t.shape = shape
+        # always a plain tuple (a ``kg.Size`` from ``x.shape`` is converted): internal
+        # code indexes and slices it, which a ``Size`` does in Python
+        t._shape = shape if shape.__class__ is tuple else tuple(shape)
         t._strides = strides
         t._offset = offset
         t.dtype = dtype
@@ -180,12 +185,12 @@ class Tensor:
         )
 
     def _view(self) -> View:
-        return View(self._storage.buffer, self.shape, self._strides, self._offset, self.dtype)
+        return View(self._storage.buffer, self._shape, self._strides, self._offset, self.dtype)
 
     def _broadcast_view(self, shape: tuple[int, ...]) -> View:
-        if shape == self.shape:
+        if shape == self._shape:
             return self._view()
-        strides = broadcast_strides(self.shape, self._strides, shape)
+        strides = broadcast_strides(self._shape, self._strides, shape)
         return View(self._storage.buffer, shape, strides, self._offset, self.dtype)
 
     @property
@@ -194,27 +199,34 @@ class Tensor:
 
     # --- metadata -----------------------------------------------------------------------------
     @property
+    def shape(self) -> Size:
+        """The shape as a ``kg.Size`` (a tuple with ``numel()``), as ``torch.Size``."""
+        return Size(self._shape)
+
+    @shape.setter
+    def shape(self, value: tuple[int, ...]) -> None:
+        self._shape = tuple(value)
+
+    @property
     def device(self) -> Device:
         return self._storage.device
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return len(self._shape)
 
     def dim(self) -> int:
-        return len(self.shape)
+        return len(self._shape)
 
     def numel(self) -> int:
-        return prod(self.shape)
+        return prod(self._shape)
 
     def size(self, dim: int | None = None) -> Any:
         if dim is None:
-            from .shapes import Size
-
-            return Size(self.shape)
+            return Size(self._shape)
         from .shapes import normalize_dim
 
-        return self.shape[normalize_dim(dim, self.ndim, "size")]
+        return self._shape[normalize_dim(dim, self.ndim, "size")]
 
     def stride(self, dim: int | None = None) -> Any:
         if dim is None:
@@ -231,7 +243,7 @@ class Tensor:
             from . import memory_formats as formats
 
             return formats.is_contiguous(self, memory_format)
-        return is_contiguous(self.shape, self._strides)
+        return is_contiguous(self._shape, self._strides)
 
     def element_size(self) -> int:
         return self.dtype.itemsize
@@ -269,7 +281,7 @@ class Tensor:
                 "`x.data = kg.tensor(values)` or `x.data.copy_(values)`"
             )
         self._storage = value._storage
-        self.shape = value.shape
+        self._shape = value._shape
         self._strides = value._strides
         self._offset = value._offset
         self.dtype = value.dtype
@@ -284,9 +296,9 @@ class Tensor:
         return self.transpose(-2, -1)
 
     def __len__(self) -> int:
-        if not self.shape:
+        if not self._shape:
             raise DTypeError("len() of a 0-d tensor")
-        return self.shape[0]
+        return self._shape[0]
 
     __hash__ = object.__hash__
 
@@ -313,7 +325,7 @@ class Tensor:
         if self.numel() != 1:
             raise ArgumentError(
                 f"item() needs a tensor with exactly one element, but this one has shape "
-                f"{format_shape(self.shape)} ({self.numel()} elements); reduce it first "
+                f"{format_shape(self._shape)} ({self.numel()} elements); reduce it first "
                 "(e.g. `.sum()`, `.mean()`) or use `.tolist()`"
             )
         return self._host_copy().reshape(()).item()
@@ -329,7 +341,12 @@ class Tensor:
                 f"{what} of a tensor with {self.numel()} elements is ambiguous; use "
                 "`.any()` or `.all()` for a mask, or reduce the tensor first"
             )
-        _check_scalar_access(self, what)
+        base = self._base
+        if base is not None and base.numel() > 1:
+            # one element of a larger tensor (``t[i]``): the element-by-element loop the
+            # guard is for. A one-element result of its own (``(x < 0).all()``, a loss,
+            # ``t[i] > 1``) is one synchronising read, like ``.item()``, and is allowed.
+            _check_scalar_access(self, what)
         return self._host_copy().reshape(()).item()
 
     def __bool__(self) -> bool:
@@ -350,10 +367,10 @@ class Tensor:
         return int(self._one_element("using a tensor as an index"))
 
     def __iter__(self):
-        if not self.shape:
+        if not self._shape:
             raise DTypeError("iteration over a 0-d tensor")
         _check_scalar_access(self, "iterating over a tensor")
-        return (self[i] for i in range(self.shape[0]))
+        return (self[i] for i in range(self._shape[0]))
 
     def __repr__(self) -> str:
         from .printing import tensor_repr
@@ -374,7 +391,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same data (shared memory), cut from the graph."""
-        t = Tensor._make(self._storage, self.shape, self._strides, self._offset, self.dtype)
+        t = Tensor._make(self._storage, self._shape, self._strides, self._offset, self.dtype)
         t._base = self._base
         return t
 
@@ -426,11 +443,11 @@ class Tensor:
 
     def sum_to_shape(self, shape: tuple[int, ...]) -> Tensor:
         """Sum over the dimensions that broadcasting added or expanded to reach ``shape``."""
-        if self.shape == shape:
+        if self._shape == shape:
             return self
         lead = self.ndim - len(shape)
         dims = list(range(lead))
-        dims += [lead + i for i, s in enumerate(shape) if s == 1 and self.shape[lead + i] != 1]
+        dims += [lead + i for i, s in enumerate(shape) if s == 1 and self._shape[lead + i] != 1]
         result = self.sum(dim=tuple(dims), keepdim=True) if dims else self
         return result.reshape(shape)
 

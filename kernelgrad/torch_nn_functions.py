@@ -16,7 +16,7 @@ those of ``F``); ``cudnn_enabled`` and ``generator`` are accepted and ignored.
 >>> import kernelgrad as kg
 >>> x = kg.ones(1, 2, 4)
 >>> kg.dropout(x, 0.5, False).shape, kg.max_pool1d(x, 2).shape
-((1, 2, 4), (1, 2, 2))
+(kg.Size([1, 2, 4]), kg.Size([1, 2, 2]))
 >>> kg.layer_norm(x, (4,), None, None, 1e-5, True).abs().sum().item()
 0.0
 """

@@ -361,7 +361,7 @@ def record(
                     continue
             needed = True
             edges.append(x._node if x._node is not None else x)
-            meta.append((x.shape, x.dtype))
+            meta.append((x._shape, x.dtype))
         else:
             edges.append(None)
             meta.append(None)
@@ -603,7 +603,7 @@ def _input_grads(
         if edge is None or input_grad is None:
             continue
         shape, dtype = meta
-        if input_grad.shape != shape:
+        if input_grad._shape != shape:
             input_grad = input_grad.sum_to_shape(shape)
         if input_grad.dtype is not dtype:
             input_grad = input_grad.to(dtype)

@@ -327,7 +327,7 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
     ...     return 0.5 * y * (1 + (y * 0.7071067811865476).erf())
     >>> x, w, b = kg.ones(2, 3), kg.ones(3, 4), kg.zeros(4)
     >>> gelu_affine(x, w, b).shape
-    (2, 4)
+    kg.Size([2, 4])
 
     * The first call with a new signature (shapes, strides, dtypes, devices of the
       tensor arguments, values of the other arguments) runs ``fn`` eagerly, so that

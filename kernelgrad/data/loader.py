@@ -119,24 +119,48 @@ class StackDataset(Dataset):
 
 
 def default_convert(data: Any) -> Any:
-    """PyTorch's ``default_convert``: NumPy arrays (and NumPy scalars) become tensors,
-    containers are converted element by element, anything else is left as it is; no
-    batching (what a DataLoader with ``batch_size=None`` applies to each sample)."""
+    """PyTorch's ``default_convert``: NumPy arrays become tensors as ``torch.as_tensor``
+    makes them (sharing the array's memory where a tensor can: see :func:`_from_array`),
+    NumPy scalars become 0-d tensors, containers are converted element by element (a
+    named tuple comes back as its own type), anything else is left as it is; no batching
+    (what a DataLoader with ``batch_size=None`` applies to each sample)."""
     if isinstance(data, np.ndarray) and data.dtype.kind in "fiub":
-        from ..ops.creation import tensor
-
-        return tensor(data)
+        return _from_array(data, None)
     if isinstance(data, np.generic) and data.dtype.kind in "fiub":
         from ..ops.creation import tensor
 
         return tensor(data)
     if isinstance(data, dict):
         return {key: default_convert(value) for key, value in data.items()}
-    if isinstance(data, tuple) and hasattr(data, "_fields"):  # a named tuple
+    if _is_namedtuple(data):
         return type(data)(*(default_convert(item) for item in data))
     if isinstance(data, tuple | list):
         return type(data)(default_convert(item) for item in data)
     return data
+
+
+def _is_namedtuple(value: Any) -> bool:
+    return isinstance(value, tuple) and hasattr(value, "_fields")
+
+
+def _from_array(array: np.ndarray, device: Any) -> Any:
+    """A NumPy array as a tensor on ``device`` (None: the default device), as
+    ``torch.as_tensor(array)``: on the CPU it shares the array's memory (writes to one
+    show in the other) when the tensor can hold the array's dtype and no stride is
+    negative; otherwise (another device, a dtype a tensor converts, such as uint8, or a
+    negative stride, which PyTorch refuses) it is a copy."""
+    from ..device import as_device, default_device
+    from ..ops.creation import from_numpy, tensor
+
+    target = default_device() if device is None else as_device(device)
+    if target.type == "cpu" and all(
+        stride >= 0 and stride % array.itemsize == 0 for stride in array.strides
+    ):
+        try:
+            return from_numpy(array)
+        except TypeError:  # a dtype the tensor converts (DTypeError): copy below
+            pass
+    return tensor(array, device=target)
 
 
 def _is_tensor(value: Any) -> bool:
@@ -311,6 +335,8 @@ def default_collate(samples: list[Any]) -> Any:
     if not samples:
         raise ValueError("cannot collate an empty batch")
     first = samples[0]
+    if _is_namedtuple(first):  # the same type back, field by field (as in PyTorch)
+        return type(first)(*(default_collate(list(column)) for column in zip(*samples)))
     if isinstance(first, tuple | list):
         return type(first)(default_collate(list(column)) for column in zip(*samples))
     if isinstance(first, dict):
@@ -323,7 +349,11 @@ def default_collate(samples: list[Any]) -> Any:
 
 
 def _to_device(batch: Any, device: Any) -> Any:
-    """NumPy arrays -> tensors on ``device``; tensors moved there; containers recursed."""
+    """NumPy arrays -> tensors on ``device`` (sharing memory on the CPU, as
+    ``default_convert``); tensors moved there; containers recursed (a named tuple comes
+    back as its own type)."""
+    if _is_namedtuple(batch):
+        return type(batch)(*(_to_device(item, device) for item in batch))
     if isinstance(batch, tuple | list):
         return type(batch)(_to_device(item, device) for item in batch)
     if isinstance(batch, dict):
@@ -331,16 +361,7 @@ def _to_device(batch: Any, device: Any) -> Any:
     if _is_tensor(batch):
         return batch if device is None else batch.to(device)
     if isinstance(batch, np.ndarray):
-        from ..device import as_device, default_device
-        from ..ops.creation import from_numpy, tensor
-
-        target = default_device() if device is None else as_device(device)
-        if target.type == "cpu" and batch.flags.c_contiguous and batch.dtype.kind in "fiub":
-            try:
-                return from_numpy(batch)
-            except TypeError:
-                pass
-        return tensor(batch, device=target)
+        return _from_array(batch, device)
     return batch
 
 

@@ -10,7 +10,7 @@ written in differentiable Tensor ops and drawing from kernelgrad's random genera
 >>> round(p.log_prob(kg.tensor([0.0])).item(), 4)
 -0.9189
 >>> kl_divergence(p, Normal(0.0, 2.0)).shape
-(1,)
+kg.Size([1])
 """
 
 from __future__ import annotations

@@ -194,7 +194,13 @@ class Kernel:
             elif isinstance(value, tensor_class):
                 storage = value._storage
                 key.append(
-                    (value.dtype, value.shape, value._strides, storage.backend, value.requires_grad)
+                    (
+                        value.dtype,
+                        value._shape,
+                        value._strides,
+                        storage.backend,
+                        value.requires_grad,
+                    )
                 )
             else:
                 return None
@@ -535,7 +541,7 @@ def _launch_prepared(entry: tuple, args: Sequence[Any]) -> None:
 def _view(tensor: Any, flatten: bool) -> View:
     """The tensor's memory as a backend view (its flat memory when ``flatten``: the caller
     made sure it is contiguous)."""
-    shape, strides = tensor.shape, tensor._strides
+    shape, strides = tensor._shape, tensor._strides
     if flatten:
         shape, strides = (tensor.numel(),), (1,)
     # View(...) through tuple.__new__: the named tuple's own __new__ is a Python function

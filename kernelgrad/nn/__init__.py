@@ -6,7 +6,7 @@
 ...     kg.nn.Flatten(), kg.nn.Linear(4 * 14 * 14, 10),
 ... )
 >>> model(kg.zeros(2, 1, 28, 28)).shape
-(2, 10)
+kg.Size([2, 10])
 """
 
 from . import functional, init, modules, parallel, utils

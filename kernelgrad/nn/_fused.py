@@ -88,7 +88,7 @@ class FedLaunch:
         self._launch = launch
         # what each fed array must be: the shape, strides and dtype it had when prepared
         self._shapes = [
-            (inputs[fed_array].shape, inputs[fed_array]._strides, inputs[fed_array].dtype)
+            (inputs[fed_array]._shape, inputs[fed_array]._strides, inputs[fed_array].dtype)
             for _, inputs in items
         ]
         self._storages = [out._storage for outputs, _ in items for out in outputs]
@@ -109,7 +109,7 @@ class FedLaunch:
         backend = self._backend
         for x, (shape, strides, dtype) in zip(arrays, self._shapes):
             if (
-                x.shape != shape
+                x._shape != shape
                 or x._strides != strides
                 or x.dtype is not dtype
                 or x._storage.backend is not backend
@@ -121,7 +121,7 @@ class FedLaunch:
         """Launch with these fed tensors (checked with :meth:`accepts` by the caller) and
         numbers; every output's version counter goes up, as in :func:`launch_each`."""
         self._launch(
-            [_new_view(View, (x._storage.buffer, x.shape, x._strides, x._offset, x.dtype))
+            [_new_view(View, (x._storage.buffer, x._shape, x._strides, x._offset, x.dtype))
              for x in arrays],
             scalars,
         )  # fmt: skip
@@ -218,7 +218,7 @@ def _views(fn: ScalarFunction, outputs: Sequence[Tensor], inputs: Sequence[Any])
         raise ValueError(f"{fn.name}: expected {fn.nout} outputs, got {len(outputs)}")
     if len(inputs) != fn.nin:
         raise ValueError(f"{fn.name}: expected {fn.nin} inputs, got {len(inputs)}")
-    shape = outputs[0].shape
+    shape = outputs[0]._shape
     device = outputs[0].device
     for t in list(outputs) + [x for x in inputs if isinstance(x, Tensor)]:
         if t._storage.device is not device and t.device != device:
@@ -226,7 +226,7 @@ def _views(fn: ScalarFunction, outputs: Sequence[Tensor], inputs: Sequence[Any])
                 f"{fn.name}: expected every tensor on {device}, found one on {t.device}"
             )
     for out in outputs:
-        if out.shape != shape:
+        if out._shape != shape:
             raise ShapeError(
                 f"{fn.name}: outputs must share one shape, got {format_shape(shape)} and "
                 f"{format_shape(out.shape)}"

@@ -42,7 +42,7 @@ class AdaptiveLogSoftmaxWithLoss(Module):
     >>> asm = kg.nn.AdaptiveLogSoftmaxWithLoss(8, 10, cutoffs=[4, 7])
     >>> out = asm(kg.randn(5, 8), kg.tensor([0, 3, 5, 8, 9]))
     >>> out.output.shape, out.loss.shape, asm.log_prob(kg.randn(2, 8)).shape
-    ((5,), (), (2, 10))
+    (kg.Size([5]), kg.Size([]), kg.Size([2, 10]))
     """
 
     def __init__(

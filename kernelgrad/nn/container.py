@@ -23,7 +23,7 @@ class Sequential(Module):
     >>> import kernelgrad as kg
     >>> net = kg.nn.Sequential(kg.nn.Linear(2, 3), kg.nn.ReLU())
     >>> net(kg.ones(1, 2)).shape, len(net), type(net[1]).__name__
-    ((1, 3), 2, 'ReLU')
+    (kg.Size([1, 3]), 2, 'ReLU')
     """
 
     def __init__(self, *modules: Any) -> None:

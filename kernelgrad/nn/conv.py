@@ -130,7 +130,7 @@ class Conv2d(_ConvNd):
     >>> import kernelgrad as kg
     >>> conv = kg.nn.Conv2d(1, 6, kernel_size=5, padding=2)
     >>> conv(kg.zeros(2, 1, 28, 28)).shape
-    (2, 6, 28, 28)
+    kg.Size([2, 6, 28, 28])
     """
 
     _dims = 2
@@ -145,7 +145,7 @@ class Conv1d(_ConvNd):
 
     >>> import kernelgrad as kg
     >>> kg.nn.Conv1d(2, 4, 3, padding=1)(kg.zeros(1, 2, 10)).shape
-    (1, 4, 10)
+    kg.Size([1, 4, 10])
     """
 
     _dims = 1
@@ -174,7 +174,7 @@ class Conv3d(_ConvNd):
     >>> import kernelgrad as kg
     >>> conv = kg.nn.Conv3d(2, 4, kernel_size=3, stride=(1, 2, 2), padding=1)
     >>> conv(kg.zeros(1, 2, 4, 8, 8)).shape
-    (1, 4, 4, 4, 4)
+    kg.Size([1, 4, 4, 4, 4])
     """
 
     _dims = 3
@@ -251,7 +251,7 @@ class ConvTranspose2d(_ConvTransposeNd):
     >>> import kernelgrad as kg
     >>> up = kg.nn.ConvTranspose2d(4, 2, kernel_size=4, stride=2, padding=1)
     >>> up(kg.zeros(1, 4, 8, 8)).shape
-    (1, 2, 16, 16)
+    kg.Size([1, 2, 16, 16])
     """
 
     _dims = 2
@@ -282,7 +282,7 @@ class ConvTranspose3d(_ConvTransposeNd):
     >>> import kernelgrad as kg
     >>> up = kg.nn.ConvTranspose3d(2, 1, kernel_size=2, stride=2)
     >>> up(kg.zeros(1, 2, 3, 3, 3)).shape
-    (1, 1, 6, 6, 6)
+    kg.Size([1, 1, 6, 6, 6])
     """
 
     _dims = 3

@@ -17,7 +17,7 @@ class CTCLoss(Module):
     >>> log_probs = kg.randn(6, 2, 4).log_softmax(2)
     >>> loss = kg.nn.CTCLoss()(log_probs, kg.tensor([[1, 2], [3, 3]]), [6, 5], [2, 2])
     >>> loss.shape
-    ()
+    kg.Size([])
     """
 
     def __init__(

@@ -71,7 +71,7 @@ class Dropout3d(Dropout2d):
 
     >>> import kernelgrad as kg
     >>> kg.nn.Dropout3d(0.5).eval()(kg.ones(2, 1, 1, 1)).shape
-    (2, 1, 1, 1)
+    kg.Size([2, 1, 1, 1])
     """
 
     _spatial_dims = 3

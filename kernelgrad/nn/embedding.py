@@ -63,7 +63,7 @@ class Embedding(Module):
     >>> import kernelgrad as kg
     >>> table = kg.nn.Embedding(10, 3)
     >>> table(kg.tensor([[1, 2], [3, 4]])).shape
-    (2, 2, 3)
+    kg.Size([2, 2, 3])
     """
 
     def __init__(
@@ -164,7 +164,7 @@ class EmbeddingBag(Module):
     >>> import kernelgrad as kg
     >>> bags = kg.nn.EmbeddingBag(10, 3, mode="sum")
     >>> bags(kg.tensor([1, 2, 4, 5, 4]), kg.tensor([0, 2])).shape
-    (2, 3)
+    kg.Size([2, 3])
     """
 
     def __init__(

@@ -16,7 +16,7 @@ class Unfold(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.Unfold(kernel_size=(2, 3))(kg.zeros(2, 5, 3, 4)).shape
-    (2, 30, 4)
+    kg.Size([2, 30, 4])
     """
 
     def __init__(
@@ -44,7 +44,7 @@ class Fold(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.Fold(output_size=(4, 5), kernel_size=2)(kg.zeros(1, 12, 12)).shape
-    (1, 3, 4, 5)
+    kg.Size([1, 3, 4, 5])
     """
 
     def __init__(

@@ -59,7 +59,7 @@ class FractionalMaxPool2d(_FractionalMaxPool):
 
     >>> import kernelgrad as kg
     >>> kg.nn.FractionalMaxPool2d(3, output_ratio=0.5)(kg.randn(2, 4, 10, 8)).shape
-    (2, 4, 5, 4)
+    kg.Size([2, 4, 5, 4])
     """
 
     n_dims = 2

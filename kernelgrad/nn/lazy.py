@@ -61,7 +61,7 @@ class UninitializedParameter(Parameter):
     <UninitializedParameter>
     >>> p.materialize((2, 3))
     >>> type(p).__name__, p.shape
-    ('Parameter', (2, 3))
+    ('Parameter', kg.Size([2, 3]))
     """
 
     __slots__ = ()
@@ -109,7 +109,7 @@ class UninitializedBuffer(Tensor):
         cls, requires_grad: bool = False, device: Any = None, dtype: Any = None
     ) -> UninitializedBuffer:
         data = empty(0, device=device, dtype=dtype)
-        return cls._make(data._storage, data.shape, data._strides, data._offset, data.dtype)
+        return cls._make(data._storage, data._shape, data._strides, data._offset, data.dtype)
 
     def __init__(self, requires_grad: bool = False, device: Any = None, dtype: Any = None) -> None:
         pass

@@ -36,7 +36,7 @@ class Linear(Module):
     >>> import kernelgrad as kg
     >>> layer = kg.nn.Linear(3, 2)
     >>> layer.weight.shape, layer(kg.ones(5, 3)).shape
-    ((2, 3), (5, 2))
+    (kg.Size([2, 3]), kg.Size([5, 2]))
     """
 
     def __init__(
@@ -75,7 +75,7 @@ class Bilinear(Module):
     >>> import kernelgrad as kg
     >>> layer = kg.nn.Bilinear(3, 4, 2)
     >>> layer.weight.shape, layer(kg.ones(5, 3), kg.ones(5, 4)).shape
-    ((2, 3, 4), (5, 2))
+    (kg.Size([2, 3, 4]), kg.Size([5, 2]))
     """
 
     def __init__(
@@ -124,7 +124,7 @@ class LazyLinear(Linear):
     >>> import kernelgrad as kg
     >>> layer = kg.nn.LazyLinear(2)
     >>> layer(kg.ones(5, 3)).shape, layer.weight.shape, type(layer).__name__
-    ((5, 2), (2, 3), 'Linear')
+    (kg.Size([5, 2]), kg.Size([2, 3]), 'Linear')
     """
 
     def __init__(
@@ -181,7 +181,7 @@ class Flatten(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.Flatten()(kg.zeros(2, 3, 4)).shape
-    (2, 12)
+    kg.Size([2, 12])
     """
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:

@@ -49,7 +49,7 @@ class Parameter(Tensor):
     >>> import kernelgrad as kg
     >>> w = kg.nn.Parameter(kg.zeros(2, 3))
     >>> w.requires_grad, w.shape
-    (True, (2, 3))
+    (True, kg.Size([2, 3]))
     """
 
     __slots__ = ()
@@ -61,7 +61,7 @@ class Parameter(Tensor):
             data = empty(0)
         elif not isinstance(data, Tensor):
             data = tensor(data)
-        parameter = cls._make(data._storage, data.shape, data._strides, data._offset, data.dtype)
+        parameter = cls._make(data._storage, data._shape, data._strides, data._offset, data.dtype)
         if requires_grad:
             parameter.requires_grad_(True)
         return parameter
@@ -109,7 +109,7 @@ class Buffer(Tensor):
             data = empty(0)
         elif not isinstance(data, Tensor):
             data = tensor(data)
-        buffer = cls._make(data._storage, data.shape, data._strides, data._offset, data.dtype)
+        buffer = cls._make(data._storage, data._shape, data._strides, data._offset, data.dtype)
         buffer._base = data._base
         if data.requires_grad:
             buffer.requires_grad_(True)
@@ -143,7 +143,7 @@ class Module:
     >>> [name for name, _ in model.named_parameters()]
     ['0.weight', '0.bias', '2.weight', '2.bias']
     >>> model(kg.ones(2, 3)).shape
-    (2, 1)
+    kg.Size([2, 1])
     """
 
     training: bool

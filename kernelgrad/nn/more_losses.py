@@ -110,7 +110,7 @@ class LinearCrossEntropyLoss(Module):
     >>> import kernelgrad as kg
     >>> loss = kg.nn.LinearCrossEntropyLoss(4, 3)
     >>> [name for name, _ in loss.named_parameters()], loss(kg.ones(2, 4), kg.tensor([0, 2])).shape
-    (['linear.weight'], ())
+    (['linear.weight'], kg.Size([]))
     """
 
     def __init__(

@@ -119,7 +119,7 @@ class BatchNorm1d(_BatchNorm):
     >>> import kernelgrad as kg
     >>> bn = kg.nn.BatchNorm1d(3)
     >>> bn(kg.randn(8, 3)).shape, [name for name, _ in bn.named_buffers()]
-    ((8, 3), ['running_mean', 'running_var', 'num_batches_tracked'])
+    (kg.Size([8, 3]), ['running_mean', 'running_var', 'num_batches_tracked'])
     """
 
     _input_dims = (2, 3)
@@ -131,7 +131,7 @@ class BatchNorm2d(_BatchNorm):
 
     >>> import kernelgrad as kg
     >>> kg.nn.BatchNorm2d(4)(kg.randn(2, 4, 3, 3)).shape
-    (2, 4, 3, 3)
+    kg.Size([2, 4, 3, 3])
     """
 
     _input_dims = (4,)
@@ -142,7 +142,7 @@ class BatchNorm3d(_BatchNorm):
 
     >>> import kernelgrad as kg
     >>> kg.nn.BatchNorm3d(2)(kg.randn(2, 2, 3, 2, 2)).shape
-    (2, 2, 3, 2, 2)
+    kg.Size([2, 2, 3, 2, 2])
     """
 
     _input_dims = (5,)
@@ -154,7 +154,7 @@ class LayerNorm(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.LayerNorm(8)(kg.randn(2, 5, 8)).shape
-    (2, 5, 8)
+    kg.Size([2, 5, 8])
     """
 
     def __init__(
@@ -200,7 +200,7 @@ class GroupNorm(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.GroupNorm(2, 4)(kg.randn(3, 4, 5)).shape
-    (3, 4, 5)
+    kg.Size([3, 4, 5])
     """
 
     def __init__(
@@ -309,7 +309,7 @@ class InstanceNorm1d(_InstanceNorm):
 
     >>> import kernelgrad as kg
     >>> kg.nn.InstanceNorm1d(3)(kg.randn(2, 3, 5)).shape
-    (2, 3, 5)
+    kg.Size([2, 3, 5])
     """
 
     _spatial_dims = 1
@@ -335,7 +335,7 @@ class RMSNorm(Module):
     >>> import kernelgrad as kg
     >>> norm = kg.nn.RMSNorm(8)
     >>> norm(kg.randn(2, 5, 8)).shape, [name for name, _ in norm.named_parameters()]
-    ((2, 5, 8), ['weight'])
+    (kg.Size([2, 5, 8]), ['weight'])
     """
 
     def __init__(
@@ -378,7 +378,7 @@ class LocalResponseNorm(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.LocalResponseNorm(2)(kg.ones(1, 4, 3, 3)).shape
-    (1, 4, 3, 3)
+    kg.Size([1, 4, 3, 3])
     """
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0) -> None:
@@ -408,7 +408,7 @@ class CrossMapLRN2d(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.CrossMapLRN2d(3)(kg.ones(1, 4, 2, 2)).shape
-    (1, 4, 2, 2)
+    kg.Size([1, 4, 2, 2])
     """
 
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:

@@ -126,7 +126,7 @@ class ZeroPad2d(_ZeroPad):
 
     >>> import kernelgrad as kg
     >>> kg.nn.ZeroPad2d((1, 0, 0, 1))(kg.ones(1, 1, 2, 2)).shape
-    (1, 1, 3, 3)
+    kg.Size([1, 1, 3, 3])
     """
 
     _dims = 2

@@ -15,7 +15,7 @@ class PixelShuffle(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.PixelShuffle(3)(kg.zeros(1, 9, 4, 4)).shape
-    (1, 1, 12, 12)
+    kg.Size([1, 1, 12, 12])
     """
 
     def __init__(self, upscale_factor: int) -> None:
@@ -34,7 +34,7 @@ class PixelUnshuffle(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.PixelUnshuffle(2)(kg.zeros(1, 1, 4, 4)).shape
-    (1, 4, 2, 2)
+    kg.Size([1, 4, 2, 2])
     """
 
     def __init__(self, downscale_factor: int) -> None:

@@ -45,7 +45,7 @@ class MaxPool2d(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.MaxPool2d(2)(kg.zeros(1, 3, 8, 8)).shape
-    (1, 3, 4, 4)
+    kg.Size([1, 3, 4, 4])
     """
 
     def __init__(
@@ -167,7 +167,7 @@ class AdaptiveAvgPool2d(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.AdaptiveAvgPool2d((1, 1))(kg.ones(2, 8, 5, 5)).shape
-    (2, 8, 1, 1)
+    kg.Size([2, 8, 1, 1])
     """
 
     def __init__(self, output_size: Any) -> None:
@@ -186,7 +186,7 @@ class Upsample(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.Upsample(scale_factor=2)(kg.zeros(1, 3, 4, 4)).shape
-    (1, 3, 8, 8)
+    kg.Size([1, 3, 8, 8])
     """
 
     def __init__(
@@ -240,7 +240,7 @@ class MaxPool3d(MaxPool2d):
 
     >>> import kernelgrad as kg
     >>> kg.nn.MaxPool3d(2)(kg.zeros(1, 3, 4, 8, 8)).shape
-    (1, 3, 2, 4, 4)
+    kg.Size([1, 3, 2, 4, 4])
     """
 
     def forward(self, input: Tensor) -> Tensor:
@@ -277,7 +277,7 @@ class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
 
     >>> import kernelgrad as kg
     >>> kg.nn.AdaptiveAvgPool3d((1, 2, 2))(kg.ones(2, 3, 4, 5, 6)).shape
-    (2, 3, 1, 2, 2)
+    kg.Size([2, 3, 1, 2, 2])
     """
 
     def forward(self, input: Tensor) -> Tensor:
@@ -290,7 +290,7 @@ class AdaptiveMaxPool2d(Module):
 
     >>> import kernelgrad as kg
     >>> kg.nn.AdaptiveMaxPool2d(3)(kg.ones(2, 4, 7, 5)).shape
-    (2, 4, 3, 3)
+    kg.Size([2, 4, 3, 3])
     """
 
     def __init__(self, output_size: Any, return_indices: bool = False) -> None:

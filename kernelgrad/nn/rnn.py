@@ -26,7 +26,7 @@ differentiated twice.
 >>> lstm = kg.nn.LSTM(input_size=3, hidden_size=4, num_layers=2)
 >>> output, (h, c) = lstm(kg.randn(5, 2, 3))  # (seq, batch, features)
 >>> output.shape, h.shape, c.shape
-((5, 2, 4), (2, 2, 4), (2, 2, 4))
+(kg.Size([5, 2, 4]), kg.Size([2, 2, 4]), kg.Size([2, 2, 4]))
 """
 
 from __future__ import annotations
@@ -351,7 +351,7 @@ class RNN(RNNBase):
     >>> import kernelgrad as kg
     >>> output, h_n = kg.nn.RNN(3, 4, batch_first=True)(kg.randn(2, 5, 3))
     >>> output.shape, h_n.shape
-    ((2, 5, 4), (1, 2, 4))
+    (kg.Size([2, 5, 4]), kg.Size([1, 2, 4]))
     """
 
     def __init__(
@@ -503,7 +503,7 @@ class LSTMCell(RNNCellBase):
     >>> import kernelgrad as kg
     >>> h, c = kg.nn.LSTMCell(3, 4)(kg.randn(2, 3))
     >>> h.shape, c.shape
-    ((2, 4), (2, 4))
+    (kg.Size([2, 4]), kg.Size([2, 4]))
     """
 
     def __init__(

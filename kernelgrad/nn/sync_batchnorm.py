@@ -82,7 +82,7 @@ class SyncBatchNorm(_BatchNorm):
     >>> import kernelgrad as kg
     >>> bn = kg.nn.SyncBatchNorm(3)
     >>> bn(kg.randn(4, 3, 2)).shape  # no process group: BatchNorm
-    (4, 3, 2)
+    kg.Size([4, 3, 2])
     >>> model = kg.nn.SyncBatchNorm.convert_sync_batchnorm(
     ...     kg.nn.Sequential(kg.nn.Conv2d(1, 2, 3), kg.nn.BatchNorm2d(2)))
     >>> type(model[1]).__name__

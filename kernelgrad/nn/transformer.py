@@ -12,7 +12,7 @@ layers have PyTorch's submodule names (``self_attn``, ``linear1``, ``linear2``,
 >>> import kernelgrad as kg
 >>> layer = kg.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16)
 >>> layer(kg.randn(5, 3, 8)).shape  # (seq, batch, d_model)
-(5, 3, 8)
+kg.Size([5, 3, 8])
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class MultiheadAttention(Module):
     >>> x = kg.randn(3, 5, 8)
     >>> output, weights = attention(x, x, x)
     >>> output.shape, weights.shape
-    ((3, 5, 8), (3, 5, 5))
+    (kg.Size([3, 5, 8]), kg.Size([3, 5, 5]))
     """
 
     def __init__(

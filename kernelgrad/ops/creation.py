@@ -191,7 +191,7 @@ def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 
     >>> import kernelgrad as kg
     >>> kg.zeros(2, 3).shape
-    (2, 3)
+    kg.Size([2, 3])
     """
     shape = normalize_size(size, "zeros")
     return full(
@@ -221,7 +221,7 @@ def ones_like(
     x: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
     d, dev = _like(x, dtype, device)
-    return full(x.shape, 1, dtype=d, device=dev, requires_grad=requires_grad)
+    return full(x._shape, 1, dtype=d, device=dev, requires_grad=requires_grad)
 
 
 def full_like(

@@ -185,7 +185,7 @@ class _Plan:
         self.first = next(k for k, x in enumerate(operands) if isinstance(x, Tensor))
         # per operand: its strides broadcast to the result's shape, or None for a scalar
         self.input_strides = tuple(
-            (x._strides if x.shape == shape else broadcast_strides(x.shape, x._strides, shape))
+            (x._strides if x._shape == shape else broadcast_strides(x._shape, x._strides, shape))
             if isinstance(x, Tensor)
             else None
             for x in operands
@@ -224,13 +224,13 @@ def _plan_key(op: ElementwiseOp, operands: Sequence[Any], out: Tensor | None) ->
     key: list[Any] = [op, _dtypes._default_float]
     for x in operands:
         if isinstance(x, Tensor):
-            key += (x.dtype, x.shape, x._strides, x._storage.backend)
+            key += (x.dtype, x._shape, x._strides, x._storage.backend)
         elif type(x) in _SCALAR_TYPES:
             key.append(type(x))
         else:
             return None
     if out is not None:
-        key += (_OUT, out.dtype, out.shape, out._strides, out._storage.backend)
+        key += (_OUT, out.dtype, out._shape, out._strides, out._storage.backend)
     return tuple(key)
 
 
@@ -394,9 +394,9 @@ def _apply_first(
             "first, e.g. `x.to(kg.int64)`, or use `~x` / `kg.logical_not(x)` to invert a "
             "mask and `a ^ b` for the difference of two masks"
         )
-    shape = first.shape
-    if len(tensors) > 1 and any(t.shape != shape for t in tensors):
-        shape = broadcast_shapes(*(t.shape for t in tensors), op=op.name)
+    shape = first._shape
+    if len(tensors) > 1 and any(t._shape != shape for t in tensors):
+        shape = broadcast_shapes(*(t._shape for t in tensors), op=op.name)
     if out is None:
         result = Tensor._empty_on(first._storage, shape, out_dtype)
     else:
@@ -961,7 +961,7 @@ def _highest(dtype: DType) -> Any:
 
 def cast(x: Tensor, dtype: DType) -> Tensor:
     """Convert to ``dtype`` (a copy); differentiable between floating types."""
-    result = Tensor._empty(x.shape, dtype, x.device)
+    result = Tensor._empty(x._shape, dtype, x.device)
     result._backend.elementwise(IDENTITY.scalar, [result._view()], [x._view()], [dtype])
     if dtype.is_floating_point and x.dtype.is_floating_point and autograd.needs_grad(x):
         source_dtype = x.dtype
@@ -998,10 +998,10 @@ def check_writable(target: Tensor, op_name: str) -> None:
     """Refuse to write through a view in which several elements share memory (an
     expanded tensor): ``kg.zeros(1, 4).expand(3, 4).add_(1)`` would add 1 three times
     to each element. PyTorch refuses it too."""
-    if target.numel() > 1 and overlaps_itself(target.shape, target._strides):
+    if target.numel() > 1 and overlaps_itself(target._shape, target._strides):
         raise InplaceError(
             f"{op_name}: more than one element of the written-to tensor (shape "
-            f"{format_shape(target.shape)}, strides {target._strides}) refers to a single "
+            f"{format_shape(target._shape)}, strides {target._strides}) refers to a single "
             "memory location, as after `expand` or an overlapping `unfold`, so an in-place "
             "write would change one element several times. Write into a tensor that owns "
             "its memory instead: `x = x.clone()` (or `.contiguous()`) first, or use the "
@@ -1017,15 +1017,15 @@ def copy_into(target: Tensor, source: Any, op_name: str = "copy_") -> None:
     if isinstance(source, Tensor):
         if source.device != target.device:
             source = source.to(target.device)
-        shape = broadcast_shapes(target.shape, source.shape, op=op_name)
-        if shape != target.shape:
+        shape = broadcast_shapes(target._shape, source._shape, op=op_name)
+        if shape != target._shape:
             raise ShapeError(
-                f"{op_name}: cannot copy a tensor of shape {format_shape(source.shape)} into "
-                f"one of shape {format_shape(target.shape)}"
+                f"{op_name}: cannot copy a tensor of shape {format_shape(source._shape)} into "
+                f"one of shape {format_shape(target._shape)}"
             )
         if source._storage is target._storage and _overlaps(source, target):
             source = source.clone()
-        inputs: list[Any] = [source._broadcast_view(target.shape)]
+        inputs: list[Any] = [source._broadcast_view(target._shape)]
     else:
         inputs = [_as_operand(source, op_name)]
         if not target.dtype.is_floating_point:
@@ -1041,7 +1041,7 @@ def _overlaps(a: Tensor, b: Tensor) -> bool:
 
     def extent(t: Tensor) -> tuple[int, int]:
         low = high = t._offset
-        for size, stride in zip(t.shape, t._strides):
+        for size, stride in zip(t._shape, t._strides):
             if size > 1:
                 if stride > 0:
                     high += (size - 1) * stride

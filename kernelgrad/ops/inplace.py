@@ -339,10 +339,8 @@ def fill_(x: Tensor, value: Any) -> Tensor:
         # as PyTorch: the filled tensor stays in the graph, passing a zero gradient back
         _record_overwrite(x, value, "fill_")
         return x
+    # unrecorded (under no_grad): ``x`` keeps its gradient flag and history, as in PyTorch
     copy_into(x, value, "fill_")
-    if x.requires_grad and x._node is not None:
-        x._node = None
-        x.requires_grad = False
     return x
 
 
@@ -357,10 +355,7 @@ def random_(x: Tensor, kind: str, first: float, second: float) -> Tensor:
         samples = fill(creation.empty_like(x), first, second)
         _record_overwrite(x, samples, f"{kind}_")
         return x
-    fill(x, first, second)
-    if x.requires_grad and x._node is not None:
-        x._node = None
-        x.requires_grad = False
+    fill(x, first, second)  # unrecorded: ``x`` keeps its flag and history, as fill_
     return x
 
 

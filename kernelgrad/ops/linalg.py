@@ -48,11 +48,11 @@ def matmul(a: Any, b: Any) -> Tensor:
     left_vector, right_vector = a.ndim == 1, b.ndim == 1
     a2 = a.unsqueeze(0) if left_vector else a
     b2 = b.unsqueeze(-1) if right_vector else b
-    if a2.shape[-1] != b2.shape[-2]:
+    if a2._shape[-1] != b2._shape[-2]:
         raise ShapeError(
-            f"matmul: shapes {format_shape(a.shape)} and {format_shape(b.shape)} are not "
-            f"aligned: the left operand has {a2.shape[-1]} columns but the right one has "
-            f"{b2.shape[-2]} rows"
+            f"matmul: shapes {format_shape(a._shape)} and {format_shape(b._shape)} are not "
+            f"aligned: the left operand has {a2._shape[-1]} columns but the right one has "
+            f"{b2._shape[-2]} rows"
         )
     result = _matmul(a2, b2)
     if left_vector:
@@ -64,13 +64,13 @@ def matmul(a: Any, b: Any) -> Tensor:
 
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
     """The primitive: both operands have >= 2 dims and matching inner sizes."""
-    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], op="matmul (batch dims)")
-    n, m = a.shape[-2], b.shape[-1]
-    left = a.expand(*(batch + a.shape[-2:])) if a.shape[:-2] != batch else a
-    right = b.expand(*(batch + b.shape[-2:])) if b.shape[:-2] != batch else b
+    batch = broadcast_shapes(a._shape[:-2], b._shape[:-2], op="matmul (batch dims)")
+    n, m = a._shape[-2], b._shape[-1]
+    left = a.expand(*(batch + a._shape[-2:])) if a._shape[:-2] != batch else a
+    right = b.expand(*(batch + b._shape[-2:])) if b._shape[:-2] != batch else b
     result = Tensor._empty_on(a._storage, batch + (n, m), a.dtype)
     if result.numel():
-        if a.shape[-1] == 0:
+        if a._shape[-1] == 0:
             result._backend.elementwise(_zero_fn(), [result._view()], [0], [result.dtype])
         else:
             result._backend.matmul(result._view(), left._view(), right._view())

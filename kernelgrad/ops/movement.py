@@ -68,33 +68,33 @@ def _shape_arg(shape: Sequence[Any], op: str) -> tuple[int, ...]:
 def _reshape_view(x: Tensor, new_shape: tuple[int, ...], strides: tuple[int, ...]) -> Tensor:
     result = make_view(x, new_shape, strides, x._offset)
     if autograd.needs_grad(x):
-        old_shape = x.shape
+        old_shape = x._shape
         autograd.record("reshape", (x,), result, lambda g: (g.reshape(old_shape),), reusable=True)
     return result
 
 
 def reshape(x: Tensor, shape: Sequence[Any]) -> Tensor:
     """A view with a new shape when the memory layout allows it, else a contiguous copy."""
-    new_shape = infer_reshape(x.shape, _shape_arg(shape, "reshape"))
-    if new_shape == x.shape:
+    new_shape = infer_reshape(x._shape, _shape_arg(shape, "reshape"))
+    if new_shape == x._shape:
         return x
-    strides = reshape_strides(x.shape, x._strides, new_shape)
+    strides = reshape_strides(x._shape, x._strides, new_shape)
     if strides is None:
         x = x.clone()
-        strides = reshape_strides(x.shape, x._strides, new_shape)
+        strides = reshape_strides(x._shape, x._strides, new_shape)
         assert strides is not None
     return _reshape_view(x, new_shape, strides)
 
 
 def view(x: Tensor, shape: Sequence[Any]) -> Tensor:
     """Like reshape, but never copies: raises if the layout does not allow a view."""
-    new_shape = infer_reshape(x.shape, _shape_arg(shape, "view"), op="view")
-    if new_shape == x.shape:
+    new_shape = infer_reshape(x._shape, _shape_arg(shape, "view"), op="view")
+    if new_shape == x._shape:
         return x
-    strides = reshape_strides(x.shape, x._strides, new_shape)
+    strides = reshape_strides(x._shape, x._strides, new_shape)
     if strides is None:
         raise ShapeError(
-            f"view: a tensor of shape {format_shape(x.shape)} with strides {x._strides} "
+            f"view: a tensor of shape {format_shape(x._shape)} with strides {x._strides} "
             f"cannot be viewed as {format_shape(new_shape)} without copying (its elements "
             "are not laid out contiguously enough, e.g. after transpose or permute). Use "
             "`.reshape(...)`, which copies when it must, or call `.contiguous()` first."
@@ -115,7 +115,7 @@ def view_dtype(x: Tensor, dtype: Any) -> Tensor:
     >>> kg.tensor([1.0]).view(kg.int32).tolist()
     [1065353216]
     >>> kg.tensor([1.0, 2.0]).view(kg.float64).shape
-    (1,)
+    kg.Size([1])
     """
     from ..dtypes import as_dtype
     from ..tensor import AliasStorage
@@ -125,7 +125,7 @@ def view_dtype(x: Tensor, dtype: Any) -> Tensor:
         return x
     _refuse_while_tracing("view(dtype)")
     old, new = x.dtype.itemsize, target.itemsize
-    shape, strides, offset = list(x.shape), list(x._strides), x._offset
+    shape, strides, offset = list(x._shape), list(x._strides), x._offset
     if new != old:
         where = f"to view {x.dtype} as {target} (different element sizes)"
         if x.ndim == 0:
@@ -133,7 +133,7 @@ def view_dtype(x: Tensor, dtype: Any) -> Tensor:
         if strides[-1] != 1:
             raise ShapeError(
                 f"view(dtype): the last dimension must have stride 1 {where}, but the "
-                f"tensor of shape {format_shape(x.shape)} has strides {x._strides}; call "
+                f"tensor of shape {format_shape(x._shape)} has strides {x._strides}; call "
                 "`.contiguous()` first"
             )
         if new > old:
@@ -144,7 +144,7 @@ def view_dtype(x: Tensor, dtype: Any) -> Tensor:
                 if value % ratio:
                     raise ShapeError(
                         f"view(dtype): {what} ({value}) must be divisible by {ratio} {where} "
-                        f"(shape {format_shape(x.shape)}, strides {x._strides})"
+                        f"(shape {format_shape(x._shape)}, strides {x._strides})"
                     )
             shape[-1] //= ratio
             strides = [st // ratio for st in strides[:-1]] + [1]
@@ -184,32 +184,32 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     end = normalize_dim(end_dim, x.ndim, "flatten")
     if start > end:
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    shape = x.shape[:start] + (prod(x.shape[start : end + 1]),) + x.shape[end + 1 :]
+    shape = x._shape[:start] + (prod(x._shape[start : end + 1]),) + x._shape[end + 1 :]
     return reshape(x, (shape,))
 
 
 def unflatten(x: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
     d = normalize_dim(dim, x.ndim, "unflatten")
-    inner = infer_reshape((x.shape[d],), tuple(sizes), op="unflatten")
-    return reshape(x, (x.shape[:d] + inner + x.shape[d + 1 :],))
+    inner = infer_reshape((x._shape[d],), tuple(sizes), op="unflatten")
+    return reshape(x, (x._shape[:d] + inner + x._shape[d + 1 :],))
 
 
 def squeeze(x: Tensor, dim: Any = None) -> Tensor:
     if dim is None:
-        dims = {d for d, s in enumerate(x.shape) if s == 1}
+        dims = {d for d, s in enumerate(x._shape) if s == 1}
     else:
-        dims = {d for d in normalize_dims(dim, x.ndim, "squeeze") if x.shape[d] == 1}
+        dims = {d for d in normalize_dims(dim, x.ndim, "squeeze") if x._shape[d] == 1}
     if not dims:
         return x
-    shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)
+    shape = tuple(s for d, s in enumerate(x._shape) if d not in dims)
     strides = tuple(st for d, st in enumerate(x._strides) if d not in dims)
     return _reshape_view(x, shape, strides)
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
     d = normalize_dim(dim, x.ndim + 1, "unsqueeze")
-    stride = x._strides[d] * x.shape[d] if d < x.ndim else 1
-    shape = x.shape[:d] + (1,) + x.shape[d:]
+    stride = x._strides[d] * x._shape[d] if d < x.ndim else 1
+    shape = x._shape[:d] + (1,) + x._shape[d:]
     strides = x._strides[:d] + (stride,) + x._strides[d:]
     return _reshape_view(x, shape, strides)
 
@@ -221,7 +221,7 @@ def permute(x: Tensor, dims: Sequence[Any]) -> Tensor:
     if len(dims) != x.ndim:
         raise ShapeError(
             f"permute: got {len(dims)} dims {tuple(dims)} for a tensor with {x.ndim} "
-            f"dimensions (shape {format_shape(x.shape)}); give one entry per dimension"
+            f"dimensions (shape {format_shape(x._shape)}); give one entry per dimension"
         )
     order = tuple(normalize_dim(d, x.ndim, "permute") for d in dims)
     if sorted(order) != list(range(x.ndim)):
@@ -230,7 +230,7 @@ def permute(x: Tensor, dims: Sequence[Any]) -> Tensor:
         return x
     result = make_view(
         x,
-        tuple(x.shape[d] for d in order),
+        tuple(x._shape[d] for d in order),
         tuple(x._strides[d] for d in order),
         x._offset,
     )
@@ -262,7 +262,7 @@ def expand(x: Tensor, sizes: Sequence[Any]) -> Tensor:
     if len(target) < x.ndim:
         raise ShapeError(
             f"expand: the target shape {tuple(target)} has fewer dimensions than the tensor "
-            f"{format_shape(x.shape)}"
+            f"{format_shape(x._shape)}"
         )
     lead = len(target) - x.ndim
     shape, strides = [], []
@@ -273,7 +273,7 @@ def expand(x: Tensor, sizes: Sequence[Any]) -> Tensor:
             shape.append(size)
             strides.append(0)
             continue
-        own = x.shape[i - lead]
+        own = x._shape[i - lead]
         if size == -1 or size == own:
             shape.append(own)
             strides.append(x._strides[i - lead])
@@ -282,15 +282,15 @@ def expand(x: Tensor, sizes: Sequence[Any]) -> Tensor:
             strides.append(0)
         else:
             raise ShapeError(
-                f"expand: cannot expand a tensor of shape {format_shape(x.shape)} to "
+                f"expand: cannot expand a tensor of shape {format_shape(x._shape)} to "
                 f"{tuple(target)}: dimension {i} has size {own}, which is not 1"
             )
     shape_t = tuple(shape)
-    if shape_t == x.shape:
+    if shape_t == x._shape:
         return x
     result = make_view(x, shape_t, tuple(strides), x._offset)
     if autograd.needs_grad(x):
-        source = x.shape
+        source = x._shape
         autograd.record("expand", (x,), result, lambda g: (g.sum_to_shape(source),), reusable=True)
     return result
 
@@ -308,7 +308,7 @@ def slice_view(
     """A basic-indexing view; ``key`` is the normalised basic index used for backward."""
     result = make_view(x, shape, strides, offset)
     if autograd.needs_grad(x):
-        source_shape = x.shape
+        source_shape = x._shape
 
         def backward(g: Tensor) -> tuple[Tensor]:
             return (slice_backward(g, source_shape, key),)
@@ -342,10 +342,10 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     _needs_a_dim(x, "narrow")
     d = normalize_dim(dim, x.ndim, "narrow")
     if start < 0:
-        start += x.shape[d]
-    if not (start >= 0 and start + length <= x.shape[d] and length >= 0):
+        start += x._shape[d]
+    if not (start >= 0 and start + length <= x._shape[d] and length >= 0):
         raise ShapeError(
-            f"narrow: start {start} + length {length} exceeds dimension {d} of size {x.shape[d]}"
+            f"narrow: start {start} + length {length} exceeds dimension {d} of size {x._shape[d]}"
         )
     key = (slice(None),) * d + (slice(start, start + length),)
     return x[key]
@@ -364,16 +364,16 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     d = normalize_dim(dim, x.ndim, "chunk")
     if chunks < 1:
         raise ArgumentError(f"chunk: the number of chunks must be positive, got {chunks}")
-    if x.shape[d] == 0:
+    if x._shape[d] == 0:
         return split(x, [0] * chunks, d)  # as PyTorch: `chunks` empty pieces
-    size = -(-x.shape[d] // chunks)
+    size = -(-x._shape[d] // chunks)
     return split(x, size, d)
 
 
 def split(x: Tensor, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
     _needs_a_dim(x, "split")
     d = normalize_dim(dim, x.ndim, "split")
-    total = x.shape[d]
+    total = x._shape[d]
     if isinstance(split_size, int):
         if split_size < 0 or (split_size == 0 and total):
             raise ArgumentError(
@@ -415,19 +415,19 @@ def unfold(x: Tensor, dim: int, size: int, step: int, dilation: int = 1) -> Tens
     span = dilation * (size - 1) + 1
     if size < 1 or step < 1 or dilation < 1:
         raise ShapeError("unfold: size, step and dilation must be positive")
-    if span > x.shape[d]:
+    if span > x._shape[d]:
         raise ShapeError(
             f"unfold: a window spanning {span} elements does not fit dimension {d} of size "
-            f"{x.shape[d]} (shape {format_shape(x.shape)})"
+            f"{x._shape[d]} (shape {format_shape(x._shape)})"
         )
-    count = (x.shape[d] - span) // step + 1
-    shape = x.shape[:d] + (count,) + x.shape[d + 1 :] + (size,)
+    count = (x._shape[d] - span) // step + 1
+    shape = x._shape[:d] + (count,) + x._shape[d + 1 :] + (size,)
     strides = (
         x._strides[:d] + (x._strides[d] * step,) + x._strides[d + 1 :] + (x._strides[d] * dilation,)
     )
     result = make_view(x, shape, strides, x._offset)
     if autograd.needs_grad(x):
-        source_shape = x.shape
+        source_shape = x._shape
 
         def backward(g: Tensor) -> tuple[Tensor]:
             return (unfold_backward(g, source_shape, d, size, step, dilation),)
@@ -443,7 +443,7 @@ def unfold_backward(
     from .creation import zeros
 
     grad = zeros(shape, dtype=g.dtype, device=g.device)
-    count = g.shape[dim]
+    count = g._shape[dim]
     with autograd.no_grad():
         for k in range(size):
             start = k * dilation
@@ -479,7 +479,7 @@ def transfer(x: Tensor, device: Device) -> Tensor:
     buffer = copy(x) if copy is not None else None
     if buffer is None:
         buffer = target.from_numpy(x._backend.to_numpy(x._view()))
-    result = Tensor._from_buffer(buffer, x.shape, x.dtype, device)
+    result = Tensor._from_buffer(buffer, x._shape, x.dtype, device)
     if autograd.needs_grad(x):
         source = x.device
         autograd.record("transfer", (x,), result, lambda g: (transfer(g, source),), reusable=True)
@@ -500,7 +500,7 @@ def pad(x: Tensor, pads: Sequence[int], value: Any = 0) -> Tensor:
         raise ShapeError(
             f"pad: expected (before, after) pairs for at most {x.ndim} dims, got {tuple(pads)}"
         )
-    shape = list(x.shape)
+    shape = list(x._shape)
     key: list[Any] = [slice(None)] * x.ndim
     for i in range(len(pads) // 2):
         d = x.ndim - 1 - i
@@ -508,7 +508,7 @@ def pad(x: Tensor, pads: Sequence[int], value: Any = 0) -> Tensor:
         if before < 0 or after < 0:
             raise ShapeError("pad: negative padding is not supported; slice instead")
         shape[d] += before + after
-        key[d] = slice(before, before + x.shape[d])
+        key[d] = slice(before, before + x._shape[d])
     result = full(tuple(shape), value, dtype=x.dtype, device=x.device)
     copy_into(result[tuple(key)], x)
     if autograd.needs_grad(x):
@@ -522,7 +522,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
 
     >>> import kernelgrad as kg
     >>> kg.cat([kg.zeros(1, 2), kg.ones(2, 2)]).shape
-    (3, 2)
+    kg.Size([3, 2])
     """
     tensors = list(tensors)
     if not tensors:
@@ -537,15 +537,15 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
                 "them to one device first"
             )
         if t.ndim != first.ndim or any(
-            a != b for k, (a, b) in enumerate(zip(t.shape, first.shape)) if k != d
+            a != b for k, (a, b) in enumerate(zip(t._shape, first._shape)) if k != d
         ):
-            shapes = ", ".join(format_shape(u.shape) for u in tensors)
+            shapes = ", ".join(format_shape(u._shape) for u in tensors)
             raise ShapeError(
                 f"cat: all tensors must have the same shape except in dimension {d}; got {shapes}"
             )
     dtype = result_type(*tensors)
-    sizes = [t.shape[d] for t in tensors]
-    shape = first.shape[:d] + (sum(sizes),) + first.shape[d + 1 :]
+    sizes = [t._shape[d] for t in tensors]
+    shape = first._shape[:d] + (sum(sizes),) + first._shape[d + 1 :]
     result = Tensor._empty(shape, dtype, first.device)
     start = 0
     for t, size in zip(tensors, sizes):
@@ -567,9 +567,9 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ArgumentError("stack: expected a non-empty list of tensors")
-    shapes = {t.shape for t in tensors}
+    shapes = {t._shape for t in tensors}
     if len(shapes) > 1:
-        listed = ", ".join(format_shape(t.shape) for t in tensors)
+        listed = ", ".join(format_shape(t._shape) for t in tensors)
         raise ShapeError(f"stack: all tensors must have the same shape; got {listed}")
     d = normalize_dim(dim, tensors[0].ndim + 1, "stack")
     return cat([t.unsqueeze(d) for t in tensors], d)
@@ -583,13 +583,13 @@ def repeat(x: Tensor, sizes: Sequence[Any]) -> Tensor:
         )
     if any(not hasattr(r, "__index__") or int(r) < 0 for r in reps):
         raise ArgumentError(f"repeat: repeat counts must be non-negative integers, got {reps}")
-    x = x.reshape((1,) * (len(reps) - x.ndim) + x.shape)
+    x = x.reshape((1,) * (len(reps) - x.ndim) + x._shape)
     # (a, b) repeated (r, s): expand to (r, a, s, b), then merge pairs.
     expanded_shape, view_shape = [], []
-    for r, s in zip(reps, x.shape):
+    for r, s in zip(reps, x._shape):
         expanded_shape += [r, s]
         view_shape.append(r * s)
-    interleaved = x.reshape(tuple(v for s in x.shape for v in (1, s)))
+    interleaved = x.reshape(tuple(v for s in x._shape for v in (1, s)))
     result = interleaved.expand(*expanded_shape).reshape(*view_shape)
     # PyTorch's repeat copies ("unlike expand()"); reshape returns a view where it can
     # (repeating only new leading dims, or nothing), which would alias x: stride 0
@@ -640,8 +640,8 @@ def as_strided(x: Tensor, size: Any, stride: Any, storage_offset: Any = None) ->
             memory = zeros(length, dtype=g.dtype, device=g.device)
             read = _positions(size, stride, offset, g.device).reshape(-1)
             memory = index_add(memory, 0, read, g.reshape(-1))
-            own = _positions(x.shape, x._strides, x._offset, g.device)
-            return (take(memory, 0, own.reshape(-1)).reshape(x.shape),)
+            own = _positions(x._shape, x._strides, x._offset, g.device)
+            return (take(memory, 0, own.reshape(-1)).reshape(x._shape),)
 
         autograd.record("as_strided", (x,), view, backward)
     return view

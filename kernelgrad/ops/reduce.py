@@ -29,8 +29,8 @@ register("argmin", "reduce", ("Tensor.argmin", "kg.argmin"), False)
 
 def _kept_shape(x: Tensor, axes: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
     if keepdim:
-        return tuple(1 if d in axes else s for d, s in enumerate(x.shape))
-    return tuple(s for d, s in enumerate(x.shape) if d not in axes)
+        return tuple(1 if d in axes else s for d, s in enumerate(x._shape))
+    return tuple(s for d, s in enumerate(x._shape) if d not in axes)
 
 
 def _run(kind: str, x: Tensor, axes: tuple[int, ...], out_dtype: Any) -> Tensor:
@@ -69,7 +69,7 @@ def _planned(
     if type(dim) is list:
         return None
     storage = x._storage
-    key = (kind, dim, keepdim, x.dtype, x.shape, x._strides, storage.backend)
+    key = (kind, dim, keepdim, x.dtype, x._shape, x._strides, storage.backend)
     plan = _PLANS.get(key)
     if plan is None:
         plan = _make_plan(kind, x, dim, keepdim, out_dtype, key)
@@ -89,8 +89,8 @@ def _make_plan(kind: str, x: Tensor, dim: Any, keepdim: bool, out_dtype: Any, ke
     plan = _NO_PLAN
     if prepare is not None:
         axes = normalize_dims(dim, x.ndim, kind)
-        if axes and builtins.all(x.shape[d] for d in axes):  # empty axes: not this path
-            launch = prepare(kind, x.shape, x._strides, x.dtype, axes, out_dtype)
+        if axes and builtins.all(x._shape[d] for d in axes):  # empty axes: not this path
+            launch = prepare(kind, x._shape, x._strides, x.dtype, axes, out_dtype)
             shape = _kept_shape(x, axes, keepdim)
             plan = (axes, shape, out_dtype, launch, prod(shape))
     if len(_PLANS) >= _PLAN_LIMIT:
@@ -118,7 +118,7 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
         if planned is not None:
             result, axes = planned
             if autograd.needs_grad(x):
-                shape = x.shape
+                shape = x._shape
                 autograd.record(
                     "sum", (x,), result, lambda g: (_expand_back(g, shape, axes),), reusable=True
                 )
@@ -129,7 +129,7 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
     out_dtype = x.dtype if x.dtype.is_floating_point else int64
     result = _run("sum", x, axes, out_dtype)
     if autograd.needs_grad(x):
-        shape = x.shape
+        shape = x._shape
         autograd.record(
             "sum", (x,), result, lambda g: (_expand_back(g, shape, axes),), reusable=True
         )
@@ -142,7 +142,7 @@ def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     axes = normalize_dims(dim, x.ndim, "mean")
     count = 1
     for d in axes:
-        count *= x.shape[d]
+        count *= x._shape[d]
     if not x.dtype.is_floating_point:
         raise DTypeError(
             f"mean(): could not infer the output dtype: the input dtype must be floating "
@@ -154,9 +154,9 @@ def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
 
 
 def _check_nonempty(x: Tensor, axes: tuple[int, ...], op: str) -> None:
-    if builtins.any(x.shape[d] == 0 for d in axes) or (not axes and x.numel() == 0):
+    if builtins.any(x._shape[d] == 0 for d in axes) or (not axes and x.numel() == 0):
         raise ShapeError(
-            f"{op}: cannot reduce over an empty dimension (shape {format_shape(x.shape)}); "
+            f"{op}: cannot reduce over an empty dimension (shape {format_shape(x._shape)}); "
             "there is no identity value for this reduction"
         )
 
@@ -170,7 +170,7 @@ def _extreme_values(
     planned = _planned(kind, x, axes, keepdim, x.dtype)
     result = _run(kind, x, axes, x.dtype) if planned is None else planned[0]
     if autograd.needs_grad(x):
-        shape = x.shape
+        shape = x._shape
         source = x.detach()
         values = result.detach()  # not `result`: that would be a reference cycle
 
@@ -195,7 +195,7 @@ def _extreme_with_indices(kind: str, x: Tensor, dim: int, keepdim: bool) -> Valu
     if autograd.needs_grad(x):
         from .creation import arange
 
-        shape = x.shape
+        shape = x._shape
 
         def backward(g: Tensor) -> tuple[Tensor]:
             positions = arange(shape[d], device=g.device).reshape(
@@ -289,7 +289,7 @@ def var(
     axes = normalize_dims(dim, x.ndim, "var")
     count = 1
     for d in axes:
-        count *= x.shape[d]
+        count *= x._shape[d]
     if not x.dtype.is_floating_point:
         x = x.to(default_float())
     centered = x - mean(x, axes, keepdim=True)
@@ -305,7 +305,7 @@ def _peak(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     """The maximum over ``axes`` (kept as size-1 dims) that stable exp-sums subtract, or
     0 where it is infinite or where the reduced dims are empty (no maximum exists;
     the sum of no exponentials is then 0, as in PyTorch: logsumexp of nothing is -inf)."""
-    if builtins.any(x.shape[d] == 0 for d in axes) or (not axes and x.numel() == 0):
+    if builtins.any(x._shape[d] == 0 for d in axes) or (not axes and x.numel() == 0):
         from .creation import zeros
 
         return zeros(_kept_shape(x, axes, keepdim=True), dtype=x.dtype, device=x.device)

@@ -678,7 +678,7 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
 
     >>> import kernelgrad as kg
     >>> kg.tensordot(kg.ones(2, 3), kg.ones(3, 4), dims=1).shape
-    (2, 4)
+    kg.Size([2, 4])
     """
     if isinstance(dims, Tensor):
         dims = dims.cpu().tolist()

@@ -402,7 +402,7 @@ class _UpdatePlan:
 
 
 def _layout(name: str | None, t: Tensor) -> tuple:
-    return name, t, t._storage, t.shape, t._strides, t._offset, t.dtype
+    return name, t, t._storage, t._shape, t._strides, t._offset, t.dtype
 
 
 def _plan_gradients(plan: Any, params: list[Tensor], states: dict) -> list[Tensor] | None:
@@ -434,7 +434,7 @@ def _same_layouts(layouts: tuple, state: dict[str, Any]) -> bool:
         if (
             (name is not None and state.get(name) is not t)
             or t._storage is not storage
-            or t.shape is not shape
+            or t._shape is not shape
             or t._strides is not strides
             or t._offset != offset
             or t.dtype is not dtype

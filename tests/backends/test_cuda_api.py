@@ -128,7 +128,8 @@ def test_backward_gradient_on_another_device_is_refused(cuda):
 
 # --- the scalar-access guard ----------------------------------------------------------------
 ACCESSES = {
-    "if on an element": lambda t: bool(t[1] > 1),
+    "if on an element": lambda t: 1 if t[1] else 0,
+    "a read loop": lambda t: sum(float(t[i]) for i in range(3)),
     "the loop from the issue": lambda t: [t.__setitem__(i, 1) for i in range(3) if t[i] > 1],
     "float()": lambda t: float(t[0]),
     "int()": lambda t: int(t[0]),
@@ -167,6 +168,23 @@ def test_the_loop_from_the_issue_works_when_allowed(cuda):
                 t[i] = 1
     assert_close(t, [0.5, 1.0, 1.0])
     assert_close(kg.where(t > 0.7, 0.7, t), [0.5, 0.7, 0.7])  # the whole-tensor way
+
+
+def test_bool_int_float_of_a_one_element_result_are_allowed_like_item(cuda):
+    # A one-element tensor of its own (a reduction, a comparison, a loss) is one
+    # synchronising read, as `.item()` is: `if (x < 0).all():` works as on the CPU.
+    for device in ("cpu", cuda):
+        x = kg.tensor([0.5, -2.0, 3.0], device=device)
+        taken = "yes" if (x < 0).any() else "no"
+        assert taken == "yes"
+        assert not (x < 0).all()
+        assert int((x > 0).sum()) == 2
+        assert float(x.sum()) == 1.5
+        assert bool(x[1] < 0)  # a fresh one-element result, not an element of x
+        assert ["a", "b", "c"][x.argmax()] == "c"  # __index__
+        assert float(kg.tensor([7.0], device=device)[0]) == 7.0  # the whole of its base
+        with pytest.raises(RuntimeError, match="ambiguous"):
+            bool(x > 0)
 
 
 def test_item_and_whole_tensor_reads_stay_allowed(cuda):

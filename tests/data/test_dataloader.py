@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import pytest
 
@@ -149,3 +151,57 @@ def test_image_dataset_normalises_pixels():
 def test_batch_size_must_be_positive():
     with pytest.raises(ValueError, match="batch_size"):
         DataLoader(_dataset(), batch_size=0)
+
+
+Point = collections.namedtuple("Point", ["image", "label"])
+
+
+def test_named_tuple_samples_come_back_as_named_tuples(device):
+    samples = [Point(np.full(2, i, np.float32), i) for i in range(4)]
+    for loader, expected in (
+        (DataLoader(samples, batch_size=2), "cpu"),
+        (DataLoader(samples, batch_size=2, device=device), kg.device(device).type),
+        (DataLoader(samples, batch_size=None, device=device), kg.device(device).type),
+    ):
+        batches = list(loader)
+        assert all(type(batch) is Point for batch in batches)
+        assert batches[0].image.device.type == expected
+    assert batches[1].image.cpu().tolist() == [1.0, 1.0] and batches[1].label == 1
+    batch = next(iter(DataLoader(samples, batch_size=2)))
+    assert batch.image.shape == (2, 2) and batch.label.tolist() == [0, 1]
+    nested = kg.utils.data.default_convert(Point(np.zeros(2), [np.ones(1)]))
+    assert type(nested) is Point and isinstance(nested.label[0], kg.Tensor)
+
+
+def test_default_convert_shares_memory_as_torch_as_tensor():
+    convert = kg.utils.data.default_convert
+    results = {}
+    for name, make in (
+        ("contiguous", lambda: np.zeros((2, 3), np.float32)),
+        ("strided", lambda: np.zeros((2, 6), np.float64)[:, ::2]),
+        ("transposed", lambda: np.zeros((3, 2), np.int64).T),
+    ):
+        array = make()
+        converted = convert(array)
+        array[0, 0] = 5
+        results[name] = converted[0, 0].item()
+    assert results == {"contiguous": 5.0, "strided": 5.0, "transposed": 5}
+    scalar = convert(np.float32(1.5))
+    assert scalar.shape == () and scalar.item() == 1.5
+    torch = pytest.importorskip("torch")
+    for name, make in (("contiguous", np.zeros), ("strided", lambda s: np.zeros((2, 6))[:, ::2])):
+        array = make((2, 3))
+        converted = torch.utils.data.default_convert(array)
+        array[0, 0] = 5
+        assert converted[0, 0].item() == results[name] == 5
+
+
+def test_batches_moved_to_the_device_share_host_memory_on_the_cpu():
+    from kernelgrad.data.loader import _to_device
+
+    array = np.zeros((2, 4), np.float32)[:, ::2]
+    moved = _to_device(Point(array, [array]), "cpu")
+    array[1, 1] = 3.0
+    assert moved.image[1, 1].item() == 3.0 and moved.label[0][1, 1].item() == 3.0
+    reversed_rows = np.arange(3.0)[::-1]  # a negative stride: copied (PyTorch refuses it)
+    assert _to_device(reversed_rows, "cpu").tolist() == [2.0, 1.0, 0.0]

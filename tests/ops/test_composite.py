@@ -175,6 +175,21 @@ def test_size_is_a_tuple_with_pytorch_extras():
     assert repr(size) == "kg.Size([2, 3, 4])"
 
 
+def test_shape_is_a_size_like_torch_size(device):
+    x = kg.zeros(2, 3, 4, device=device)
+    assert type(x.shape) is kg.Size and x.shape == x.size() == (2, 3, 4)
+    assert x.shape.numel() == x.numel() == 24
+    assert type(x.shape[1:]) is kg.Size and x.shape[1:].numel() == 12 and x.shape[-1] == 4
+    assert type(x[0].shape) is kg.Size and x.sum().shape.numel() == 1
+    assert kg.zeros(2, 3, 4).reshape(x.shape[:1] + (12,)).shape == (2, 12)
+    x.data = kg.ones(5)  # the shape follows the new data
+    assert x.shape == (5,) and type(x.shape) is kg.Size
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(2, 3, 4)
+    assert type(t.shape) is torch.Size and t.shape.numel() == kg.zeros(2, 3, 4).shape.numel()
+    assert repr(kg.zeros(2, 3).shape) == repr(torch.zeros(2, 3).shape).replace("torch", "kg")
+
+
 def test_new_tensors_take_dtype_and_device_from_the_tensor():
     x = kg.zeros(2, dtype=kg.float64)
     assert x.new_zeros(3).dtype == kg.float64 and x.new_ones((2, 2)).shape == (2, 2)

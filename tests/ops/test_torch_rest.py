@@ -182,3 +182,59 @@ def test_assigning_data_and_seeding_init_with_a_generator():
         kg.nn.init.kaiming_uniform_(weight, a=5**0.5, generator=kg.Generator().manual_seed(7))
         draws.append(weight.tolist())
     assert draws[0] == draws[1]
+
+
+# --- random fills under no_grad keep the gradient flag and history -----------------------------
+_FILLS = {
+    "uniform_": lambda lib, t: t.uniform_(),
+    "normal_": lambda lib, t: t.normal_(),
+    "random_": lambda lib, t: t.random_(0, 5),
+    "exponential_": lambda lib, t: t.exponential_(),
+    "bernoulli_": lambda lib, t: t.bernoulli_(0.5),
+    "fill_": lambda lib, t: t.fill_(1.0),
+    "zero_": lambda lib, t: t.zero_(),
+    "init.uniform_": lambda lib, t: lib.nn.init.uniform_(t),
+    "init.normal_": lambda lib, t: lib.nn.init.normal_(t),
+    "init.constant_": lambda lib, t: lib.nn.init.constant_(t, 2.0),
+    "init.kaiming_uniform_": lambda lib, t: lib.nn.init.kaiming_uniform_(t),
+}
+_OWNERS = {
+    "leaf": lambda lib: lib.ones(2, 3, requires_grad=True),
+    "non-leaf": lambda lib: lib.ones(2, 3, requires_grad=True) * 2,
+    "view of a leaf": lambda lib: lib.ones(3, 2, 3, requires_grad=True)[0],
+}
+
+
+def _flags_after_no_grad_fill(lib, owner, fill):
+    t = _OWNERS[owner](lib)
+    with lib.no_grad():
+        _FILLS[fill](lib, t)
+    return t.requires_grad, t.is_leaf, t.grad_fn is not None
+
+
+@pytest.mark.parametrize("owner", list(_OWNERS))
+@pytest.mark.parametrize("fill", list(_FILLS))
+def test_fills_under_no_grad_keep_requires_grad(owner, fill):
+    flags = _flags_after_no_grad_fill(kg, owner, fill)
+    assert flags[0]  # requires_grad is kept, for leaves and non-leaves
+    assert flags == ((True, True, False) if owner == "leaf" else (True, False, True))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("owner", list(_OWNERS))
+@pytest.mark.parametrize("fill", list(_FILLS))
+def test_fills_under_no_grad_match_pytorch(owner, fill):
+    import torch
+
+    assert _flags_after_no_grad_fill(kg, owner, fill) == _flags_after_no_grad_fill(
+        torch, owner, fill
+    )
+
+
+def test_gradient_flows_through_the_kept_history_of_a_no_grad_fill():
+    x = kg.ones(3, requires_grad=True)
+    y = x * 2
+    with kg.no_grad():
+        y.uniform_()
+    (y * 3).sum().backward()  # as PyTorch: the history of y before the fill
+    assert x.grad.tolist() == [6.0, 6.0, 6.0]

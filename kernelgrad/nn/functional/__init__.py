@@ -20,7 +20,7 @@ hand-written VJPs that reuse what the forward pass computed.
 >>> x = kg.randn(2, 1, 8, 8)
 >>> w = kg.randn(4, 1, 3, 3)
 >>> F.max_pool2d(F.relu(F.conv2d(x, w, padding=1)), 2).shape
-(2, 4, 4, 4)
+kg.Size([2, 4, 4, 4])
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
 
     >>> import kernelgrad as kg
     >>> kg.nn.functional.adaptive_avg_pool3d(kg.ones(2, 3, 5, 4, 3), 1).shape
-    (2, 3, 1, 1, 1)
+    kg.Size([2, 3, 1, 1, 1])
     """
     op = "adaptive_avg_pool3d"
     x, unbatched = _batched(input, op, 5)

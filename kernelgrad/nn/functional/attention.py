@@ -63,7 +63,7 @@ def scaled_dot_product_attention(
     >>> import kernelgrad as kg
     >>> q = k = v = kg.ones(1, 2, 4)
     >>> kg.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).shape
-    (1, 2, 4)
+    kg.Size([1, 2, 4])
     """
     if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
         raise ShapeError(

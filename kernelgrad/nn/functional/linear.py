@@ -19,29 +19,29 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> kg.nn.functional.linear(kg.ones(2, 3), kg.ones(4, 3)).tolist()[0]
     [3.0, 3.0, 3.0, 3.0]
     """
-    if input.ndim == 0 or input.shape[-1] != weight.shape[-1]:
+    if input.ndim == 0 or input._shape[-1] != weight._shape[-1]:
         raise ShapeError(
-            f"linear: the input has shape {format_shape(input.shape)} but the weight has "
-            f"shape {format_shape(weight.shape)}: the input's last dimension must equal "
-            f"in_features={weight.shape[-1]}"
+            f"linear: the input has shape {format_shape(input._shape)} but the weight has "
+            f"shape {format_shape(weight._shape)}: the input's last dimension must equal "
+            f"in_features={weight._shape[-1]}"
         )
     for name, operand in (("weight", weight), ("bias", bias)):
         if operand is not None and operand.dtype != input.dtype:
             raise DTypeError(
                 f"linear: the input is {input.dtype} but the {name} is {operand.dtype} (shape "
-                f"{format_shape(operand.shape)}); PyTorch refuses mixed dtypes here too. Convert "
+                f"{format_shape(operand._shape)}); PyTorch refuses mixed dtypes here too. Convert "
                 f"the input (`x.to({operand.dtype})`) or the layer (`layer.to({input.dtype})`)"
             )
     if input.ndim == 1:
         result = input @ weight.T
         return result + bias if bias is not None else result
-    lead = input.shape[:-1]
+    lead = input._shape[:-1]
     # (the row count spelled out: reshape cannot infer -1 when in_features is 0)
-    x = input.reshape(math.prod(lead), input.shape[-1]) if input.ndim > 2 else input
+    x = input.reshape(math.prod(lead), input._shape[-1]) if input.ndim > 2 else input
     direct = _direct(x, weight, bias)
     with autograd.no_grad():
         if direct:
-            result = _product(x, _view(x), _transposed(weight), (x.shape[0], weight.shape[0]))
+            result = _product(x, _view(x), _transposed(weight), (x._shape[0], weight._shape[0]))
             if bias is not None:
                 ADD(result, bias, out=result)  # what result.add_(bias) runs
                 result._storage.version += 1
@@ -56,9 +56,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
                 # the products below, with the same views, straight to the backend
                 grad_x = grad_w = None
                 if x.requires_grad:
-                    grad_x = _product(grad, _view(grad), _view(weight), x.shape)
+                    grad_x = _product(grad, _view(grad), _view(weight), x._shape)
                 if weight.requires_grad:
-                    grad_w = _product(grad, _transposed(grad), _view(x), weight.shape)
+                    grad_w = _product(grad, _transposed(grad), _view(x), weight._shape)
             else:
                 # Written with the inputs themselves: differentiable again under create_graph.
                 grad_x = grad @ weight if x.requires_grad else None
@@ -67,7 +67,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             return grad_x, grad_w, grad_b
 
         autograd.record("linear", (x, weight, bias), result, backward, (x, weight))
-    return result.reshape(lead + (weight.shape[0],)) if input.ndim > 2 else result
+    return result.reshape(lead + (weight._shape[0],)) if input.ndim > 2 else result
 
 
 # --- the products of a 2-D input, straight to the backend ---------------------------------------
@@ -84,9 +84,9 @@ def _direct(x: Tensor, weight: Tensor, bias: Tensor | None) -> bool:
     device = x._storage.device
     return (
         weight.ndim == 2
-        and x.shape[1] > 0
+        and x._shape[1] > 0
         and _same_device(weight, device)
-        and (bias is None or (bias.shape == (weight.shape[0],) and _same_device(bias, device)))
+        and (bias is None or (bias._shape == (weight._shape[0],) and _same_device(bias, device)))
     )
 
 
@@ -102,23 +102,23 @@ def _direct_grad(grad: Tensor, x: Tensor, weight: Tensor) -> bool:
     shape and dtype, on its device, and neither product has an empty inner dimension
     (rows for the weight's gradient, ``out_features`` for the input's), which the
     general path fills with zeros."""
-    rows, features = x.shape[0], weight.shape[0]
+    rows, features = x._shape[0], weight._shape[0]
     return (
         rows > 0
         and features > 0
-        and grad.shape == (rows, features)
+        and grad._shape == (rows, features)
         and grad.dtype is x.dtype
         and _same_device(grad, x._storage.device)
     )
 
 
 def _view(t: Tensor) -> View:
-    return View(t._storage.buffer, t.shape, t._strides, t._offset, t.dtype)
+    return View(t._storage.buffer, t._shape, t._strides, t._offset, t.dtype)
 
 
 def _transposed(t: Tensor) -> View:
     """The view ``t.T`` is, for a 2-D tensor."""
-    rows, cols = t.shape
+    rows, cols = t._shape
     row_stride, col_stride = t._strides
     return View(t._storage.buffer, (cols, rows), (col_stride, row_stride), t._offset, t.dtype)
 
@@ -139,30 +139,30 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
     >>> import kernelgrad as kg
     >>> kg.nn.functional.bilinear(kg.ones(2, 3), kg.ones(2, 4), kg.ones(5, 3, 4)).shape
-    (2, 5)
+    kg.Size([2, 5])
     """
     if weight.ndim != 3:
         raise ShapeError(
             f"bilinear: the weight must be (out_features, in1_features, in2_features), got "
-            f"shape {format_shape(weight.shape)}"
+            f"shape {format_shape(weight._shape)}"
         )
-    out_features, in1, in2 = weight.shape
+    out_features, in1, in2 = weight._shape
     if (
         input1.ndim == 0
-        or input1.shape[-1] != in1
+        or input1._shape[-1] != in1
         or input2.ndim == 0
-        or input2.shape[-1] != in2
-        or input1.shape[:-1] != input2.shape[:-1]
+        or input2._shape[-1] != in2
+        or input1._shape[:-1] != input2._shape[:-1]
     ):
         raise ShapeError(
-            f"bilinear: the inputs of shapes {format_shape(input1.shape)} and "
-            f"{format_shape(input2.shape)} must share their leading dims and end in "
+            f"bilinear: the inputs of shapes {format_shape(input1._shape)} and "
+            f"{format_shape(input2._shape)} must share their leading dims and end in "
             f"in1_features={in1} and in2_features={in2} (the weight has shape "
-            f"{format_shape(weight.shape)})"
+            f"{format_shape(weight._shape)})"
         )
-    if bias is not None and bias.shape != (out_features,):
+    if bias is not None and bias._shape != (out_features,):
         raise ShapeError(
-            f"bilinear: the bias has shape {format_shape(bias.shape)}, expected ({out_features},)"
+            f"bilinear: the bias has shape {format_shape(bias._shape)}, expected ({out_features},)"
         )
     for name, operand in (("input2", input2), ("weight", weight), ("bias", bias)):
         if operand is not None and operand.dtype != input1.dtype:
@@ -170,7 +170,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
                 f"bilinear: input1 is {input1.dtype} but {name} is {operand.dtype}; PyTorch "
                 f"refuses mixed dtypes here too: convert one of them (e.g. `.to({operand.dtype})`)"
             )
-    lead = input1.shape[:-1]
+    lead = input1._shape[:-1]
     rows = math.prod(lead)
     x1, x2 = input1.reshape(rows, in1), input2.reshape(rows, in2)
     # (rows, in1) @ (in1, out * in2), then contract in2 against input2

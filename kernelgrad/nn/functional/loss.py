@@ -74,8 +74,8 @@ def _classes_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tenso
         return input.reshape(1, -1), target.reshape(1), ()
     if input.ndim < 1:
         raise ShapeError(f"{op}: the input needs a class dimension")
-    expected = (input.shape[0],) + input.shape[2:]
-    if target.shape != expected:
+    expected = (input._shape[0],) + input._shape[2:]
+    if target._shape != expected:
         raise ShapeError(
             f"{op}: for an input of shape {format_shape(input.shape)} (classes in dim 1) the "
             f"target must have shape {format_shape(expected)}, got {format_shape(target.shape)}"
@@ -90,7 +90,7 @@ def _classes_last(input: Tensor, target: Tensor, op: str) -> tuple[Tensor, Tenso
 def _class_count(input: Tensor, op: str) -> int:
     """The size of ``input``'s class dimension (dim 0 of a 1-d input, else dim 1), which
     must be at least 1."""
-    classes = input.shape[0 if input.ndim == 1 else 1] if input.ndim else 0
+    classes = input._shape[0 if input.ndim == 1 else 1] if input.ndim else 0
     if classes == 0:
         raise ShapeError(
             f"{op}: the input of shape {format_shape(input.shape)} has no classes (a 0-d "
@@ -178,7 +178,7 @@ def cross_entropy(
         raise UnsupportedError(f"{op}: gradients with respect to `weight` are not supported")
     from .. import _loss_kernels as kernels
 
-    rows = x.shape[0]
+    rows = x._shape[0]
     smoothing = float(label_smoothing)
     has_weight = weight is not None
     with autograd.no_grad():

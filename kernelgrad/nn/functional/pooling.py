@@ -446,7 +446,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
 
     >>> import kernelgrad as kg
     >>> kg.nn.functional.adaptive_avg_pool2d(kg.ones(2, 3, 7, 5), 1).shape
-    (2, 3, 1, 1)
+    kg.Size([2, 3, 1, 1])
     """
     x, unbatched = _batched(input, "adaptive_avg_pool2d", 4)
     _check_float(x, "adaptive_avg_pool2d")

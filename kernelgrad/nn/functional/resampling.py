@@ -276,7 +276,7 @@ def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) 
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore")
     ...     kg.nn.functional.upsample_nearest(kg.ones(1, 1, 2, 2), scale_factor=2).shape
-    (1, 1, 4, 4)
+    kg.Size([1, 1, 4, 4])
     """
     warnings.warn(
         "`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
@@ -294,7 +294,7 @@ def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None)
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore")
     ...     kg.nn.functional.upsample_bilinear(kg.ones(1, 1, 2, 2), size=3).shape
-    (1, 1, 3, 3)
+    kg.Size([1, 1, 3, 3])
     """
     warnings.warn(
         "`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",

@@ -134,7 +134,7 @@ def conv_transpose2d(
     >>> import kernelgrad as kg
     >>> x = kg.ones(1, 1, 2, 2)
     >>> kg.nn.functional.conv_transpose2d(x, kg.ones(1, 1, 2, 2), stride=2).shape
-    (1, 1, 4, 4)
+    kg.Size([1, 1, 4, 4])
     """
     return _conv_transpose(
         "conv_transpose2d", input, weight, bias, stride, padding, output_padding, groups,
@@ -159,7 +159,7 @@ def conv_transpose3d(
     >>> import kernelgrad as kg
     >>> x = kg.ones(1, 1, 2, 2, 2)
     >>> kg.nn.functional.conv_transpose3d(x, kg.ones(1, 3, 2, 2, 2), stride=2).shape
-    (1, 3, 4, 4, 4)
+    kg.Size([1, 3, 4, 4, 4])
     """
     return _conv_transpose(
         "conv_transpose3d", input, weight, bias, stride, padding, output_padding, groups,
@@ -182,7 +182,7 @@ def conv_transpose1d(
 
     >>> import kernelgrad as kg
     >>> kg.nn.functional.conv_transpose1d(kg.ones(1, 1, 3), kg.ones(1, 2, 2)).shape
-    (1, 2, 4)
+    kg.Size([1, 2, 4])
     """
     x, unbatched = _batched(input, "conv_transpose1d", 3)
     if weight.ndim != 3:

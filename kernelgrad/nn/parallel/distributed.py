@@ -140,7 +140,7 @@ class DistributedDataParallel(Module):
     >>> model = kg.nn.parallel.DistributedDataParallel(kg.nn.Linear(3, 1))
     >>> model(kg.ones(4, 3)).sum().backward()       # gradients averaged over ranks
     >>> model.module.weight.grad.shape
-    (1, 3)
+    kg.Size([1, 3])
     >>> kg.distributed.destroy_process_group()
     """
 

@@ -5,7 +5,7 @@
 >>> layer = kg.nn.Linear(2, 1)
 >>> vec = kg.nn.utils.parameters_to_vector(layer.parameters())
 >>> vec.shape
-(3,)
+kg.Size([3])
 >>> kg.nn.utils.vector_to_parameters(kg.arange(3.0), layer.parameters())
 >>> layer.weight.tolist(), layer.bias.tolist()
 ([[0.0, 1.0]], [2.0])

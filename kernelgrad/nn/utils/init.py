@@ -20,7 +20,7 @@ def skip_init(module_cls: Any, *args: Any, **kwargs: Any) -> Any:
 
     >>> import kernelgrad as kg
     >>> kg.nn.utils.skip_init(kg.nn.Linear, 5, 1).weight.shape
-    (1, 5)
+    kg.Size([1, 5])
     """
     from ..module import Module
 

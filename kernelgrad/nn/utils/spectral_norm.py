@@ -10,7 +10,7 @@ keys (``weight_orig``, ``weight_u``, ``weight_v``), so checkpoints load either w
 >>> import kernelgrad as kg
 >>> m = kg.nn.utils.spectral_norm(kg.nn.Linear(20, 40))
 >>> m.weight_u.shape, m.weight_v.shape, sorted(m.state_dict())
-((40,), (20,), ['bias', 'weight_orig', 'weight_u', 'weight_v'])
+(kg.Size([40]), kg.Size([20]), ['bias', 'weight_orig', 'weight_u', 'weight_v'])
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ pre-hook recomputes ``weight = weight_v * weight_g / ||weight_v||`` before every
 ...     warnings.simplefilter("ignore")
 ...     m = kg.nn.utils.weight_norm(kg.nn.Linear(20, 40))
 >>> m.weight_g.shape, m.weight_v.shape, list(m.state_dict())
-((40, 1), (40, 20), ['bias', 'weight_g', 'weight_v'])
+(kg.Size([40, 1]), kg.Size([40, 20]), ['bias', 'weight_g', 'weight_v'])
 """
 
 from __future__ import annotations

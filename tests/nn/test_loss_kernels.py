@@ -57,7 +57,8 @@ def test_one_work_item_for_all_rows_gives_the_rows_and_their_reduction():
         arguments = (logits.reshape(-1), target, weight, classes, float(classes), rows)
         arguments += (-100, 0.2, True)
         error = kg.zeros(2, dtype=kg.int64)
-        kernels.cross_entropy_rows(per_row, error, *arguments, 1, per_row, False, mean, ndrange=rows)
+        per_row_form = (1, per_row, False, mean)  # one row per work item; totals unread
+        kernels.cross_entropy_rows(per_row, error, *arguments, *per_row_form, ndrange=rows)
         together, totals = kg.empty(3 * rows, dtype=dtype), kg.empty(2, dtype=dtype)
         kernels.cross_entropy_rows(together, error, *arguments, rows, totals, True, mean, ndrange=1)
         np.testing.assert_array_equal(together.numpy(), per_row.numpy())

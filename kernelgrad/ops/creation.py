@@ -107,9 +107,27 @@ def _check_integer_values(array: np.ndarray, dtype: DType) -> None:
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """Like :func:`tensor`, but returns ``data`` itself when it already matches."""
+    """Like :func:`tensor`, but returns ``data`` itself when it already matches, and
+    shares a (writable) NumPy array's memory when the result is a CPU tensor of the
+    array's own dtype, as ``torch.as_tensor`` does.
+
+    >>> import numpy as np, kernelgrad as kg
+    >>> array = np.zeros(3, dtype=np.float32)
+    >>> t = kg.as_tensor(array)
+    >>> array[0] = 2.0
+    >>> t.tolist()
+    [2.0, 0.0, 0.0]
+    """
     if isinstance(data, Tensor):
         return data.to(device=device, dtype=dtype)
+    if isinstance(data, np.ndarray) and data.flags.writeable and _device(device).type == "cpu":
+        same_dtype = dtype is None or np.dtype(as_dtype(dtype).numpy) == data.dtype
+        supported = data.dtype.kind in "biuf" and data.dtype.isnative
+        if same_dtype and supported and all(stride >= 0 for stride in data.strides):
+            try:
+                return from_numpy(data)
+            except DTypeError:  # a dtype kernelgrad has no tensor of: converted below
+                pass
     return tensor(data, dtype=dtype, device=device)
 
 

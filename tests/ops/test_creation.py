@@ -33,6 +33,24 @@ def test_tensor_from_nested_lists_and_arrays(device):
     assert kg.as_tensor(t) is t
 
 
+def test_as_tensor_shares_a_numpy_arrays_memory_on_the_cpu_as_pytorch():
+    """``torch.as_tensor(array)`` shares a writable CPU array of a tensor dtype (any
+    non-negative strides); another dtype, a read-only array or another device copy."""
+    shared = [np.zeros(3, np.float32), np.zeros(3), np.zeros(3, np.int64), np.zeros((3, 4)).T]
+    for array in shared:
+        t = kg.as_tensor(array)
+        array.flat[1] = 7
+        assert t.reshape(-1).tolist()[1] == 7 and t.dtype.numpy == array.dtype
+    converted = np.zeros(3, np.float32)
+    t = kg.as_tensor(converted, dtype=kg.float64)
+    converted[1] = 7
+    assert t.tolist() == [0.0, 0.0, 0.0] and t.dtype == kg.float64
+    frozen = np.zeros(3, np.float32)
+    frozen.flags.writeable = False
+    assert kg.as_tensor(frozen).tolist() == [0.0, 0.0, 0.0]
+    assert kg.as_tensor(np.zeros(3, np.float32), device="cpu").dtype == kg.float32
+
+
 def test_uniform_and_normal_fill_in_place(device):
     from kernelgrad.ops.creation import normal_, uniform_
 

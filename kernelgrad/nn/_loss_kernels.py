@@ -103,7 +103,7 @@ def _gradient_value(logit, lse, a, spread, keep, class_weight, is_target, ignore
 @kg.kernel
 def cross_entropy_rows(
     stats, error, x, target, weight, classes, class_count, rows, ignore_index, smoothing,
-    has_weight, per_item, total, mean,
+    has_weight, per_item, totals, total, mean,
 ):  # fmt: skip
     """Row i: its log-sum-exp L, and with p = the target class t,
 
@@ -114,10 +114,11 @@ def cross_entropy_rows(
     that is not ``ignore_index`` is written to ``error`` (its value, and a 1 in
     ``error[1]``). The CPU form: each work item takes ``per_item`` rows in turn (one
     per work item, or all of them in one). With ``total`` (one work item for all rows)
-    it also writes, after the (3, N) statistics, ``stats[3N]`` = the summed losses
-    (divided by the summed sample weights for a ``mean``) and ``stats[3N + 1]`` = the
-    summed sample weights, so that a small loss is one kernel, not the rows' kernel, a
-    sum and a division."""
+    it also writes ``totals``: [the summed losses, divided by the summed sample weights
+    for a ``mean``; the summed sample weights], so that a small loss is one kernel, not
+    the rows' kernel, a sum and a division (``totals`` is not read otherwise). The
+    totals are a buffer of their own: the loss is returned, and a program may change it
+    in place, while the statistics are saved for the backward pass."""
     first_row = kg.index() * per_item
     loss_total = 0.0
     loss_error = 0.0
@@ -153,8 +154,8 @@ def cross_entropy_rows(
     if total:
         summed = loss_total + loss_error
         weight_sum = weight_total + weight_error
-        stats[3 * rows] = summed / weight_sum if mean else summed
-        stats[3 * rows + 1] = weight_sum
+        totals[0] = summed / weight_sum if mean else summed
+        totals[1] = weight_sum
 
 
 _GROUPED_ROWS: dict[str, Any] = {}
@@ -304,9 +305,8 @@ ONE_ITEM_LOGITS = 16384
 
 
 def one_item(x, rows, classes, reduction) -> bool:
-    """Whether :func:`row_statistics` computes the ``reduction`` itself, after the
-    statistics (then ``stats`` has 3N + 2 elements, and the caller skips its sum and
-    division)."""
+    """Whether :func:`row_statistics` computes the ``reduction`` itself, into
+    ``totals`` (then the caller skips its sum and division)."""
     return (
         reduction != "none"
         and rows * classes <= ONE_ITEM_LOGITS
@@ -316,19 +316,19 @@ def one_item(x, rows, classes, reduction) -> bool:
 
 def row_statistics(
     stats, error, x, target, weight, classes, rows, ignore_index, smoothing, has_weight,
-    total=False, mean=False,
+    totals=None, mean=False,
 ) -> None:  # fmt: skip
     """Launch the forward kernel in the form for ``x``'s device (see the module
-    docstring); with ``total`` (where :func:`one_item` said so) one work item that
-    also writes the reduced loss and the summed sample weights after the statistics.
+    docstring); with ``totals`` (where :func:`one_item` said so) one work item that
+    also writes the reduced loss and the summed sample weights into ``totals``.
     Tensors may have any shape: the kernels index them as flat, contiguous memory."""
     arguments = (stats, error, x, target, weight, classes, float(classes), rows)
     arguments += (ignore_index, smoothing, has_weight)
     if not backend_capability(x._backend, "work_groups"):
-        if total:
-            cross_entropy_rows(*arguments, rows, True, mean, ndrange=1)
-        else:
-            cross_entropy_rows(*arguments, 1, False, mean, ndrange=rows)
+        if totals is not None:
+            cross_entropy_rows(*arguments, rows, totals, True, mean, ndrange=1)
+        else:  # (``totals`` unread: stats stands in)
+            cross_entropy_rows(*arguments, 1, stats, False, mean, ndrange=rows)
     else:
         width = _width(classes, x)
         _grouped_rows(x.dtype)(*arguments, width, ndrange=rows * width, workgroup=width)

@@ -36,7 +36,7 @@ def test_the_workgroup_form_matches_the_row_form_on_the_cpu():
         if grouped:
             kernels._grouped_rows(dtype)(*arguments, width, ndrange=rows * width, workgroup=width)
         else:
-            kernels.cross_entropy_rows(*arguments, 1, False, False, ndrange=rows)
+            kernels.cross_entropy_rows(*arguments, 1, stats, False, False, ndrange=rows)
         results.append(stats.numpy())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6, atol=1e-6)
     assert results[0][2] == 0 and results[0][rows + 2] == 0  # the ignored row
@@ -57,11 +57,12 @@ def test_one_work_item_for_all_rows_gives_the_rows_and_their_reduction():
         arguments = (logits.reshape(-1), target, weight, classes, float(classes), rows)
         arguments += (-100, 0.2, True)
         error = kg.zeros(2, dtype=kg.int64)
-        kernels.cross_entropy_rows(per_row, error, *arguments, 1, False, mean, ndrange=rows)
-        together = kg.empty(3 * rows + 2, dtype=dtype)  # the totals after the statistics
-        kernels.cross_entropy_rows(together, error, *arguments, rows, True, mean, ndrange=1)
-        together, totals = together.numpy()[: 3 * rows], together.numpy()[3 * rows :]
-        np.testing.assert_array_equal(together, per_row.numpy())
+        per_row_form = (1, per_row, False, mean)  # one row per work item; totals unread
+        kernels.cross_entropy_rows(per_row, error, *arguments, *per_row_form, ndrange=rows)
+        together, totals = kg.empty(3 * rows, dtype=dtype), kg.empty(2, dtype=dtype)
+        kernels.cross_entropy_rows(together, error, *arguments, rows, totals, True, mean, ndrange=1)
+        np.testing.assert_array_equal(together.numpy(), per_row.numpy())
+        totals = totals.numpy()
         losses, weights = per_row.numpy()[:rows], per_row.numpy()[rows : 2 * rows]
         expected = losses.sum() / weights.sum() if mean else losses.sum()
         np.testing.assert_allclose(totals, [expected, weights.sum()], rtol=1e-6)
@@ -92,3 +93,21 @@ def test_small_and_large_losses_take_their_forms_and_agree(monkeypatch):
         np.testing.assert_allclose(small[1], large[1], rtol=1e-6, atol=1e-7)
     assert small_mean[2] == 1 and large_mean[2] == 3  # rows + sum + division
     assert small_sum[2] == 1 and large_sum[2] == 2  # rows + sum
+
+
+def test_the_loss_may_be_changed_in_place_before_backward():
+    """The reduced loss is a buffer of its own, not part of what the backward pass saved:
+    ``loss /= steps`` (gradient accumulation's scaling) then ``backward()`` works, and
+    the division is part of the gradient, as in PyTorch."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    t = np.array([0, 2, 1, 1])
+    logits = kg.tensor(x, requires_grad=True)
+    loss = F.cross_entropy(logits, kg.tensor(t))
+    expected = loss.item()
+    loss /= 4
+    assert abs(loss.item() - expected / 4) < 1e-6
+    loss.backward()
+    reference = kg.tensor(x, requires_grad=True)
+    F.cross_entropy(reference, kg.tensor(t)).backward()
+    np.testing.assert_allclose(logits.grad.numpy(), reference.grad.numpy() / 4, rtol=1e-6)

@@ -186,9 +186,13 @@ def cross_entropy(
         targets = t.contiguous()
         # without class weights the kernels never read `weights`; any flat tensor will do
         weights = weight.detach().contiguous() if has_weight else logits
-        # a small loss: one kernel computes the rows and their reduction (after them)
-        total = rows > 0 and kernels.one_item(x, rows, classes, reduction)
-        stats = empty(3 * rows + 2 if total else (3, rows), dtype=x.dtype, device=x.device)
+        stats = empty((3, rows), dtype=x.dtype, device=x.device)
+        # a small loss: one kernel computes the rows and their reduction (into totals)
+        totals = (
+            empty(2, dtype=x.dtype, device=x.device)
+            if rows and kernels.one_item(x, rows, classes, reduction)
+            else None
+        )
         if rows:
             # A target out of range is reported through a flag: read at once on the CPU,
             # at the next synchronisation on CUDA (no device round trip per call).
@@ -201,15 +205,15 @@ def cross_entropy(
             # (flat logits and statistics: the kernel slices rows out of the one and hands
             # the other to a helper; the launch flattens the others itself)
             kernels.row_statistics(
-                stats if total else _flat(stats), error, _flat(logits), targets, weights,
-                classes, rows, ignore_index, smoothing, has_weight, total, reduction == "mean",
+                _flat(stats), error, _flat(logits), targets, weights, classes, rows,
+                ignore_index, smoothing, has_weight, totals, reduction == "mean",
             )  # fmt: skip
             check()
         denominator = None
-        if total:  # the reduced loss, and the mean's denominator
-            result = Tensor._make(stats._storage, (), (), 3 * rows, stats.dtype)
+        if totals is not None:  # the reduced loss, and the mean's denominator
+            result = Tensor._make(totals._storage, (), (), 0, totals.dtype)
             if reduction == "mean":
-                denominator = Tensor._make(stats._storage, (1,), (1,), 3 * rows + 1, stats.dtype)
+                denominator = Tensor._make(totals._storage, (1,), (1,), 1, totals.dtype)
         elif reduction == "mean":
             # (the views that stats[:2], totals[1:], totals[0] and totals[1] are, made
             # directly: indexing's general path cost ~4 us each)

@@ -475,9 +475,9 @@ def _add_to_leaf(leaf: Tensor, grad: Tensor, handed_out: set[int], create_graph:
     elif (
         create_graph
         or existing.requires_grad
-        or existing.shape != grad.shape
+        or existing._shape != grad._shape
         or existing.dtype is not grad.dtype
-        or existing.device != grad.device
+        or existing._storage.device != grad._storage.device
     ):
         leaf.grad = existing + grad
     else:

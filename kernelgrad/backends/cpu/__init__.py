@@ -945,12 +945,8 @@ class CPUBackend:
         columns), else a contiguous copy."""
         if array.ndim < 2:
             return array
-        item = array.itemsize
-        row_stride, col_stride = array.strides[-2:]
         rows, cols = array.shape[-2:]
-        row_major = col_stride == item and row_stride % item == 0 and row_stride >= item * cols
-        col_major = row_stride == item and col_stride % item == 0 and col_stride >= item * rows
-        if row_major or col_major or rows <= 1 or cols <= 1:
+        if rows <= 1 or cols <= 1 or blas.matrix_layout(array) is not None:
             return array
         copy = self.buffers.empty(array.size, array.dtype).reshape(array.shape)
         copy[...] = array

@@ -390,17 +390,13 @@ def _split(arguments: tuple) -> None:
         all_threads()
 
 
-def _matrix_layout(array: np.ndarray) -> tuple[int, int] | None:
+def matrix_layout(array: np.ndarray) -> tuple[int, int] | None:
     """(NO_TRANSPOSE, leading dimension) for row-major matrices, (TRANSPOSE, leading
-    dimension) for column-major ones, None for any other layout."""
-    item = array.itemsize
+    dimension) for column-major ones, None for any other layout (``split_gemm.layout``)."""
     rows, cols = array.shape[-2:]
     row_stride, col_stride = array.strides[-2:]
-    if col_stride == item and row_stride % item == 0 and row_stride >= item * cols:
-        return split_gemm.NO_TRANSPOSE, row_stride // item
-    if row_stride == item and col_stride % item == 0 and col_stride >= item * rows:
-        return split_gemm.TRANSPOSE, col_stride // item
-    return None
+    found = split_gemm.layout(rows, cols, row_stride, col_stride, array.itemsize)
+    return found if found[0] else None
 
 
 def _batch_step(array: np.ndarray, batch: tuple[int, ...]) -> int | None:
@@ -445,7 +441,7 @@ def _split_arguments(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> tu
     n = right.shape[-1]
     if min(m, n, k) < 1:
         return None
-    a, b, c = _matrix_layout(left), _matrix_layout(right), _matrix_layout(out)
+    a, b, c = matrix_layout(left), matrix_layout(right), matrix_layout(out)
     if a is None or b is None or c is None or c[0] != split_gemm.NO_TRANSPOSE:
         return None
     batch = out.shape[:-2]

@@ -21,7 +21,7 @@ from typing import Any
 
 from llvmlite import ir
 from numba import get_num_threads, njit, prange, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, register_jitable
 
 ROW_MAJOR = 101  # CBLAS_ORDER
 NO_TRANSPOSE = 111  # CBLAS_TRANSPOSE
@@ -146,11 +146,12 @@ def gemm_batch(address, item, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, 
         )  # fmt: skip
 
 
-@njit(cache=True, nogil=True)
-def _layout(rows, cols, row_stride, col_stride, item):
+@register_jitable
+def layout(rows, cols, row_stride, col_stride, item):
     """(NO_TRANSPOSE, leading dimension) for a row-major matrix, (TRANSPOSE, leading
-    dimension) for a column-major one, (0, 0) for any other layout: ``blas.py``'s
-    ``_matrix_layout`` (strides in bytes), in the same order of tests."""
+    dimension) for a column-major one, (0, 0) for a layout BLAS cannot read (strides in
+    bytes, ``item`` the element size). Plain Python where ``blas.py`` calls it, inlined
+    in :func:`_gemm_matrix`: one rule for eager, prepared and compiled products."""
     if col_stride == item and row_stride % item == 0 and row_stride >= item * cols:
         return NO_TRANSPOSE, row_stride // item
     if row_stride == item and col_stride % item == 0 and col_stride >= item * rows:
@@ -185,9 +186,9 @@ def _gemm_matrix(address, left, right, out):
     if m < 1 or n < 1 or k < 1:
         return False
     item = out.itemsize
-    ta, lda = _layout(m, k, left.strides[0], left.strides[1], item)
-    tb, ldb = _layout(k, n, right.strides[0], right.strides[1], item)
-    tc, ldc = _layout(m, n, out.strides[0], out.strides[1], item)
+    ta, lda = layout(m, k, left.strides[0], left.strides[1], item)
+    tb, ldb = layout(k, n, right.strides[0], right.strides[1], item)
+    tc, ldc = layout(m, n, out.strides[0], out.strides[1], item)
     if ta == 0 or tb == 0 or tc != NO_TRANSPOSE:
         return False
     _gemm(

@@ -26,6 +26,12 @@ Two parts:
   ratio within each round (on a shared machine the load moves between rounds). Also the
   kernel launches per step. LeNet-5 has its own script, ``bench_lenet.py``.
 
+* ``phases`` (not run by default: ``--only phases``): the MLP step's parts with real
+  kernels, each timed alone in a loop (wall clock, best of ``--repeat`` runs of
+  ``--number`` / 10 calls): the first Linear layer, ReLU, the second Linear layer, the
+  cross-entropy on detached logits, the whole forward pass, forward and backward, and
+  the whole step; PyTorch's in a process of its own. Where the eager step loses time.
+
 ``--profile CASE`` runs one host case (or ``step``, the MLP step with real kernels, or
 ``step-host``, that step with kernels as no-ops)
 under cProfile and prints the functions with the most time of their own.
@@ -124,6 +130,48 @@ def mlp_step(lib: Any, nn: Any, functional: Any) -> Callable[[], Any]:
     return step
 
 
+def phase_cases(lib: Any, nn: Any, functional: Any) -> dict[str, Callable[[], Any]]:
+    """The MLP step's parts (see the module docstring), real kernels, batch 128."""
+    arrays = _arrays()
+    lib.manual_seed(0)
+    model = nn.Sequential(nn.Linear(INPUTS, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, CLASSES))
+    optimizer = lib.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    images, labels = lib.tensor(arrays["images"]), lib.tensor(arrays["labels"])
+    hidden = model[0](images)
+    activated = model[1](hidden)
+    logits = model(images).detach()
+
+    def forward() -> Any:
+        return functional.cross_entropy(model(images), labels)
+
+    def forward_backward() -> None:
+        optimizer.zero_grad()
+        forward().backward()
+
+    def step() -> None:
+        forward_backward()
+        optimizer.step()
+
+    return {
+        f"Linear({INPUTS}, {HIDDEN})": lambda: model[0](images),
+        "ReLU": lambda: model[1](hidden),
+        f"Linear({HIDDEN}, {CLASSES})": lambda: model[2](activated),
+        "cross_entropy (detached logits)": lambda: functional.cross_entropy(logits, labels),
+        "forward (with the loss)": forward,
+        "forward + backward": forward_backward,
+        "whole step (Adam)": step,
+    }
+
+
+def time_phases(lib: Any, nn: Any, functional: Any, args: argparse.Namespace) -> dict[str, float]:
+    """Microseconds per call of each phase case (wall clock, best of the runs)."""
+    number = max(args.number // 10, 10)
+    return {
+        name: per_call(fn, number, args.repeat, time.perf_counter)
+        for name, fn in phase_cases(lib, nn, functional).items()
+    }
+
+
 def time_steps(step: Callable[[], Any], steps: int, repeats: int) -> float:
     """Best seconds per step over ``repeats`` runs of ``steps`` steps (after a warm-up)."""
     for _ in range(WARMUP_STEPS):
@@ -217,6 +265,20 @@ def steps(args: argparse.Namespace) -> None:
         print(line, flush=True)
 
 
+def phases(args: argparse.Namespace) -> None:
+    """The MLP step's parts against PyTorch's (see the module docstring)."""
+    ours = time_phases(kg, kg.nn, kg.nn.functional, args)
+    arguments = ["--only", "phases", "--number", str(args.number), "--repeat", str(args.repeat)]
+    arguments += ["--threads", str(args.threads)]
+    theirs = {r["case"]: r["us"] for r in run_peer(__file__, arguments)}
+    print(f"\nMLP {INPUTS}-{HIDDEN}-{CLASSES} step's parts, batch {BATCH}, real kernels")
+    print(f"  {'':<34} {'kernelgrad':>12} {'PyTorch':>12}")
+    for name, us in ours.items():
+        peer_us = theirs.get(name)
+        peer_text = f"{peer_us:9.1f} us" if peer_us is not None else "         -"
+        print(f"  {name:<34} {us:9.1f} us {peer_text}")
+
+
 def profile(case: str, args: argparse.Namespace) -> None:
     import cProfile
     import pstats
@@ -258,6 +320,9 @@ def peer(parts: list[str], args: argparse.Namespace) -> None:
     if "steps" in parts:
         seconds = time_steps(mlp_step(torch, nn, functional), args.steps, args.repeat)
         report_to_parent(case="step", seconds=seconds)
+    if "phases" in parts:
+        for name, us in time_phases(torch, nn, functional, args).items():
+            report_to_parent(case=name, us=us)
 
 
 def main() -> None:
@@ -270,7 +335,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="MLP step rounds vs PyTorch")
     parser.add_argument("--steps", type=int, default=40, help="MLP steps per timed run")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--only", default="host,steps", help="comma-separated: host,steps")
+    parser.add_argument("--only", default="host,steps", help="comma-separated: host,steps,phases")
     parser.add_argument("--profile", default="", help="a host case's name, or 'step'")
     parser.add_argument("--peer", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -283,8 +348,10 @@ def main() -> None:
     if args.profile:
         profile(args.profile, args)
         return
+    if "phases" in parts:
+        phases(args)
     if "steps" in parts:
-        steps(args)  # first: the host part makes kernels no-ops for good
+        steps(args)  # before the host part, which makes kernels no-ops for good
     if "host" in parts:
         arguments = ["--only", "host", "--number", str(args.number), "--repeat", str(args.repeat)]
         arguments += ["--threads", str(args.threads), "--clock", args.clock]

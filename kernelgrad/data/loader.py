@@ -119,13 +119,16 @@ class StackDataset(Dataset):
 
 
 def default_convert(data: Any) -> Any:
-    """PyTorch's ``default_convert``: NumPy arrays become tensors as ``torch.as_tensor``
-    makes them (sharing the array's memory where a tensor can: see :func:`_from_array`),
+    """PyTorch's ``default_convert``: NumPy arrays become tensors by ``kg.as_tensor``
+    (sharing a writable array's memory on the CPU, as ``torch.as_tensor``; read-only
+    arrays are copied),
     NumPy scalars become 0-d tensors, containers are converted element by element (a
     named tuple comes back as its own type), anything else is left as it is; no batching
     (what a DataLoader with ``batch_size=None`` applies to each sample)."""
     if isinstance(data, np.ndarray) and data.dtype.kind in "fiub":
-        return _from_array(data, None)
+        from ..ops.creation import as_tensor
+
+        return as_tensor(data)
     if isinstance(data, np.generic) and data.dtype.kind in "fiub":
         from ..ops.creation import tensor
 
@@ -141,26 +144,6 @@ def default_convert(data: Any) -> Any:
 
 def _is_namedtuple(value: Any) -> bool:
     return isinstance(value, tuple) and hasattr(value, "_fields")
-
-
-def _from_array(array: np.ndarray, device: Any) -> Any:
-    """A NumPy array as a tensor on ``device`` (None: the default device), as
-    ``torch.as_tensor(array)``: on the CPU it shares the array's memory (writes to one
-    show in the other) when the tensor can hold the array's dtype and no stride is
-    negative; otherwise (another device, a dtype a tensor converts, such as uint8, or a
-    negative stride, which PyTorch refuses) it is a copy."""
-    from ..device import as_device, default_device
-    from ..ops.creation import from_numpy, tensor
-
-    target = default_device() if device is None else as_device(device)
-    if target.type == "cpu" and all(
-        stride >= 0 and stride % array.itemsize == 0 for stride in array.strides
-    ):
-        try:
-            return from_numpy(array)
-        except TypeError:  # a dtype the tensor converts (DTypeError): copy below
-            pass
-    return tensor(array, device=target)
 
 
 def _is_tensor(value: Any) -> bool:
@@ -349,9 +332,9 @@ def default_collate(samples: list[Any]) -> Any:
 
 
 def _to_device(batch: Any, device: Any) -> Any:
-    """NumPy arrays -> tensors on ``device`` (sharing memory on the CPU, as
-    ``default_convert``); tensors moved there; containers recursed (a named tuple comes
-    back as its own type)."""
+    """NumPy arrays -> tensors on ``device`` by ``kg.as_tensor``, as ``default_convert``
+    (sharing a writable array's memory on the CPU); tensors moved there; containers
+    recursed (a named tuple comes back as its own type)."""
     if _is_namedtuple(batch):
         return type(batch)(*(_to_device(item, device) for item in batch))
     if isinstance(batch, tuple | list):
@@ -361,7 +344,9 @@ def _to_device(batch: Any, device: Any) -> Any:
     if _is_tensor(batch):
         return batch if device is None else batch.to(device)
     if isinstance(batch, np.ndarray):
-        return _from_array(batch, device)
+        from ..ops.creation import as_tensor
+
+        return as_tensor(batch, device=device)
     return batch
 
 

@@ -108,8 +108,14 @@ def _check_integer_values(array: np.ndarray, dtype: DType) -> None:
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """Like :func:`tensor`, but returns ``data`` itself when it already matches, and
-    shares a (writable) NumPy array's memory when the result is a CPU tensor of the
-    array's own dtype, as ``torch.as_tensor`` does.
+    shares a NumPy array's memory (writes to one show in the other) when the result is a
+    CPU tensor of the array's own dtype, as ``torch.as_tensor`` does; any layout without
+    a negative stride is shared (transposed, sliced with a step). Otherwise the result
+    is a copy: another dtype (asked for, or one a tensor converts, such as uint8),
+    another device, a negative stride (which PyTorch refuses), or a read-only array.
+    PyTorch shares a read-only array and warns that writing to the tensor is undefined;
+    kernelgrad copies it, so in-place operations (``add_``, optimizer steps) stay
+    defined. ``default_convert`` and the DataLoader's batches follow this rule.
 
     >>> import numpy as np, kernelgrad as kg
     >>> array = np.zeros(3, dtype=np.float32)
@@ -120,15 +126,25 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     """
     if isinstance(data, Tensor):
         return data.to(device=device, dtype=dtype)
-    if isinstance(data, np.ndarray) and data.flags.writeable and _device(device).type == "cpu":
-        same_dtype = dtype is None or np.dtype(as_dtype(dtype).numpy) == data.dtype
-        supported = data.dtype.kind in "biuf" and data.dtype.isnative
-        if same_dtype and supported and all(stride >= 0 for stride in data.strides):
-            try:
-                return from_numpy(data)
-            except DTypeError:  # a dtype kernelgrad has no tensor of: converted below
-                pass
+    if isinstance(data, np.ndarray) and _device(device).type == "cpu" and _shareable(data, dtype):
+        try:
+            return from_numpy(data)
+        except DTypeError:  # a dtype kernelgrad has no tensor of: converted below
+            pass
     return tensor(data, dtype=dtype, device=device)
+
+
+def _shareable(array: np.ndarray, dtype: Any) -> bool:
+    """A tensor of ``dtype`` (None: the array's) may share ``array``'s memory: it is
+    writable (a tensor may be written in place), of that native numeric or bool dtype,
+    and every stride is a non-negative multiple of the item size."""
+    return (
+        (dtype is None or np.dtype(as_dtype(dtype).numpy) == array.dtype)
+        and array.flags.writeable
+        and array.dtype.kind in "biuf"
+        and array.dtype.isnative
+        and all(stride >= 0 and stride % array.itemsize == 0 for stride in array.strides)
+    )
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -156,9 +172,10 @@ def from_numpy(array: np.ndarray) -> Tensor:
     itemsize = array.itemsize
     if any(stride < 0 or stride % itemsize for stride in array.strides):
         raise ArgumentError(
-            f"from_numpy: at least one stride of the array is negative (strides "
-            f"{array.strides}, in bytes), which tensors cannot share (PyTorch refuses it "
-            "too); copy first: `kg.from_numpy(array.copy())` or `kg.tensor(array)`"
+            f"from_numpy: at least one stride of the array is negative or not a multiple of "
+            f"its item size (strides {array.strides}, in bytes), which tensors cannot share "
+            "(PyTorch refuses it too); copy first: `kg.from_numpy(array.copy())` or "
+            "`kg.tensor(array)`"
         )
     return _share_strided(array, dtype, device)
 

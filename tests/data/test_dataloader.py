@@ -196,6 +196,55 @@ def test_default_convert_shares_memory_as_torch_as_tensor():
         assert converted[0, 0].item() == results[name] == 5
 
 
+def _move_to_cpu(array: np.ndarray) -> kg.Tensor:
+    from kernelgrad.data.loader import _to_device
+
+    return _to_device(array, "cpu")
+
+
+_CONVERTERS = {
+    "as_tensor": kg.as_tensor,
+    "default_convert": kg.utils.data.default_convert,
+    "device_move": _move_to_cpu,
+}
+
+
+@pytest.mark.parametrize("convert", list(_CONVERTERS.values()), ids=list(_CONVERTERS))
+def test_numpy_arrays_become_tensors_by_as_tensors_rule(convert):
+    """One rule for kg.as_tensor, default_convert and the loader's device move: a
+    writable array of a tensor dtype with non-negative strides is shared; a read-only
+    array, a converted dtype, a negative stride or a stride that is not a multiple of
+    the item size gives a copy."""
+    for array in (
+        np.zeros((2, 3), np.float32),
+        np.zeros((2, 6))[:, ::2],
+        np.zeros((3, 2), np.int64).T,
+        np.zeros((2, 3), bool),
+    ):
+        t = convert(array)
+        array[0, 1] = 1
+        assert t[0, 1].item() == 1 and t.dtype.numpy == array.dtype
+        t[1, 0] = 1
+        assert array[1, 0] == 1
+    base = np.zeros((2, 6), np.float32)
+    frozen = base[:, ::2]
+    frozen.flags.writeable = False
+    t = convert(frozen)
+    base[0, 2] = 5.0  # the array changes through a writable view: the tensor does not
+    assert t.tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]] and t.dtype == kg.float32
+    t.add_(1.0)  # a copy, so written in place freely
+    assert frozen.tolist() == [[0.0, 5.0, 0.0], [0.0, 0.0, 0.0]]
+    for array, dtype in (
+        (np.arange(3, dtype=np.uint8), kg.int32),
+        (np.arange(3.0)[::-1], kg.float64),
+        (np.zeros(3, [("a", "<f4"), ("b", "u1")])["a"], kg.float32),
+    ):
+        t = convert(array)
+        expected = array.tolist()
+        array[1] = 9
+        assert t.tolist() == expected and t.dtype == dtype
+
+
 def test_batches_moved_to_the_device_share_host_memory_on_the_cpu():
     from kernelgrad.data.loader import _to_device
 

@@ -303,7 +303,7 @@ def prefetch(program: KernelProgram, launch: KernelLaunch) -> None:
     module = sys.modules.get(serial.py_func.__module__)
     if module is None:
         return
-    prefix, _ = _prefix(launch)
+    prefix = _prefix(launch)
     waiting = compile_ahead(module, "kernel_serial", (*prefix, *launch.arguments))
     if waiting is None:
         return
@@ -318,29 +318,36 @@ def _launcher_and_prefix(program: KernelProgram, launch: KernelLaunch) -> tuple[
     """The compiled form to run (parallel or serial) and the arguments that come before
     the kernel's own: the ndrange's sizes, and with a workgroup its sizes and counts."""
     parallel, serial = _launchers(program, launch)
-    _, items = _prefix(launch)
     spread = program.parallel
     if spread is None:
         from . import PARALLEL_THRESHOLD
 
+        items = _items(launch)
         spread = items >= PARALLEL_THRESHOLD or (
             items * work_per_item(program.info, launch.arguments) >= PARALLEL_THRESHOLD
         )
-    return (parallel if spread else serial), _prefix(launch, spread)[0]
+    return (parallel if spread else serial), _prefix(launch, spread)
 
 
-def _prefix(launch: KernelLaunch, parallel: bool = False) -> tuple[list[int], int]:
-    """The arguments before the kernel's own (the ndrange's sizes, and with a workgroup
-    its sizes, counts and the number of chunks the groups are split into: a few per
-    thread for the ``parallel`` form, one for the serial form) and the number of work
-    items."""
+def _items(launch: KernelLaunch) -> int:
+    """The number of work items: the ndrange's, each size rounded up to whole
+    workgroups when there is one."""
+    if launch.group is None:
+        return prod(launch.sizes)
+    return prod(-(-n // w) * w for n, w in zip(launch.sizes, launch.group))
+
+
+def _prefix(launch: KernelLaunch, parallel: bool = False) -> list[int]:
+    """The arguments before the kernel's own: the ndrange's sizes, and with a workgroup
+    its sizes, counts and the number of chunks the groups are split into (a few per
+    thread for the ``parallel`` form, one for the serial form)."""
     sizes, group = launch.sizes, launch.group
     if group is None:
-        return [*sizes], prod(sizes)
+        return [*sizes]
     groups = [-(-n // w) for n, w in zip(sizes, group)]
     chunks = 1
     if parallel:
         import numba
 
         chunks = min(prod(groups), 4 * numba.get_num_threads())
-    return [*sizes, *group, *groups, max(chunks, 1)], prod(groups) * prod(group)
+    return [*sizes, *group, *groups, max(chunks, 1)]

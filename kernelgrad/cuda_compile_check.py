@@ -578,6 +578,15 @@ def _kernels() -> dict[str, Any]:
             global_out[i, j] = kg.index()
 
     @kg.kernel
+    def bucket_counts(counts, x, width):
+        # math.floor/ceil/trunc are int64 on CUDA as on the CPU (codegen.integer_rounding)
+        i = kg.index()
+        low = math.floor(x[i] / width)
+        counts[i, 0] = low
+        counts[i, 1] = math.ceil(x[i] / width) - low
+        counts[i, 2] = math.trunc(x[i]) & 7
+
+    @kg.kernel
     def row_scan(out, x):
         i = kg.index()
         row = kg.private(8, kg.float32)
@@ -599,6 +608,9 @@ def user_kernels(device: str) -> None:
     outs = [kg.zeros(3, 3, dtype=kg.int64, device=device) for _ in range(3)]
     k["positions"](*outs, ndrange=(4, 4), workgroup=(2, 2))
     k["row_scan"](kg.zeros(3, 8, device=device), kg.rand(3, 8, device=device), ndrange=3)
+    for dtype in (kg.float32, kg.float64):
+        x = kg.tensor([-2.5, -0.5, 0.5, 3.7], dtype=dtype, device=device)
+        k["bucket_counts"](kg.zeros(4, 3, dtype=kg.int64, device=device), x, 0.5, ndrange=4)
 
     kg.manual_seed(0)
     nn = kg.nn

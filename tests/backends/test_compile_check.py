@@ -256,3 +256,36 @@ def test_random_kernels_must_round_every_product_on_its_own():
     assert "fused multiply-add" in contracted_product(fused)
     assert "may fuse" in contracted_product(plain)
     assert contracted_product(rounded) is None
+
+
+# --- math.floor/ceil/trunc: int64 on CUDA as on the CPU ---------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_integer_rounding_compiles_with_int64_results(compilecheck, dtype):
+    """A ``@kg.kernel`` using ``math.floor/ceil/trunc`` (tests/kernel/test_integer_rounding.py),
+    launched on the CPU and recorded in its CUDA form, compiles for sm_90; the rounding
+    device functions return int64 (numba-cuda's own ``floor(float32)`` is float32), and
+    a float32 kernel keeps its float arithmetic in float32."""
+    from kernelgrad.backends.cuda.recording import Recording
+    from tests.kernel.test_integer_rounding import VALUES, rounded
+
+    types = _types()
+    with Recording() as recording:
+        out = kg.zeros(len(VALUES), 6, dtype=kg.int64)
+        x = kg.tensor(VALUES, dtype=getattr(kg, dtype))
+        rounded(out, x, kg.arange(0, 100, 10, dtype=kg.int64), ndrange=len(VALUES))
+    (kernel,) = recording.kernels.values()
+    report = compilecheck.compile_kernel(kernel, CC, keep=True)
+    assert report.error is None, report.error
+    if dtype == "float32":
+        assert not report.float64_ops, report.summary()
+    assert not report.spill_bytes
+    function, _ = compilecheck.load_function(kernel)
+    argument = getattr(types, dtype)
+    for name in ("floor", "ceil", "trunc"):
+        helper = function.__globals__[f"_kg_{name}"]
+        results = {o.signature.args: o.signature.return_type for o in helper.overloads.values()}
+        assert results[(argument,)] == types.int64
+    suffix = "f32" if dtype == "float32" else "f64"
+    assert f"cvt.rmi.{suffix}.{suffix}" in report.ptx  # floor in the argument's type
+    assert f"cvt.rpi.{suffix}.{suffix}" in report.ptx  # ceil
+    assert f"cvt.rzi.s64.{suffix}" in report.ptx  # then to int64

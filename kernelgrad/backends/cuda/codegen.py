@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -137,6 +138,81 @@ def for_simulator(source: str) -> str:
     adapted = ast.unparse(ast.fix_missing_locations(tree))
     # The source a GPU would compile, for the compile check's recordings (recording.py).
     return f"{adapted}\n\nDEVICE_SOURCE = {source!r}\n"
+
+
+# --- math.floor, math.ceil and math.trunc ---------------------------------------------------
+# Numba (the CPU) types these as Python does: an integer (int64) result. numba-cuda keeps
+# the argument's float type (``cvt.rmi.f32.f32``), so the same kernel stored, divided and
+# indexed with a different type on the two devices. Every generated CUDA module calls
+# helpers with the CPU's result instead (:func:`integer_rounding`).
+_ROUNDING = ("floor", "ceil", "trunc")
+_ROUNDING_CALL = re.compile(r"\.\s*(?:floor|ceil|trunc)\s*\(")
+# The int64 of the rounded float where it is below 2**63 in magnitude; elsewhere (inf, NaN,
+# |x| >= 2**63) -2**63, what the CPU's conversion (x86-64's cvttsd2si) gives there. The
+# bound is a float32 constant (2**63 is exact), so float32 code compares in float32.
+_ROUNDING_HELPER = """\
+@_kg_cuda.jit(device=True)
+def _kg_{name}(x):
+    rounded = _kg_math.{name}(x)
+    if abs(rounded) < _kg_np.float32(9.223372036854775808e18):
+        return _kg_np.int64(rounded)
+    return _kg_np.int64(-9223372036854775808)"""
+
+
+def integer_rounding(source: str) -> str:
+    """``source`` (a generated CUDA module) with every ``math.floor(x)``,
+    ``math.ceil(x)`` and ``math.trunc(x)`` call (also through ``import math as m``)
+    replaced by a device function that returns an int64, as on the CPU: ``floor(-2.5)``
+    is ``-3`` of type int64 on both devices. Infinities, NaN and magnitudes of 2**63 and
+    more give -2**63 (the CPU's result there). The rest of the text is kept as it is
+    (comments included), and a module without such calls comes back unchanged."""
+    if not _ROUNDING_CALL.search(source):
+        return source
+    tree = ast.parse(source)
+    modules = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name == "math"
+    }
+    spans: list[tuple[int, int, int, int, str]] = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _ROUNDING
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in modules
+            and len(node.args) == 1
+            and not node.keywords
+            and not isinstance(node.args[0], ast.Starred)
+        ):
+            func = node.func
+            assert func.end_lineno is not None and func.end_col_offset is not None
+            spans.append(
+                (func.lineno, func.col_offset, func.end_lineno, func.end_col_offset, func.attr)
+            )
+    if not spans:
+        return source
+    # AST columns count UTF-8 bytes: splice the encoded lines
+    lines = source.encode().splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    text = source.encode()
+    for line, column, end_line, end_column, name in sorted(spans, reverse=True):
+        begin, end = starts[line - 1] + column, starts[end_line - 1] + end_column
+        text = text[:begin] + f"_kg_{name}".encode() + text[end:]
+    used = [name for name in _ROUNDING if name in {span[4] for span in spans}]
+    helpers = [
+        "# math.floor/ceil/trunc with the CPU's int64 result (backends/cuda/codegen.py)",
+        "import math as _kg_math",
+        "import numpy as _kg_np",
+        "from numba import cuda as _kg_cuda",
+        "\n\n" + "\n\n\n".join(_ROUNDING_HELPER.format(name=name) for name in used),
+    ]
+    return text.decode().rstrip("\n") + "\n\n\n" + "\n".join(helpers) + "\n"
 
 
 def _is_docstring(statement: ast.stmt) -> bool:
@@ -308,7 +384,7 @@ def elementwise_source(
     body += _indent(loop, 1)
     lines += _indent(body, 1)
     lines.append("")
-    return "\n".join(lines)
+    return integer_rounding("\n".join(lines))
 
 
 # --- reductions ---------------------------------------------------------------------------

@@ -53,7 +53,14 @@ def foreach_source(
     one value per item, ``"scalar"`` one value for all; ``"out<k>"`` reads output ``k``
     (an in-place update) and takes no operand. ``bits`` is the width of the index
     arithmetic (``codegen.index_bits``: 32 unless an item or buffer reaches 2**31)."""
-    from .codegen import _HEADER, counter_type, grid_stride, grid_stride_next, position_type
+    from .codegen import (
+        _HEADER,
+        counter_type,
+        grid_stride,
+        grid_stride_next,
+        integer_rounding,
+        position_type,
+    )
 
     n_item_arrays = nout + sum(1 for kind in input_kinds if kind in ("array", "splat"))
     params = [f"out{k}" for k in range(nout)]
@@ -108,4 +115,4 @@ def foreach_source(
     lines += ["", "", "@cuda.jit(cache=True)", f"def kernel(numels, offsets, {', '.join(params)}):"]
     lines += ["    " + line for line in body]
     lines.append("")
-    return "\n".join(lines)
+    return integer_rounding("\n".join(lines))

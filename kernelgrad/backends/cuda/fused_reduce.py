@@ -27,6 +27,7 @@ from .codegen import (
     grid_stride,
     grid_stride_next,
     index_bits,
+    integer_rounding,
     position_type,
     reduce_init,
     unravel,
@@ -228,7 +229,7 @@ def cuda_reduce_source(
     body += ["    " + line for line in loop]
     lines += ["    " + line for line in body]
     lines.append("")
-    return "\n".join(lines)
+    return integer_rounding("\n".join(lines))
 
 
 class FusedReduceKernel:

@@ -112,7 +112,7 @@ def kernel_source(
         lines += unravel(PREFIX + "lin", sizes, g, "        ")
         lines.append(f"        {PREFIX}item({item_params})")
         lines.append("")
-        return "\n".join(lines)
+        return codegen.integer_rounding("\n".join(lines))
 
     if ndim > 3:
         raise KernelError(
@@ -154,7 +154,7 @@ def kernel_source(
         lines.append(f"    {PREFIX}glin = {linearize(b, ng)}")
     lines += source_lines(body, "    ")
     lines.append("")
-    return "\n".join(lines)
+    return codegen.integer_rounding("\n".join(lines))
 
 
 def grid(name: str, sizes: tuple[int, ...], group: Any) -> tuple[Any, Any, bool, tuple]:

@@ -55,13 +55,19 @@ the answer that is correct everywhere (only slower):
 
 Four more are optional, for ``kg.compile``'s replay: ``prepare_elementwise(fn, outputs,
 inputs, compute_dtypes)``, ``prepare_elementwise_foreach(fn, items, compute_dtypes)`` and
-``prepare_matmul(out, a, b)`` return a function of no arguments that launches the same
+``prepare_matmul(out, a, b)`` (with ``bias`` where the backend has ``matmul_bias``,
+below) return a function of no arguments that launches the same
 kernel with everything resolved once (views, kernel, argument list), or None where they
 cannot; a replay calls it on every call for views whose buffers never change.
 ``prepare_kernel(program, launch)`` returns a function of the argument values
 (``launch.arguments``, or the same list with some arrays replaced by ``kernel_array`` of
 other buffers of the same layouts) that runs the ``@kg.kernel`` launch. The CPU backend
 has all four; without them every replay step goes through the primitive.
+
+One more is optional, for the eager affine map (``nn.functional.linear``):
+``matmul_bias(out, a, b, bias)`` computes ``out = a @ b`` for 2-D views and adds the
+1-D ``bias`` (``out``'s columns, its dtype) to every row, with the bits of ``matmul``
+followed by the elementwise addition; without it ``linear`` launches the two.
 
 One more joins prepared launches: ``join_launches(launches, table, bases, varying)``
 takes each step's prepared launch over the replay's slot ``table`` (or None) with the

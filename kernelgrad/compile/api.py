@@ -386,6 +386,7 @@ _COUNTED = (
     "elementwise_foreach",
     "reduce",
     "matmul",
+    "matmul_bias",
     "take",
     "index_add",
     "random",

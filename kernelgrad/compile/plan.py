@@ -377,7 +377,8 @@ class PrimitiveStep(Step):
         if self.kind != "matmul" or prepare is None:
             return None
         inputs = _materialize(self.inputs, table, bases)
-        return prepare(self.outputs[0].view(table, bases), inputs[0], inputs[1])
+        # (a third input is a bias added to every row: recorded from matmul_bias)
+        return prepare(self.outputs[0].view(table, bases), *inputs)
 
     def run(self, table: list[Any], bases: list[int]) -> None:
         attrs = self.op.attrs
@@ -385,6 +386,8 @@ class PrimitiveStep(Step):
         inputs = _materialize(self.inputs, table, bases)
         if self.kind == "reduce":
             self.backend.reduce(attrs["kind"], out, inputs[0], attrs["axes"])
+        elif self.kind == "matmul" and len(inputs) == 3:
+            self.backend.matmul_bias(out, *inputs)
         elif self.kind == "matmul":
             self.backend.matmul(out, inputs[0], inputs[1])
         elif self.kind == "take":

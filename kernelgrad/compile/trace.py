@@ -113,6 +113,7 @@ _RECORDED = (
     "elementwise",
     "reduce",
     "matmul",
+    "matmul_bias",  # optional (nn.functional.linear); recorded as a matmul with a bias
     "take",
     "index_add",
     "random",
@@ -389,6 +390,20 @@ class Recorder:
             return result
 
         return matmul
+
+    def _matmul_bias(self, backend: Any, original: Any) -> Any:
+        def matmul_bias(out: View, a: View, b: View, bias: View) -> Any:
+            op = Op(
+                "matmul",
+                [self.ref(out, backend)],
+                [self.ref(a, backend), self.ref(b, backend), self.ref(bias, backend)],
+                {"backend": backend},
+            )
+            result = original(out, a, b, bias)
+            self.ops.append(op)
+            return result
+
+        return matmul_bias
 
     def _take(self, backend: Any, original: Any) -> Any:
         def take(out: View, x: View, dim: int, index: View) -> Any:

@@ -531,23 +531,32 @@ def test_large_products_split_across_numbas_threads_with_one_blas_thread(monkeyp
         pytest.skip("Numba runs one thread")
     before = blas.current_threads()
     seen = []
-    real = split_gemm.split_gemm
 
-    def spy(*args):
-        seen.append((args[2], blas.calling_threads()))
-        return real(*args)
+    def spy_on(name, parts_at):
+        real = getattr(split_gemm, name)
 
-    monkeypatch.setattr(split_gemm, "split_gemm", spy)
+        def spy(*args):
+            seen.append((name, args[parts_at], blas.calling_threads()))
+            return real(*args)
+
+        monkeypatch.setattr(split_gemm, name, spy)
+
+    spy_on("split_gemm", 2)
+    spy_on("split_matrix", 1)  # a 2-D product with kernelgrad's own OpenBLAS
     monkeypatch.setattr(blas._Blas, "small", 1000)
     rng = np.random.default_rng(0)
-    a = rng.standard_normal((40, 30)).astype(np.float32)
+    a = rng.standard_normal((3, 40, 30)).astype(np.float32)
     b = rng.standard_normal((20, 30)).astype(np.float32)
+    assert_close(kg.tensor(a[0]) @ kg.tensor(b).T, a[0] @ b.T, rtol=1e-5, atol=1e-5)
     assert_close(kg.tensor(a) @ kg.tensor(b).T, a @ b.T, rtol=1e-5, atol=1e-5)
-    assert seen == [(numba.get_num_threads(), 1)]
+    threads = numba.get_num_threads()
+    two_d = "split_matrix" if blas._Blas.own else "split_gemm"
+    assert seen == [(two_d, threads, 1), ("split_gemm", threads, 1)]
     assert blas.current_threads() == before
     monkeypatch.setattr(blas._Blas, "split", False)
+    assert_close(kg.tensor(a[0]) @ kg.tensor(b).T, a[0] @ b.T, rtol=1e-5, atol=1e-5)
     assert_close(kg.tensor(a) @ kg.tensor(b).T, a @ b.T, rtol=1e-5, atol=1e-5)
-    assert len(seen) == 1
+    assert len(seen) == 2
 
 
 def test_products_of_one_row_or_column_run_as_gemm_calls():

@@ -79,3 +79,52 @@ def test_a_three_dimensional_input(device):
     np.testing.assert_allclose(out.detach().cpu().numpy(), expected, rtol=1e-5, atol=1e-5)
     out.sum().backward()
     np.testing.assert_allclose(x.grad.cpu().numpy(), np.broadcast_to(ws.sum(0), x.shape), rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "rows, features, outputs",
+    [(6, 5, 4), (64, 160, 130)],  # one gemm call; above KG_BLAS_SMALL, split in blocks
+)
+@pytest.mark.parametrize("bias_layout", ["contiguous", "strided", "expanded"])
+def test_a_bias_added_in_the_product_has_the_bits_of_a_separate_addition(
+    dtype, rows, features, outputs, bias_layout
+):
+    """On the CPU the bias is added by the product's blocks (``matmul_bias``): the same
+    bits as the product followed by the addition, for every bias layout, eager and
+    compiled."""
+    rng = np.random.default_rng(rows)
+    x = kg.tensor(rng.standard_normal((rows, features)).astype(dtype))
+    w = kg.tensor(rng.standard_normal((outputs, features)).astype(dtype))
+    values = kg.tensor(rng.standard_normal(2 * outputs).astype(dtype))
+    b = {
+        "contiguous": values[:outputs],
+        "strided": values[::2],
+        "expanded": values[:1].expand(outputs),
+    }[bias_layout]
+    expected = (F.linear(x, w) + b).numpy()
+    np.testing.assert_array_equal(F.linear(x, w, b).numpy(), expected)
+    step = kg.compile(lambda x: F.linear(x, w, b))
+    for _ in range(3):  # trace, then replays
+        np.testing.assert_array_equal(step(x).numpy(), expected)
+
+
+def test_matmul_bias_is_one_launch_and_numpys_library_adds_the_bias_too(monkeypatch):
+    """Where the backend has ``matmul_bias`` a biased product is one launch, also in a
+    compiled step; with NumPy's BLAS (``KG_BLAS_OWN=0``) the bias is added after it."""
+    from kernelgrad.backends.cpu import blas
+
+    x, w, b = kg.randn(64, 160), kg.randn(130, 160), kg.randn(130)
+    with kg.compile.count_launches() as counter:
+        eager = F.linear(x, w, b)
+    assert counter.names == ["matmul_bias"]
+    step = kg.compile(lambda x: F.linear(x, w, b))
+    step(x)
+    with kg.compile.count_launches() as counter:
+        step(x)
+    assert counter.count == 1
+    blas.single_thread_available()
+    monkeypatch.setattr(blas._Blas, "own", False)
+    for small in (1 << 30, 0):  # on one BLAS thread; prepared (split or NumPy's own)
+        monkeypatch.setattr(blas._Blas, "small", small)
+        np.testing.assert_allclose(F.linear(x, w, b).numpy(), eager.numpy(), rtol=1e-5, atol=1e-4)

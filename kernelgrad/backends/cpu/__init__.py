@@ -923,22 +923,37 @@ class CPUBackend:
         """OpenBLAS (small products on one BLAS thread, see ``blas.py``). Operands
         whose strides BLAS cannot use are copied first: NumPy would otherwise fall back
         to a naive loop, 5-10x slower."""
+        self._matmul(out, a, b, None)
+
+    def matmul_bias(self, out: View, a: View, b: View, bias: View) -> None:
+        """``out = a @ b`` for 2-D views, then ``bias`` (a 1-D view of ``out``'s columns)
+        added to every row, each thread adding it to the block it multiplied while that
+        block is in cache: the bits of :meth:`matmul` followed by the elementwise
+        addition, without a second pass over ``out`` (``nn.functional.linear``)."""
+        self._matmul(out, a, b, bias)
+
+    def _matmul(self, out: View, a: View, b: View, bias: View | None) -> None:
         start = time.perf_counter() if debug_level() >= 2 else 0.0
         left = self._blas_ready(_numpy_view(a))
         right = self._blas_ready(_numpy_view(b))
         multiply_adds = prod(out.shape) * (a.shape[-1] if len(a.shape) else 1)
-        blas.matmul(left, right, _numpy_view(out), multiply_adds)
+        added = None if bias is None else _numpy_view(bias)
+        blas.matmul(left, right, _numpy_view(out), multiply_adds, added)
         if debug_level() >= 2:
-            _log_launch("matmul(BLAS)", out.shape, start)
+            _log_launch("matmul(BLAS)" if bias is None else "matmul+bias(BLAS)", out.shape, start)
 
-    def prepare_matmul(self, out: View, a: View, b: View) -> Callable[[], None] | None:
-        """:meth:`matmul` of these views as a function of no arguments (see
-        :meth:`prepare_elementwise`); None where an operand needs a copy first."""
+    def prepare_matmul(
+        self, out: View, a: View, b: View, bias: View | None = None
+    ) -> Callable[[], None] | None:
+        """:meth:`matmul` (:meth:`matmul_bias` with a ``bias``) of these views as a
+        function of no arguments (see :meth:`prepare_elementwise`); None where an operand
+        needs a copy first."""
         left, right = _numpy_view(a), _numpy_view(b)
         if self._blas_ready(left) is not left or self._blas_ready(right) is not right:
             return None
         multiply_adds = prod(out.shape) * (a.shape[-1] if len(a.shape) else 1)
-        return blas.prepare(left, right, _numpy_view(out), multiply_adds)
+        added = None if bias is None else _numpy_view(bias)
+        return blas.prepare(left, right, _numpy_view(out), multiply_adds, added)
 
     def _blas_ready(self, array: np.ndarray) -> np.ndarray:
         """The array itself if BLAS can read its matrices (unit stride along rows or

@@ -273,58 +273,89 @@ def calling_threads() -> int | None:
     return int(_Blas.own_getter()) if _Blas.own else current_threads()
 
 
-def matmul(left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: int) -> None:
-    """``np.matmul(left, right, out=out)``: on one BLAS thread when the product has fewer
-    than ``KG_BLAS_SMALL`` multiply-adds, split across Numba's threads when it has more
-    (``split_gemm.py``). A small product runs through NumPy here, which takes the same
-    ``cblas_?gemm`` call as :class:`PreparedProduct` but for ``x @ x.T`` (NumPy's
-    ``?syrk``), without working out ``split_gemm``'s arguments (~9 us in Python)."""
-    if single_thread_available() and multiply_adds < _Blas.small:
-        _small(left, right, out)
+def matmul(
+    left: np.ndarray,
+    right: np.ndarray,
+    out: np.ndarray,
+    multiply_adds: int,
+    bias: np.ndarray | None = None,
+) -> None:
+    """``np.matmul(left, right, out=out)`` (then ``out += bias`` with a ``bias`` of
+    ``out``'s columns and dtype): on one BLAS thread when the product has fewer than
+    ``KG_BLAS_SMALL`` multiply-adds, split across Numba's threads when it has more
+    (``split_gemm.py``). A 2-D product with kernelgrad's own OpenBLAS is one compiled
+    call that takes the arrays (``split_gemm.gemm_matrix`` / ``split_matrix``: ~1 us,
+    where working out ``split_gemm``'s arguments in Python takes ~10), with the bias
+    added by each thread to its block while it is in cache; the same ``cblas_?gemm``
+    calls as a prepared product, so the same bits (and the bias's sums are those of a
+    separate addition)."""
+    one_thread = single_thread_available()
+    if one_thread and _Blas.own and _matrix(left, right, out, multiply_adds, bias):
+        return
+    if one_thread and multiply_adds < _Blas.small:
+        _small(left, right, out, bias)
     else:
-        prepare(left, right, out, multiply_adds)()
+        prepare(left, right, out, multiply_adds, bias)()
 
 
-def _small(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
-    """A small product on the calling thread. With kernelgrad's own OpenBLAS, the
-    ``cblas_?gemm`` call a prepared product makes (the same arguments: the same bits), a
-    2-D product through ``split_gemm.gemm_matrix`` (~1 us, where working out
-    ``split_gemm``'s arguments in Python takes ~9); else, and for what no single gemm
-    layout serves, NumPy on one BLAS thread."""
+def _matrix(
+    left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: int, bias: Any
+) -> bool:
+    """A 2-D product (+ bias) in one compiled call; False, with nothing written, for
+    other products and where no gemm layout serves."""
+    address = _Blas.gemm.get(out.dtype)
+    if address is None or not (left.ndim == right.ndim == out.ndim == 2):
+        return False
+    if not (left.dtype == right.dtype == out.dtype) or (
+        bias is not None and bias.dtype != out.dtype
+    ):
+        return False
+    if multiply_adds < _Blas.small:
+        return split_gemm.gemm_matrix(address, left, right, out, bias)
+    if not _Blas.split:
+        return False
+    return split_gemm.split_matrix(address, split_gemm.split_parts(1), left, right, out, bias)
+
+
+def _small(left: np.ndarray, right: np.ndarray, out: np.ndarray, bias: Any = None) -> None:
+    """A small product on the calling thread: with kernelgrad's own OpenBLAS, the
+    ``cblas_?gemm`` calls a prepared product makes (the same arguments: the same bits);
+    else, and for what no single gemm layout serves, NumPy on one BLAS thread."""
     if _Blas.own:
-        address = _Blas.gemm.get(out.dtype)
-        if (
-            address is not None
-            and left.ndim == 2
-            and right.ndim == 2
-            and out.ndim == 2
-            and left.dtype == right.dtype == out.dtype
-            and split_gemm.gemm_matrix(address, left, right, out)
-        ):
-            return
-        arguments = _split_arguments(left, right, out)
+        arguments = _split_arguments(left, right, out, bias)
         if arguments is not None:
             split_gemm.gemm_batch(*arguments)
             return
-    _on_one_thread(left, right, out)
+    _on_one_thread(left, right, out, bias)
 
 
 def prepare(
-    left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: int
+    left: np.ndarray,
+    right: np.ndarray,
+    out: np.ndarray,
+    multiply_adds: int,
+    bias: np.ndarray | None = None,
 ) -> Callable[[], None]:
-    """:func:`matmul` of these arrays as a function of no arguments, with the decisions
-    (thread count, split, leading dimensions) taken once."""
+    """:func:`matmul` of these arrays (and ``bias``) as a function of no arguments, with
+    the decisions (thread count, split, leading dimensions) taken once."""
     if not single_thread_available():
-        return functools.partial(np.matmul, left, right, out=out)
+        return functools.partial(_numpy_product, left, right, out, bias)
     if multiply_adds < _Blas.small:
-        return PreparedProduct(left, right, out, _split_arguments(left, right, out), False)
+        arguments = _split_arguments(left, right, out, bias)
+        return PreparedProduct(left, right, out, arguments, False, bias)
     arguments = None
     threads = numba.get_num_threads()
     if _Blas.split and (threads > 1 or _Blas.own):  # (on one thread: one call of ours)
-        arguments = _split_arguments(left, right, out)
+        arguments = _split_arguments(left, right, out, bias)
     if arguments is None:
-        return functools.partial(np.matmul, left, right, out=out)
-    return PreparedProduct(left, right, out, arguments, threads > 1)
+        return functools.partial(_numpy_product, left, right, out, bias)
+    return PreparedProduct(left, right, out, arguments, threads > 1, bias)
+
+
+def _numpy_product(left: np.ndarray, right: np.ndarray, out: np.ndarray, bias: Any) -> None:
+    np.matmul(left, right, out=out)
+    if bias is not None:
+        np.add(out, bias, out=out)
 
 
 class PreparedProduct:
@@ -336,14 +367,18 @@ class PreparedProduct:
     BLAS thread). A native replay (``native_replay.py``) makes the same calls with the
     same arguments, so prepared and natively replayed products agree bit for bit (and
     with eager ones, which NumPy runs with the same call, but for its ``?syrk`` for
-    ``x @ x.T``)."""
+    ``x @ x.T``). ``bias`` (or None) is added to every row of ``out`` after the product
+    (by ``split_gemm``'s blocks, whose ``arguments`` hold its address)."""
 
-    __slots__ = ("arguments", "left", "out", "right", "split")
+    __slots__ = ("arguments", "bias", "left", "out", "right", "split")
 
-    def __init__(self, left, right, out, arguments: tuple | None, split: bool) -> None:
+    def __init__(
+        self, left, right, out, arguments: tuple | None, split: bool, bias: Any = None
+    ) -> None:
         self.left, self.right, self.out = left, right, out
         self.arguments = arguments
         self.split = split
+        self.bias = bias
 
     def __call__(self) -> None:
         if self.split:
@@ -355,7 +390,7 @@ class PreparedProduct:
             finally:
                 all_threads()
         else:
-            _on_one_thread(self.left, self.right, self.out)
+            _on_one_thread(self.left, self.right, self.out, self.bias)
 
 
 def one_thread() -> None:
@@ -371,14 +406,15 @@ def all_threads() -> None:
         _Blas.setter(_Blas.threads)
 
 
-def _on_one_thread(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
-    """``np.matmul`` with NumPy's OpenBLAS (where found) on one thread."""
+def _on_one_thread(left: np.ndarray, right: np.ndarray, out: np.ndarray, bias: Any = None) -> None:
+    """``np.matmul`` with NumPy's OpenBLAS (where found) on one thread (then ``out +=
+    bias``)."""
     if _Blas.setter is None:
-        np.matmul(left, right, out=out)
+        _numpy_product(left, right, out, bias)
         return
     _Blas.setter(1)
     try:
-        np.matmul(left, right, out=out)
+        _numpy_product(left, right, out, bias)
     finally:
         _Blas.setter(_Blas.threads)
 
@@ -427,12 +463,16 @@ def _batch_step(array: np.ndarray, batch: tuple[int, ...]) -> int | None:
     return step or 0
 
 
-def _split_arguments(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> tuple | None:
+def _split_arguments(
+    left: np.ndarray, right: np.ndarray, out: np.ndarray, bias: np.ndarray | None = None
+) -> tuple | None:
     """The arguments of ``split_gemm`` but the part count, or None where the product is
     not one the split serves: an operand of one dimension, another dtype, an empty
     matrix, a layout BLAS cannot read, batch dims that no single stride walks, NumPy's
     BLAS not OpenBLAS's 64-bit interface. A matrix of one row or column is a matrix
-    like another (a packed recurrent layer's last steps run one row)."""
+    like another (a packed recurrent layer's last steps run one row). With ``bias`` (a
+    vector of ``out``'s columns and dtype, added to every row) its address and stride in
+    bytes, else two zeros, come before the batch tuple."""
     dtype = out.dtype
     address = _Blas.gemm.get(dtype)
     if address is None or left.ndim < 2 or right.ndim < 2:
@@ -450,8 +490,13 @@ def _split_arguments(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> tu
     steps = [_batch_step(x, batch) for x in (left, right, out)]
     if None in steps:
         return None
+    added = (0, 0)
+    if bias is not None:
+        if bias.dtype != dtype or bias.shape != (n,) or bias.strides[0] < 0:
+            return None
+        added = (bias.ctypes.data, bias.strides[0])
     return (
         address, dtype.itemsize, m >= n, a[0], b[0], m, n, k,
         left.ctypes.data, a[1], right.ctypes.data, b[1], out.ctypes.data, c[1],
-        (prod(batch), *steps),
+        *added, (prod(batch), *steps),
     )  # fmt: skip

@@ -118,6 +118,8 @@ def _unpack(launch: Any) -> list[tuple[Any, tuple]]:
         if launch.arguments is None:
             raise _UnsupportedError
         operands = ((8, launch.left), (10, launch.right), (12, launch.out))
+        if launch.bias is not None:
+            operands += ((14, launch.bias),)
         product = _Product((launch.arguments, operands))
         return [("split" if launch.split else split_gemm.gemm_batch, product)]
     if not isinstance(launch, functools.partial) or launch.keywords:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
-from numba import get_num_threads, njit, prange, types
+from numba import carray, get_num_threads, njit, prange, types
 from numba.extending import intrinsic, register_jitable
 
 ROW_MAJOR = 101  # CBLAS_ORDER
@@ -78,6 +79,51 @@ _sgemm = _gemm_call(types.float32)
 _dgemm = _gemm_call(types.float64)
 
 
+@intrinsic
+def _pointer(typingctx, address, like):
+    """A pointer to values of ``like``'s type (a float) at ``address`` (an integer),
+    for ``numba.carray``. (One intrinsic typed by its argument: two intrinsics passed
+    as arguments would share one compiled form, both named alike.)"""
+    sig = types.CPointer(like)(address, like)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return sig, codegen
+
+
+@register_jitable
+def _add_bias_at(item, c, ldc, row_start, row_stop, col_start, col_stop, bias, bias_step):
+    """``c[i, j] += bias[j]`` for the rows and columns of a block of the row-major
+    matrix at address ``c`` (leading dimension ``ldc``), the bias at address ``bias``
+    with ``bias_step`` bytes from one element to the next: what the separate
+    elementwise addition of a bias computes, in the matrix's precision, while the block
+    is in cache (row by row over contiguous memory, which LLVM vectorises)."""
+    if item == 4:
+        zero32 = np.float32(0.0)
+        _add_rows(c, ldc, row_start, row_stop, col_start, col_stop, bias, bias_step, 4, zero32)
+    else:
+        zero64 = np.float64(0.0)
+        _add_rows(c, ldc, row_start, row_stop, col_start, col_stop, bias, bias_step, 8, zero64)
+
+
+@register_jitable
+def _add_rows(c, ldc, row_start, row_stop, col_start, col_stop, bias, bias_step, size, zero):
+    """:func:`_add_bias_at` for elements of ``size`` bytes, of ``zero``'s type."""
+    width = col_stop - col_start
+    if bias_step == size:  # a contiguous bias (the usual case)
+        added = carray(_pointer(bias + col_start * size, zero), (width,))
+        for i in range(row_start, row_stop):
+            row = carray(_pointer(c + (i * ldc + col_start) * size, zero), (width,))
+            for j in range(width):
+                row[j] += added[j]
+    else:  # (stride 0: one value expanded; else every step-th element)
+        for i in range(row_start, row_stop):
+            row = carray(_pointer(c + (i * ldc + col_start) * size, zero), (width,))
+            for j in range(width):
+                row[j] += carray(_pointer(bias + (col_start + j) * bias_step, zero), (1,))[0]
+
+
 @njit(cache=True, nogil=True)
 def _gemm(address, item, ta, tb, m, n, k, a, lda, b, ldb, c, ldc):
     if item == 4:
@@ -97,14 +143,18 @@ def split_parts(count):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def split_gemm(address, item, parts, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch):
+def split_gemm(
+    address, item, parts, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, bias, bias_step, batch
+):
     """``c = a @ b`` (row-major ``c``) for each of ``batch`` matrices, each product in
     ``parts`` blocks of rows (``by_rows``) or of columns, one ``cblas_?gemm`` call per
     block. ``a`` and ``b`` are addresses of row-major (``NO_TRANSPOSE``) or column-major
     (``TRANSPOSE``) matrices with leading dimensions ``lda``/``ldb``; ``batch`` is a
     tuple (count, a's, b's and c's batch strides in bytes: 0 for an operand shared by
     every product); ``item`` is the element size in bytes (4: sgemm, 8: dgemm) and
-    ``address`` the address of that function."""
+    ``address`` the address of that function. ``bias`` (an address, or 0 for none) is a
+    vector of ``n`` elements ``bias_step`` bytes apart that each block adds to its rows
+    after its product (:func:`_add_bias`)."""
     count, a_step, b_step, c_step = batch
     total = m if by_rows else n
     block = (total + parts - 1) // parts
@@ -124,26 +174,35 @@ def split_gemm(address, item, parts, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c
                 address, item, ta, tb, stop - start, n, k,
                 a_at + a_offset * item, lda, b_at, ldb, c_at + start * ldc * item, ldc,
             )  # fmt: skip
+            if bias:
+                _add_bias_at(item, c_at, ldc, start, stop, 0, n, bias, bias_step)
         else:  # columns start..stop of b and of c
             b_offset = start if tb == NO_TRANSPOSE else start * ldb
             _gemm(
                 address, item, ta, tb, m, stop - start, k,
                 a_at, lda, b_at + b_offset * item, ldb, c_at + start * item, ldc,
             )  # fmt: skip
+            if bias:
+                _add_bias_at(item, c_at, ldc, 0, m, start, stop, bias, bias_step)
 
 
 @njit(cache=True, nogil=True)
-def gemm_batch(address, item, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, batch):
+def gemm_batch(
+    address, item, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, bias, bias_step, batch
+):
     """``split_gemm`` on the calling thread, one ``cblas_?gemm`` call per matrix (the
     same arguments but the part count): a small product in a native replay
     (``native_replay.py``), where ``blas.py`` would run it through NumPy on one BLAS
     thread. ``by_rows`` is not used: nothing is split."""
     count, a_step, b_step, c_step = batch
     for matrix in range(count):
+        c_at = c + matrix * c_step
         _gemm(
             address, item, ta, tb, m, n, k,
-            a + matrix * a_step, lda, b + matrix * b_step, ldb, c + matrix * c_step, ldc,
+            a + matrix * a_step, lda, b + matrix * b_step, ldb, c_at, ldc,
         )  # fmt: skip
+        if bias:
+            _add_bias_at(item, c_at, ldc, 0, m, 0, n, bias, bias_step)
 
 
 @register_jitable
@@ -159,40 +218,128 @@ def layout(rows, cols, row_stride, col_stride, item):
     return 0, 0
 
 
-def gemm_matrix(address: int, left: Any, right: Any, out: Any) -> bool:
+def gemm_matrix(address: int, left: Any, right: Any, out: Any, bias: Any = None) -> bool:
     """:func:`_gemm_matrix`, compiled on first use for matrices of ``out``'s dtype in any
     layout: one compiled function per dtype, where a signature per combination of row-
-    and column-major operands would compile (and slow a cold start) once each."""
-    compiled = _matrix_dispatchers.get(out.dtype)
-    if compiled is None:
-        dtype = types.float32 if out.itemsize == 4 else types.float64
-        signature = types.boolean(types.int64, *(types.Array(dtype, 2, "A"),) * 3)
-        compiled = njit([signature], cache=True, nogil=True)(_gemm_matrix)
-        _matrix_dispatchers[out.dtype] = compiled
-    return compiled(address, left, right, out)
+    and column-major operands would compile (and slow a cold start) once each. ``bias``
+    (a 1-D array of ``out``'s columns, or None) is added to every row after the product."""
+    compiled = _compiled(_matrix_dispatchers, _gemm_matrix, out, parallel=False)
+    unread = bias is None
+    return compiled(address, left, right, out, _NO_BIAS[out.dtype] if unread else bias, not unread)
+
+
+def split_matrix(
+    address: int, parts: int, left: Any, right: Any, out: Any, bias: Any = None
+) -> bool:
+    """:func:`_split_matrix`, compiled on first use per dtype as :func:`gemm_matrix`."""
+    compiled = _compiled(_split_dispatchers, _split_matrix, out, parallel=True)
+    unread = bias is None
+    bias = _NO_BIAS[out.dtype] if unread else bias
+    return compiled(address, parts, left, right, out, bias, not unread)
 
 
 _matrix_dispatchers: dict[Any, Any] = {}  # NumPy dtype -> compiled _gemm_matrix
+_split_dispatchers: dict[Any, Any] = {}  # NumPy dtype -> compiled _split_matrix
+# the bias argument where there is none (not read), per dtype: one compiled signature
+_NO_BIAS = {np.dtype(t): np.empty(0, t) for t in (np.float32, np.float64)}
 
 
-def _gemm_matrix(address, left, right, out):
-    """``out = left @ right`` for 2-D arrays of one float dtype, by one ``cblas_?gemm``
-    call on the calling thread with the arguments ``blas.py``'s ``_split_arguments``
-    works out in Python (so the same bits as ``gemm_batch`` and ``split_gemm`` for a
-    product of one part); False, with nothing written, where no gemm layout serves (an
-    empty dimension, strides BLAS cannot read, a column-major ``out``)."""
+def _compiled(table: dict, function: Any, out: Any, parallel: bool) -> Any:
+    """``function`` compiled for 2-D arrays of ``out``'s dtype in any layout (and a
+    1-D bias of that dtype), kept in ``table``."""
+    compiled = table.get(out.dtype)
+    if compiled is None:
+        dtype = types.float32 if out.itemsize == 4 else types.float64
+        matrix = types.Array(dtype, 2, "A")
+        head = (types.int64,) if not parallel else (types.int64, types.int64)
+        bias = types.Array(dtype, 1, "A")
+        signature = types.boolean(*head, matrix, matrix, matrix, bias, types.boolean)
+        compiled = njit([signature], cache=True, nogil=True, parallel=parallel)(function)
+        table[out.dtype] = compiled
+    return compiled
+
+
+@register_jitable
+def _bias_at(bias):
+    """(address, byte stride) of a 1-D bias array, for :func:`_add_bias_at`."""
+    return bias.ctypes.data, bias.strides[0]
+
+
+@register_jitable
+def _layouts(left, right, out):
+    """``split_gemm.layout`` of the three matrices: (ta, lda, tb, ldb), with ta = 0
+    where no single gemm call serves (an empty dimension, strides BLAS cannot read, a
+    column-major ``out``)."""
     m, k = left.shape
     n = right.shape[1]
     if m < 1 or n < 1 or k < 1:
-        return False
+        return 0, 0, 0, 0
     item = out.itemsize
     ta, lda = layout(m, k, left.strides[0], left.strides[1], item)
     tb, ldb = layout(k, n, right.strides[0], right.strides[1], item)
-    tc, ldc = layout(m, n, out.strides[0], out.strides[1], item)
+    tc, _ = layout(m, n, out.strides[0], out.strides[1], item)
     if ta == 0 or tb == 0 or tc != NO_TRANSPOSE:
+        return 0, 0, 0, 0
+    return ta, lda, tb, ldb
+
+
+def _gemm_matrix(address, left, right, out, bias, has_bias):
+    """``out = left @ right`` (+ ``bias`` on every row) for 2-D arrays of one float
+    dtype, by one ``cblas_?gemm`` call on the calling thread with the arguments
+    ``blas.py``'s ``_split_arguments`` works out in Python (so the same bits as
+    ``gemm_batch`` and ``split_gemm`` for a product of one part); False, with nothing
+    written, where no gemm layout serves (see :func:`_layouts`)."""
+    ta, lda, tb, ldb = _layouts(left, right, out)
+    if ta == 0:
         return False
+    m, k = left.shape
+    n = right.shape[1]
+    item = out.itemsize
     _gemm(
         address, item, ta, tb, m, n, k,
-        left.ctypes.data, lda, right.ctypes.data, ldb, out.ctypes.data, ldc,
+        left.ctypes.data, lda, right.ctypes.data, ldb, out.ctypes.data, out.strides[0] // item,
     )  # fmt: skip
+    if has_bias:
+        _add_bias_at(item, out.ctypes.data, out.strides[0] // item, 0, m, 0, n, *_bias_at(bias))
+    return True
+
+
+def _split_matrix(address, parts, left, right, out, bias, has_bias):
+    """:func:`split_gemm` of one 2-D product in ``parts`` blocks (the same blocks and
+    calls, so the same bits as a prepared or natively replayed product), taking the
+    arrays themselves, so no arguments are worked out in Python; each block adds
+    ``bias`` to its part of ``out`` (when ``has_bias``) after its product, while the
+    block is in cache. False, with nothing written, where no gemm layout serves."""
+    ta, lda, tb, ldb = _layouts(left, right, out)
+    if ta == 0:
+        return False
+    m, k = left.shape
+    n = right.shape[1]
+    item = out.itemsize
+    ldc = out.strides[0] // item
+    a, b, c = left.ctypes.data, right.ctypes.data, out.ctypes.data
+    bias_address, bias_step = _bias_at(bias)
+    by_rows = m >= n
+    total = m if by_rows else n
+    block = (total + parts - 1) // parts
+    for part in prange(parts):
+        start = part * block
+        stop = min(total, start + block)
+        if stop > start:
+            if by_rows:
+                a_offset = start * lda if ta == NO_TRANSPOSE else start
+                _gemm(
+                    address, item, ta, tb, stop - start, n, k,
+                    a + a_offset * item, lda, b, ldb, c + start * ldc * item, ldc,
+                )  # fmt: skip
+                if has_bias:
+                    _add_bias_at(item, c, ldc, start, stop, 0, n, bias_address, bias_step)
+            else:
+                b_offset = start if tb == NO_TRANSPOSE else start * ldb
+                _gemm(
+                    address, item, ta, tb, m, stop - start, k,
+                    a, lda, b + b_offset * item, ldb, c + start * item, ldc,
+                )  # fmt: skip
+                if has_bias:
+                    _add_bias_at(item, c, ldc, 0, m, start, stop, bias_address, bias_step)
     return True

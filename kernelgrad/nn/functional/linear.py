@@ -41,8 +41,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     direct = _direct(x, weight, bias)
     with autograd.no_grad():
         if direct:
-            result = _product(x, _view(x), _transposed(weight), (x._shape[0], weight._shape[0]))
-            if bias is not None:
+            shape = (x._shape[0], weight._shape[0])
+            result = _product(x, _view(x), _transposed(weight), shape, bias)
+            if bias is not None and not _adds_bias(x):
                 ADD(result, bias, out=result)  # what result.add_(bias) runs
                 result._storage.version += 1
         else:
@@ -123,13 +124,28 @@ def _transposed(t: Tensor) -> View:
     return View(t._storage.buffer, (cols, rows), (col_stride, row_stride), t._offset, t.dtype)
 
 
-def _product(like: Tensor, a: View, b: View, shape: tuple[int, int]) -> Tensor:
+def _product(
+    like: Tensor, a: View, b: View, shape: tuple[int, int], bias: Tensor | None = None
+) -> Tensor:
     """``a @ b`` into a new contiguous tensor of ``shape`` on ``like``'s device, as
-    ``ops.linalg._matmul`` computes it (inner dimension > 0)."""
+    ``ops.linalg._matmul`` computes it (inner dimension > 0), with ``bias`` added to every
+    row where the backend has ``matmul_bias`` (see :func:`_adds_bias`; the caller adds
+    it otherwise)."""
     result = Tensor._empty_on(like._storage, shape, like.dtype)
     if result.numel():
-        result._storage.backend.matmul(result._view(), a, b)
+        backend = result._storage.backend
+        if bias is not None and _adds_bias(like):
+            backend.matmul_bias(result._view(), a, b, _view(bias))
+        else:
+            backend.matmul(result._view(), a, b)
     return result
+
+
+def _adds_bias(like: Tensor) -> bool:
+    """Whether the backend of ``like`` adds a bias in the product (the optional
+    ``matmul_bias`` of ``backends/base.py``: each block of the product gets the bias
+    while it is in cache, the bits of a separate addition without a second pass)."""
+    return getattr(like._storage.backend, "matmul_bias", None) is not None
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

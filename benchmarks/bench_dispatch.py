@@ -190,6 +190,10 @@ def _no_op(*args: Any, **kwargs: Any) -> None:
     return None
 
 
+def _served(*args: Any, **kwargs: Any) -> bool:
+    return True
+
+
 def disable_kernels() -> None:
     """Make every CPU kernel a no-op: Numba's compiled functions (generated elementwise
     and reduction kernels, gather/scatter, ``@kg.kernel`` launches), the BLAS product and
@@ -201,6 +205,7 @@ def disable_kernels() -> None:
 
     Dispatcher.__call__ = _no_op  # type: ignore[method-assign]
     blas.matmul = _no_op
+    blas.matrix_product = _served  # (as if the compiled 2-D product ran)
     cpu._quiet_ufunc = _no_op
     allocate = memory.HostBufferCache.empty
 

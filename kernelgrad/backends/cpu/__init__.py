@@ -934,11 +934,14 @@ class CPUBackend:
 
     def _matmul(self, out: View, a: View, b: View, bias: View | None) -> None:
         start = time.perf_counter() if debug_level() >= 2 else 0.0
-        left = self._blas_ready(_numpy_view(a))
-        right = self._blas_ready(_numpy_view(b))
+        left, right, result = _numpy_view(a), _numpy_view(b), _numpy_view(out)
         multiply_adds = prod(out.shape) * (a.shape[-1] if len(a.shape) else 1)
         added = None if bias is None else _numpy_view(bias)
-        blas.matmul(left, right, _numpy_view(out), multiply_adds, added)
+        # (a 2-D product's compiled call checks the layouts itself; copies only where
+        # it cannot read one)
+        if not blas.matrix_product(left, right, result, multiply_adds, added):
+            left, right = self._blas_ready(left), self._blas_ready(right)
+            blas.matmul(left, right, result, multiply_adds, added)
         if debug_level() >= 2:
             _log_launch("matmul(BLAS)" if bias is None else "matmul+bias(BLAS)", out.shape, start)
 

@@ -292,6 +292,22 @@ def matmul(
     one_thread = single_thread_available()
     if one_thread and _Blas.own and _matrix(left, right, out, multiply_adds, bias):
         return
+    _product(left, right, out, multiply_adds, bias, one_thread)
+
+
+def matrix_product(
+    left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: int, bias: Any = None
+) -> bool:
+    """:func:`matmul` of a 2-D product with kernelgrad's own OpenBLAS in one compiled
+    call, which checks the layouts itself; False, with nothing written, for any other
+    product and layouts no gemm call reads (copy such operands, then :func:`matmul`)."""
+    if not _Blas.looked_up:
+        _look_up()
+    return _Blas.own and _matrix(left, right, out, multiply_adds, bias)
+
+
+def _product(left, right, out, multiply_adds: int, bias: Any, one_thread: bool) -> None:
+    """:func:`matmul` of what no single compiled call serves."""
     if one_thread and multiply_adds < _Blas.small:
         _small(left, right, out, bias)
     else:

@@ -42,6 +42,7 @@ from .errors import (
     DeviceMismatchError,
     InplaceError,
     KernelError,
+    PerformanceWarning,
     ScalarAccessError,
     ShapeError,
 )

@@ -41,6 +41,11 @@ class ScalarAccessError(RuntimeError):
     """Element-by-element access to accelerator memory (a device round trip per element)."""
 
 
+class PerformanceWarning(UserWarning):
+    """Code that works but runs far slower than it could, with the faster way named (a
+    Python loop reading accelerator values one at a time)."""
+
+
 class IndexingError(IndexError):
     """An index that does not fit the tensor: out of bounds, a boolean mask whose shape
     differs from the dimensions it indexes, too many indices."""

@@ -15,7 +15,9 @@ only binds them as methods and operators, the way PyTorch users expect.
 
 from __future__ import annotations
 
+import sys
 import threading
+import warnings
 from collections import namedtuple
 from math import prod
 from typing import Any
@@ -27,7 +29,14 @@ from .backends import get_backend
 from .backends.base import View
 from .device import Device, as_device
 from .dtypes import DType, as_dtype, bool_, default_float, float64, int32, int64
-from .errors import ArgumentError, DTypeError, ScalarAccessError, ShapeError, format_shape
+from .errors import (
+    ArgumentError,
+    DTypeError,
+    PerformanceWarning,
+    ScalarAccessError,
+    ShapeError,
+    format_shape,
+)
 from .shapes import Size, broadcast_strides, contiguous_strides, is_contiguous
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
@@ -109,6 +118,37 @@ def _check_scalar_access(t: Tensor, what: str) -> None:
         "such as a loss, is always allowed, and so are `bool()`, `int()` and `float()` of "
         "a one-element result such as `(x < 0).all()`.)"
     )
+
+
+# ``bool()``, ``int()``, ``float()`` or indexing with a one-element result on an
+# accelerator, this many times from one line of code: a Python loop over device values
+# (``for i in range(n): if t[i] > 1:``), each a round trip; warned about once per line.
+HOST_READS_BEFORE_WARNING = 100
+_host_reads: dict[tuple[str, int], int] = {}
+
+
+def _note_host_read(t: Tensor, what: str) -> None:
+    """Count an implicit read of a one-element accelerator result by the line of code
+    that made it (three frames up: the conversion, ``_one_element``, this), and warn
+    once when one line has made :data:`HOST_READS_BEFORE_WARNING` of them."""
+    if _scalar_access.allowed:
+        return
+    frame = sys._getframe(3)
+    where = (frame.f_code.co_filename, frame.f_lineno)
+    count = _host_reads.get(where, 0) + 1
+    _host_reads[where] = count
+    if count == HOST_READS_BEFORE_WARNING:
+        warnings.warn(
+            f"{what} of a one-element tensor in {t.device} memory ran {count} times at "
+            f"{where[0]}:{where[1]}: each is a device round trip that waits for the device, "
+            "so a Python loop over device values is thousands of times slower than one "
+            "kernel. Instead: whole-tensor operations (`kg.where(t > 1, 1, t)`, masks, "
+            "reductions), a `@kg.kernel` that runs the loop on the device, or one "
+            "`t.cpu()` copy before the loop. (Inside `with kg.allow_scalar():` this is "
+            "not counted.)",
+            PerformanceWarning,
+            stacklevel=4,
+        )
 
 
 class Tensor:
@@ -345,8 +385,11 @@ class Tensor:
         if base is not None and base.numel() > 1:
             # one element of a larger tensor (``t[i]``): the element-by-element loop the
             # guard is for. A one-element result of its own (``(x < 0).all()``, a loss,
-            # ``t[i] > 1``) is one synchronising read, like ``.item()``, and is allowed.
+            # ``t[i] > 1``) is one synchronising read, like ``.item()``, and is allowed;
+            # many from one line are a loop, and warned about (_note_host_read).
             _check_scalar_access(self, what)
+        elif self._storage.device.type != "cpu":
+            _note_host_read(self, what)
         return self._host_copy().reshape(()).item()
 
     def __bool__(self) -> bool:

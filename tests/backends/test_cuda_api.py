@@ -187,6 +187,28 @@ def test_bool_int_float_of_a_one_element_result_are_allowed_like_item(cuda):
             bool(x > 0)
 
 
+def test_a_loop_of_implicit_reads_of_device_values_warns_once_per_line(cuda, monkeypatch):
+    # `if t[i] > 1:` in a loop is allowed (each comparison is a result of its own) but is
+    # a device round trip per element: one line making many such reads gets one warning.
+    import importlib
+    import warnings
+
+    tensor_module = importlib.import_module("kernelgrad.tensor")
+    monkeypatch.setattr(tensor_module, "HOST_READS_BEFORE_WARNING", 5)
+    t = kg.tensor([0.5, 2.0, 3.0] * 4, device=cuda)
+    with pytest.warns(kg.PerformanceWarning, match="round trip") as record:
+        large = [i for i in range(12) if t[i] > 1]
+    assert large == [1, 2, 4, 5, 7, 8, 10, 11]
+    assert len(record) == 1 and record[0].filename == __file__
+    assert "kg.where" in str(record[0].message) and "@kg.kernel" in str(record[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with kg.allow_scalar():  # asked for: not counted
+            assert sum(1 for i in range(12) if t[i] > 1) == 8
+        for _ in range(4):  # fewer reads than the threshold from this line
+            assert not (t < 0).any()
+
+
 def test_item_and_whole_tensor_reads_stay_allowed(cuda):
     t = kg.tensor([[1.0, 2.0], [3.0, 4.0]], device=cuda)
     assert t.sum().item() == 10.0

@@ -154,7 +154,7 @@ def split_gemm(
     every product); ``item`` is the element size in bytes (4: sgemm, 8: dgemm) and
     ``address`` the address of that function. ``bias`` (an address, or 0 for none) is a
     vector of ``n`` elements ``bias_step`` bytes apart that each block adds to its rows
-    after its product (:func:`_add_bias`)."""
+    after its product (:func:`_add_bias_at`)."""
     count, a_step, b_step, c_step = batch
     total = m if by_rows else n
     block = (total + parts - 1) // parts
@@ -165,25 +165,36 @@ def split_gemm(
         stop = min(total, start + block)
         if stop <= start:
             continue
-        a_at = a + matrix * a_step
-        b_at = b + matrix * b_step
-        c_at = c + matrix * c_step
-        if by_rows:  # rows start..stop of a and of c
-            a_offset = start * lda if ta == NO_TRANSPOSE else start
-            _gemm(
-                address, item, ta, tb, stop - start, n, k,
-                a_at + a_offset * item, lda, b_at, ldb, c_at + start * ldc * item, ldc,
-            )  # fmt: skip
-            if bias:
-                _add_bias_at(item, c_at, ldc, start, stop, 0, n, bias, bias_step)
-        else:  # columns start..stop of b and of c
-            b_offset = start if tb == NO_TRANSPOSE else start * ldb
-            _gemm(
-                address, item, ta, tb, m, stop - start, k,
-                a_at, lda, b_at + b_offset * item, ldb, c_at + start * item, ldc,
-            )  # fmt: skip
-            if bias:
-                _add_bias_at(item, c_at, ldc, 0, m, start, stop, bias, bias_step)
+        _block(
+            address, item, by_rows, ta, tb, m, n, k, a + matrix * a_step, lda,
+            b + matrix * b_step, ldb, c + matrix * c_step, ldc, bias, bias_step, start, stop,
+        )  # fmt: skip
+
+
+@register_jitable
+def _block(
+    address, item, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, bias, bias_step, start, stop
+):
+    """One block of a split product: rows ``start..stop`` of ``a`` and ``c``
+    (``by_rows``) or columns ``start..stop`` of ``b`` and ``c``, one ``cblas_?gemm``
+    call, then the bias (an address, 0 for none) added to the block. The one rule of
+    :func:`split_gemm` and :func:`_split_matrix`, so that they make the same calls."""
+    if by_rows:
+        a_offset = start * lda if ta == NO_TRANSPOSE else start
+        _gemm(
+            address, item, ta, tb, stop - start, n, k,
+            a + a_offset * item, lda, b, ldb, c + start * ldc * item, ldc,
+        )  # fmt: skip
+        if bias:
+            _add_bias_at(item, c, ldc, start, stop, 0, n, bias, bias_step)
+    else:
+        b_offset = start if tb == NO_TRANSPOSE else start * ldb
+        _gemm(
+            address, item, ta, tb, m, stop - start, k,
+            a, lda, b + b_offset * item, ldb, c + start * item, ldc,
+        )  # fmt: skip
+        if bias:
+            _add_bias_at(item, c, ldc, 0, m, start, stop, bias, bias_step)
 
 
 @njit(cache=True, nogil=True)
@@ -260,47 +271,41 @@ def _compiled(table: dict, function: Any, out: Any, parallel: bool) -> Any:
 
 
 @register_jitable
-def _bias_at(bias):
-    """(address, byte stride) of a 1-D bias array, for :func:`_add_bias_at`."""
-    return bias.ctypes.data, bias.strides[0]
-
-
-@register_jitable
-def _layouts(left, right, out):
-    """``split_gemm.layout`` of the three matrices: (ta, lda, tb, ldb), with ta = 0
-    where no single gemm call serves (an empty dimension, strides BLAS cannot read, a
-    column-major ``out``)."""
+def _operands(left, right, out, bias, has_bias):
+    """What a gemm call needs of three 2-D arrays: (ta, lda, tb, ldb, ldc, m, n, k,
+    item, a, b, c, bias address, bias step), with ta = 0 where no single gemm call
+    serves (an empty dimension, strides BLAS cannot read, a column-major ``out``);
+    addresses are signed integers (an unsigned one makes its sums with offsets floats),
+    the bias address 0 without ``has_bias``."""
     m, k = left.shape
     n = right.shape[1]
-    if m < 1 or n < 1 or k < 1:
-        return 0, 0, 0, 0
     item = out.itemsize
     ta, lda = layout(m, k, left.strides[0], left.strides[1], item)
     tb, ldb = layout(k, n, right.strides[0], right.strides[1], item)
-    tc, _ = layout(m, n, out.strides[0], out.strides[1], item)
-    if ta == 0 or tb == 0 or tc != NO_TRANSPOSE:
-        return 0, 0, 0, 0
-    return ta, lda, tb, ldb
+    tc, ldc = layout(m, n, out.strides[0], out.strides[1], item)
+    if m < 1 or n < 1 or k < 1 or tb == 0 or tc != NO_TRANSPOSE:
+        ta = 0
+    bias_address = np.int64(bias.ctypes.data) if has_bias else np.int64(0)
+    a, b, c = np.int64(left.ctypes.data), np.int64(right.ctypes.data), np.int64(out.ctypes.data)
+    return ta, lda, tb, ldb, ldc, m, n, k, item, a, b, c, bias_address, bias.strides[0]
 
 
 def _gemm_matrix(address, left, right, out, bias, has_bias):
     """``out = left @ right`` (+ ``bias`` on every row) for 2-D arrays of one float
-    dtype, by one ``cblas_?gemm`` call on the calling thread with the arguments
-    ``blas.py``'s ``_split_arguments`` works out in Python (so the same bits as
-    ``gemm_batch`` and ``split_gemm`` for a product of one part); False, with nothing
-    written, where no gemm layout serves (see :func:`_layouts`)."""
-    ta, lda, tb, ldb = _layouts(left, right, out)
+    dtype, by one ``cblas_?gemm`` call on the calling thread: :func:`_split_matrix`'s
+    block of one part (so the same bits as ``gemm_batch``, ``split_gemm`` and
+    ``split_matrix`` for a product of one part); False, with nothing written, where no
+    gemm layout serves (see :func:`_operands`)."""
+    ta, lda, tb, ldb, ldc, m, n, k, item, a, b, c, bias_at, step = _operands(
+        left, right, out, bias, has_bias
+    )
     if ta == 0:
         return False
-    m, k = left.shape
-    n = right.shape[1]
-    item = out.itemsize
-    _gemm(
-        address, item, ta, tb, m, n, k,
-        left.ctypes.data, lda, right.ctypes.data, ldb, out.ctypes.data, out.strides[0] // item,
+    by_rows = m >= n
+    _block(
+        address, item, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, bias_at, step, 0,
+        m if by_rows else n,
     )  # fmt: skip
-    if has_bias:
-        _add_bias_at(item, out.ctypes.data, out.strides[0] // item, 0, m, 0, n, *_bias_at(bias))
     return True
 
 
@@ -310,15 +315,11 @@ def _split_matrix(address, parts, left, right, out, bias, has_bias):
     arrays themselves, so no arguments are worked out in Python; each block adds
     ``bias`` to its part of ``out`` (when ``has_bias``) after its product, while the
     block is in cache. False, with nothing written, where no gemm layout serves."""
-    ta, lda, tb, ldb = _layouts(left, right, out)
+    ta, lda, tb, ldb, ldc, m, n, k, item, a, b, c, bias_at, step = _operands(
+        left, right, out, bias, has_bias
+    )
     if ta == 0:
         return False
-    m, k = left.shape
-    n = right.shape[1]
-    item = out.itemsize
-    ldc = out.strides[0] // item
-    a, b, c = left.ctypes.data, right.ctypes.data, out.ctypes.data
-    bias_address, bias_step = _bias_at(bias)
     by_rows = m >= n
     total = m if by_rows else n
     block = (total + parts - 1) // parts
@@ -326,20 +327,8 @@ def _split_matrix(address, parts, left, right, out, bias, has_bias):
         start = part * block
         stop = min(total, start + block)
         if stop > start:
-            if by_rows:
-                a_offset = start * lda if ta == NO_TRANSPOSE else start
-                _gemm(
-                    address, item, ta, tb, stop - start, n, k,
-                    a + a_offset * item, lda, b, ldb, c + start * ldc * item, ldc,
-                )  # fmt: skip
-                if has_bias:
-                    _add_bias_at(item, c, ldc, start, stop, 0, n, bias_address, bias_step)
-            else:
-                b_offset = start if tb == NO_TRANSPOSE else start * ldb
-                _gemm(
-                    address, item, ta, tb, m, stop - start, k,
-                    a, lda, b + b_offset * item, ldb, c + start * item, ldc,
-                )  # fmt: skip
-                if has_bias:
-                    _add_bias_at(item, c, ldc, 0, m, start, stop, bias_address, bias_step)
+            _block(
+                address, item, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc,
+                bias_at, step, start, stop,
+            )  # fmt: skip
     return True

@@ -92,6 +92,29 @@ def test_infinities_nan_and_overflow_agree(device, dtype):
         np.testing.assert_array_equal(got, np.full((len(SPECIAL), 3), INT64_MIN))
 
 
+@kg.elementwise
+def floor_elementwise(x):
+    return math.floor(x)
+
+
+@kg.elementwise
+def ceil_twice(x):
+    return math.ceil(x) * 2.0
+
+
+@pytest.mark.parametrize("dtype", [kg.float32, kg.float64], ids=["float32", "float64"])
+def test_elementwise_floor_and_ceil_of_floats_stay_floats(device, dtype):
+    """An ``@kg.elementwise`` function's float result is a float: floor and ceil of
+    infinities, NaN and huge values are themselves (as ``torch.floor`` and ``kg.floor``),
+    not the int64 conversion's -2**63 that a kernel's ``math.floor`` gives."""
+    values = [1.5, -1.5, -0.0, 2.0**33 + 0.5, 1e30, -1e30, math.inf, -math.inf, math.nan]
+    x = kg.tensor(values, dtype=dtype, device=device)
+    expected = np.array(values, dtype=np.float64 if dtype is kg.float64 else np.float32)
+    np.testing.assert_array_equal(as_numpy(floor_elementwise(x)), np.floor(expected))
+    np.testing.assert_array_equal(as_numpy(ceil_twice(x)), np.ceil(expected) * 2)
+    assert floor_elementwise(x).dtype is dtype
+
+
 @kg.kernel
 def from_integers(out, n):
     i = kg.index()

@@ -178,7 +178,8 @@ def _block(
     """One block of a split product: rows ``start..stop`` of ``a`` and ``c``
     (``by_rows``) or columns ``start..stop`` of ``b`` and ``c``, one ``cblas_?gemm``
     call, then the bias (an address, 0 for none) added to the block. The one rule of
-    :func:`split_gemm` and :func:`_split_matrix`, so that they make the same calls."""
+    :func:`split_gemm`, :func:`gemm_batch`, :func:`_split_matrix` and
+    :func:`_gemm_matrix`, so that they make the same calls."""
     if by_rows:
         a_offset = start * lda if ta == NO_TRANSPOSE else start
         _gemm(
@@ -202,18 +203,16 @@ def gemm_batch(
     address, item, by_rows, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, bias, bias_step, batch
 ):
     """``split_gemm`` on the calling thread, one ``cblas_?gemm`` call per matrix (the
-    same arguments but the part count): a small product in a native replay
-    (``native_replay.py``), where ``blas.py`` would run it through NumPy on one BLAS
-    thread. ``by_rows`` is not used: nothing is split."""
+    same arguments but the part count): each matrix is one block of one part
+    (:func:`_block`). A small product in a native replay (``native_replay.py``) or a
+    prepared one."""
     count, a_step, b_step, c_step = batch
+    total = m if by_rows else n
     for matrix in range(count):
-        c_at = c + matrix * c_step
-        _gemm(
-            address, item, ta, tb, m, n, k,
-            a + matrix * a_step, lda, b + matrix * b_step, ldb, c_at, ldc,
+        _block(
+            address, item, by_rows, ta, tb, m, n, k, a + matrix * a_step, lda,
+            b + matrix * b_step, ldb, c + matrix * c_step, ldc, bias, bias_step, 0, total,
         )  # fmt: skip
-        if bias:
-            _add_bias_at(item, c_at, ldc, 0, m, 0, n, bias, bias_step)
 
 
 @register_jitable

@@ -281,37 +281,29 @@ def matmul(
     bias: np.ndarray | None = None,
 ) -> None:
     """``np.matmul(left, right, out=out)`` (then ``out += bias`` with a ``bias`` of
-    ``out``'s columns and dtype): on one BLAS thread when the product has fewer than
-    ``KG_BLAS_SMALL`` multiply-adds, split across Numba's threads when it has more
-    (``split_gemm.py``). A 2-D product with kernelgrad's own OpenBLAS is one compiled
-    call that takes the arrays (``split_gemm.gemm_matrix`` / ``split_matrix``: ~1 us,
-    where working out ``split_gemm``'s arguments in Python takes ~10), with the bias
-    added by each thread to its block while it is in cache; the same ``cblas_?gemm``
-    calls as a prepared product, so the same bits (and the bias's sums are those of a
-    separate addition)."""
-    one_thread = single_thread_available()
-    if one_thread and _Blas.own and _matrix(left, right, out, multiply_adds, bias):
-        return
-    _product(left, right, out, multiply_adds, bias, one_thread)
+    ``out``'s columns and dtype) for what :func:`matrix_product` does not serve: on one
+    BLAS thread when the product has fewer than ``KG_BLAS_SMALL`` multiply-adds, split
+    across Numba's threads when it has more (``split_gemm.py``); the same ``cblas_?gemm``
+    calls as a prepared product, so the same bits."""
+    if single_thread_available() and multiply_adds < _Blas.small:
+        _small(left, right, out, bias)
+    else:
+        prepare(left, right, out, multiply_adds, bias)()
 
 
 def matrix_product(
     left: np.ndarray, right: np.ndarray, out: np.ndarray, multiply_adds: int, bias: Any = None
 ) -> bool:
-    """:func:`matmul` of a 2-D product with kernelgrad's own OpenBLAS in one compiled
-    call, which checks the layouts itself; False, with nothing written, for any other
-    product and layouts no gemm call reads (copy such operands, then :func:`matmul`)."""
+    """A 2-D product with kernelgrad's own OpenBLAS (+ ``bias`` on every row) in one
+    compiled call that takes the arrays and checks their layouts itself
+    (``split_gemm.gemm_matrix`` / ``split_matrix``: ~1 us, where working out
+    ``split_gemm``'s arguments in Python takes ~10), the bias added by each thread to its
+    block while it is in cache; the same ``cblas_?gemm`` calls as a prepared product.
+    False, with nothing written, for any other product and layouts no gemm call reads
+    (copy such operands, then :func:`matmul`)."""
     if not _Blas.looked_up:
         _look_up()
     return _Blas.own and _matrix(left, right, out, multiply_adds, bias)
-
-
-def _product(left, right, out, multiply_adds: int, bias: Any, one_thread: bool) -> None:
-    """:func:`matmul` of what no single compiled call serves."""
-    if one_thread and multiply_adds < _Blas.small:
-        _small(left, right, out, bias)
-    else:
-        prepare(left, right, out, multiply_adds, bias)()
 
 
 def _matrix(

@@ -42,8 +42,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     with autograd.no_grad():
         if direct:
             shape = (x._shape[0], weight._shape[0])
-            result = _product(x, _view(x), _transposed(weight), shape, bias)
-            if bias is not None and not _adds_bias(x):
+            in_product = bias is not None and _adds_bias(x)
+            result = _product(x, _view(x), _transposed(weight), shape, bias if in_product else None)
+            if bias is not None and not in_product:
                 ADD(result, bias, out=result)  # what result.add_(bias) runs
                 result._storage.version += 1
         else:
@@ -129,12 +130,11 @@ def _product(
 ) -> Tensor:
     """``a @ b`` into a new contiguous tensor of ``shape`` on ``like``'s device, as
     ``ops.linalg._matmul`` computes it (inner dimension > 0), with ``bias`` added to every
-    row where the backend has ``matmul_bias`` (see :func:`_adds_bias`; the caller adds
-    it otherwise)."""
+    row by the backend's ``matmul_bias`` (only where :func:`_adds_bias`)."""
     result = Tensor._empty_on(like._storage, shape, like.dtype)
     if result.numel():
         backend = result._storage.backend
-        if bias is not None and _adds_bias(like):
+        if bias is not None:
             backend.matmul_bias(result._view(), a, b, _view(bias))
         else:
             backend.matmul(result._view(), a, b)

@@ -378,32 +378,22 @@ class Recorder:
         return reduce
 
     def _matmul(self, backend: Any, original: Any) -> Any:
-        def matmul(out: View, a: View, b: View) -> Any:
+        def matmul(out: View, a: View, b: View, *bias: View) -> Any:
             op = Op(
                 "matmul",
                 [self.ref(out, backend)],
-                [self.ref(a, backend), self.ref(b, backend)],
+                [self.ref(v, backend) for v in (a, b, *bias)],
                 {"backend": backend},
             )
-            result = original(out, a, b)
+            result = original(out, a, b, *bias)
             self.ops.append(op)
             return result
 
         return matmul
 
-    def _matmul_bias(self, backend: Any, original: Any) -> Any:
-        def matmul_bias(out: View, a: View, b: View, bias: View) -> Any:
-            op = Op(
-                "matmul",
-                [self.ref(out, backend)],
-                [self.ref(a, backend), self.ref(b, backend), self.ref(bias, backend)],
-                {"backend": backend},
-            )
-            result = original(out, a, b, bias)
-            self.ops.append(op)
-            return result
-
-        return matmul_bias
+    # ``matmul_bias(out, a, b, bias)`` (optional): a matmul with a third input, the bias
+    # (``plan.PrimitiveStep`` replays it as such)
+    _matmul_bias = _matmul
 
     def _take(self, backend: Any, original: Any) -> Any:
         def take(out: View, x: View, dim: int, index: View) -> Any:

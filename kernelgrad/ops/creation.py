@@ -143,8 +143,14 @@ def _shareable(array: np.ndarray, dtype: Any) -> bool:
         and array.flags.writeable
         and array.dtype.kind in "biuf"
         and array.dtype.isnative
-        and all(stride >= 0 and stride % array.itemsize == 0 for stride in array.strides)
+        and _shares_strides(array)
     )
+
+
+def _shares_strides(array: np.ndarray) -> bool:
+    """Whether a tensor can view ``array``'s layout: every stride a non-negative
+    multiple of the item size."""
+    return all(stride >= 0 and stride % array.itemsize == 0 for stride in array.strides)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -169,8 +175,7 @@ def from_numpy(array: np.ndarray) -> Tensor:
     device = as_device("cpu")
     if array.flags.c_contiguous:
         return Tensor._from_buffer(array.reshape(-1), array.shape, dtype, device)
-    itemsize = array.itemsize
-    if any(stride < 0 or stride % itemsize for stride in array.strides):
+    if not _shares_strides(array):
         raise ArgumentError(
             f"from_numpy: at least one stride of the array is negative or not a multiple of "
             f"its item size (strides {array.strides}, in bytes), which tensors cannot share "

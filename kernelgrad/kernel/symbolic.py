@@ -564,16 +564,14 @@ def source(
         else:
             names[k] = f"v{k}"
             expression = _expression(node, [names[a] for a in node.args])
-            if cats is not None and cats[k] == FLOAT and node.op in ("floor", "ceil"):
-                # math.floor/ceil give an int64 in compiled code: a float stays a float
-                # (PyTorch's floor(inf) is inf, floor(1e30) 1e30), and magnitudes of
-                # 2**52 and more, infinities and NaN are integral or not numbers already
-                x = names[node.args[0]]
-                expression = (
-                    f"{cast}({expression}) if abs({x}) < {cast}(4503599627370496.0) else {x}"
-                )
-            elif cats is not None and cats[k] == FLOAT:
+            if cats is not None and cats[k] == FLOAT:
                 expression = f"{cast}({expression})"
+                if node.op in ("floor", "ceil"):
+                    # math.floor/ceil give an int64 in compiled code: a float stays a
+                    # float (PyTorch's floor(inf) is inf, floor(1e30) 1e30); magnitudes
+                    # of 2**52 and more, infinities and NaN are integral or not numbers
+                    x = names[node.args[0]]
+                    expression += f" if abs({x}) < {cast}({float(2**52)!r}) else {x}"
             lines.append(f"    v{k} = {expression}")
     result = ", ".join(names[o] for o in outputs)
     lines.append(f"    return {result}" if len(outputs) == 1 else f"    return ({result},)")

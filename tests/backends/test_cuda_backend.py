@@ -217,6 +217,25 @@ def test_integer_and_bool_reductions(cuda, tiny_policy):
     assert bool(mask.all().item()) is False
 
 
+@pytest.mark.parametrize(("shape", "block"), [((5, 7), 32), ((3, 300), 32), ((2, 9), 1)])
+def test_fused_reductions_give_short_rows_at_most_a_warp(cuda, backend, shape, block, request):
+    """A compiled function's fused reduction: a block per output, the policy's
+    ``row_threads`` (at most a warp) for rows of up to 256 elements, pieces of whole
+    blocks for longer ones. The simulator's own policy gives short rows one thread
+    (``(2, 9)``, no shared-memory tree); the others run the tree with 32 threads."""
+    if block == 32:
+        request.getfixturevalue("tiny_policy")
+    values = rng(9).standard_normal(shape).astype(np.float32)
+    compiled = kg.compile(lambda a: (a * a + 1.0).sum(1).sqrt())
+    x = kg.tensor(values, device=cuda)
+    for _ in range(3):  # eager, traced, replayed
+        result = compiled(x)
+    expected = np.sqrt((values.astype(np.float64) ** 2 + 1.0).sum(1))
+    assert_close(result, expected, rtol=1e-5, atol=1e-6)
+    fused = [r for r in backend.launcher.recent if "fused" in r.name]
+    assert fused and str(fused[-1].block) in (str(block), str((block, 1, 1)))
+
+
 def test_reduce_policy_on_a_real_sized_device():
     policy = LaunchPolicy.for_device(DeviceProperties("H100", 132, (9, 0), 1024, False))
     assert policy.reduce_threads == 256 and policy.threads == 256

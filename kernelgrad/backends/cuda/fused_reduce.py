@@ -251,9 +251,13 @@ class FusedReduceKernel:
         self.layout = layout
         n_out, n_red = layout["n_out"], layout["n_red"]
         policy = backend.policy
-        self.block = policy.reduce_threads if n_red > 256 else min(32, policy.reduce_threads)
+        # a block per output: the policy's for long rows, at most a warp (the policy's
+        # row_threads: one thread under the simulator, where every thread is a Python
+        # thread and a barrier costs a switch to each) for rows of up to 256 elements
+        short = min(32, policy.reduce_threads, policy.row_threads)
+        self.block = policy.reduce_threads if n_red > 256 else short
         nsplit = 1
-        if 0 < n_out < policy.reduce_blocks:
+        if n_red > 256 and 0 < n_out < policy.reduce_blocks:  # long rows: pieces
             per_block = self.block * policy.reduce_min_per_thread
             nsplit = max(1, min(-(-policy.reduce_blocks // n_out), n_red // per_block))
         self.per_split = -(-n_red // nsplit) if n_red else 0

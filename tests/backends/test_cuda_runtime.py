@@ -3,8 +3,11 @@ every launch and copy, kernel-reported errors without a synchronisation per call
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
+from numba import cuda
 
 import kernelgrad as kg
 import kernelgrad.nn.functional as F
@@ -130,3 +133,33 @@ def test_a_full_flag_table_is_checked_before_a_slot_is_reused(backend, synchroni
     kg.take(x, 0, index)
     kg.take(x, 0, index)
     assert synchronisations.count("synchronize") == waited + 1
+
+
+def test_a_blocks_threads_share_one_shared_array_in_the_simulator(backend, simulator, monkeypatch):
+    """numba's simulator created a block's ``cuda.shared.array`` when its first thread
+    reached the line, without a lock: threads arriving while it was being made each
+    made their own and missed each other's writes (a wrong result, e.g. a row of a
+    matmul tile; runtime.prepare_simulator locks the lookup). A slow allocation that
+    lets the other threads run makes the collision certain."""
+    allocate = np.empty
+
+    def slow_empty(*args, **kwargs):
+        time.sleep(0.001)  # (releases the interpreter lock: the other threads run)
+        return allocate(*args, **kwargs)
+
+    @cuda.jit
+    def sum_in_shared_memory(out):
+        slots = cuda.shared.array(8, np.int64)
+        slots[cuda.threadIdx.x] = cuda.threadIdx.x + 1
+        cuda.syncthreads()
+        if cuda.threadIdx.x == 0:
+            total = 0
+            for i in range(8):
+                total += slots[i]
+            out[cuda.blockIdx.x] = total
+
+    out = np.zeros(2, np.int64)
+    monkeypatch.setattr(np, "empty", slow_empty)
+    sum_in_shared_memory[2, 8](out)
+    monkeypatch.undo()
+    assert out.tolist() == [8 * 9 // 2] * 2

@@ -169,6 +169,8 @@ class CUDABackend:
         self.device = device
         self.index = int(device.index or 0)
         self.simulated = runtime.simulated()
+        if self.simulated:
+            runtime.prepare_simulator()
         self.properties = runtime.device_properties(self.index)
         self.memory = runtime.DeviceMemory(self.index)
         self.pool = CachingPool(self.memory, str(device))

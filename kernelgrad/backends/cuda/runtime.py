@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,54 @@ import numpy as np
 def simulated() -> bool:
     """True when numba-cuda runs kernels in its Python simulator (no GPU involved)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "") == "1"
+
+
+# The interpreter's thread switch interval under the simulator (seconds; Python's
+# default is 0.005).
+SIMULATOR_SWITCH_INTERVAL = 0.0002
+
+
+def prepare_simulator() -> None:
+    """Two adjustments to numba's CUDA simulator, made once by a simulated backend.
+
+    * **Thread switches every 0.2 ms, not 5.** The simulator runs each CUDA thread as a
+      Python thread, and its launch loop polls them while holding the interpreter lock:
+      a thread waiting at a barrier (``syncthreads``) got the lock back only after a
+      switch interval, so each barrier cost ~5 ms per block (a compiled MLP step of a few
+      hundred parameters took 3.4 s; now 0.45 s). Only ever shortened; the simulator is
+      for tests.
+    * **One shared array per block, whichever thread gets there first.** The simulator
+      gives a block's threads the same ``cuda.shared.array`` by looking it up per source
+      line and creating it when missing, without a lock: two threads that reached the
+      line together each made their own array, and neither saw the other's writes (a
+      wrong result; rare at 5 ms switches, every few hundred launches at 0.2 ms). The
+      lookup is made under a lock here, keyed as numba keys it (file and line of the
+      call)."""
+    if sys.getswitchinterval() > SIMULATOR_SWITCH_INTERVAL:
+        sys.setswitchinterval(SIMULATOR_SWITCH_INTERVAL)
+    from numba.cuda.simulator import kernelapi
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared.array, "locked", False):
+        return
+    unlocked = shared.array
+    lock = threading.Lock()
+
+    def array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> Any:
+        if shape == 0 or alignment is not None:  # dynamic shared memory; a refusal
+            return unlocked(self, shape, dtype, alignment)
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        with lock:
+            found = self._allocations.get(key)
+            if found is None:
+                if isinstance(dtype, kernelapi.types.Type):  # float32 -> np.float32
+                    dtype = kernelapi.numpy_support.as_dtype(dtype)
+                found = self._allocations[key] = np.empty(shape, dtype)
+        return found
+
+    array.locked = True  # type: ignore[attr-defined]
+    shared.array = array
 
 
 def import_cuda() -> Any:

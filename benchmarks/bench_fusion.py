@@ -184,7 +184,11 @@ CHAINS = {
 }
 
 
+WARMUP_REPLAYS = 8
+
+
 def bench_mlp(repeat: int) -> None:
+    from kernelgrad.backends.cpu.compile_ahead import wait_for_workers
     from kernelgrad.compile import count_launches
 
     rng = np.random.default_rng(1)
@@ -195,8 +199,18 @@ def bench_mlp(repeat: int) -> None:
     compiled = kg.compile(compiled_model.step)
     with count_launches() as eager_launches:
         eager_model.step(x, target, 0.1)
-    compiled(x, target, 0.1)
-    with count_launches() as compiled_launches:
+    compiled(x, target, 0.1)  # runs eagerly
+    compiled(x, target, 0.1)  # traced
+    # Replays join their steps into native calls after a few of them (KG_NATIVE_REPLAY),
+    # compiled in worker processes; time the replay in its final form.
+    for _ in range(WARMUP_REPLAYS):
+        compiled(x, target, 0.1)
+    wait_for_workers()
+    for _ in range(WARMUP_REPLAYS):
+        compiled(x, target, 0.1)
+    (plan,) = compiled.plans
+    joined, calls = plan.native
+    with count_launches() as compiled_launches:  # a replay: one launch per kernel
         compiled(x, target, 0.1)
     eager_time = timeit(lambda: eager_model.step(x, target, 0.1), repeat * 4)
     compiled_time = timeit(lambda: compiled(x, target, 0.1), repeat * 4)
@@ -210,6 +224,7 @@ def bench_mlp(repeat: int) -> None:
         f"{compiled_time[1] * 1e3:7.2f} ms  {compiled_launches.count:3d} launches"
         f"   {eager_time[0] / compiled_time[0]:4.2f}x eager (best)"
     )
+    print(f"  (the replay: {len(plan.steps)} kernels, {joined} of them in {calls} native call(s))")
 
 
 def main() -> None:

@@ -254,6 +254,39 @@ def test_every_reduction_path_agrees_with_numpy():
     assert_close(kg.tensor(ints).max(0).values, ints.max(0))
 
 
+SMALL_COLUMN_CASES = [  # (shape, dims, dtype, op): kept elements contiguous, reduced strided
+    ((128, 256), 0, np.float32, "sum"),
+    ((3, 40, 16), (0, 1), np.float64, "sum"),
+    ((64, 24), 0, np.int32, "sum"),
+    ((50, 9, 8), 1, np.float32, "amax"),
+    ((33, 12), 0, np.float32, "argmax"),
+]
+
+
+@pytest.mark.parametrize(("shape", "dims", "dtype", "op"), SMALL_COLUMN_CASES)
+def test_small_reductions_over_outer_dims_run_the_serial_column_form(
+    shape, dims, dtype, op, capsys
+):
+    from kernelgrad.debug import set_debug_level
+
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal(shape) * 100
+    if op == "argmax":
+        values = np.round(values / 50)  # ties: the first index wins
+    values = values.astype(dtype)
+    x = kg.tensor(values)
+    set_debug_level(2)
+    try:
+        result = {"sum": x.sum, "amax": x.amax, "argmax": x.argmax}[op](dims)
+    finally:
+        set_debug_level(0)
+    kind = "max" if op == "amax" else op
+    assert f"reduce_{kind}(columns)" in capsys.readouterr().err
+    wide = values.astype(np.float64) if op == "sum" else values
+    expected = {"sum": np.sum, "amax": np.max, "argmax": np.argmax}[op](wide, dims)
+    np.testing.assert_allclose(as_numpy(result), expected, rtol=1e-5, atol=1e-3)
+
+
 def test_matmuls_with_strides_blas_cannot_use_agree_with_numpy():
     """Batched, broadcast, skinny and permuted operands (copied before BLAS when needed)."""
     rng = np.random.default_rng(3)

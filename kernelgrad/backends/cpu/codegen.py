@@ -266,9 +266,10 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
     ``nsplit == 1`` each work item writes its output directly; otherwise partial results
     are combined after the parallel loop.
 
-    ``columns(kshape, kstrides, rshape, rstrides, x, x_offset, out, block)``: for kept
-    elements that are contiguous along the last kept dim: each work item keeps a vector
-    of ``block`` accumulators and walks the reduced positions once."""
+    ``columns(kshape, kstrides, rshape, rstrides, x, x_offset, out, block)`` (and
+    ``columns_serial``): for kept elements that are contiguous along the last kept dim:
+    each work item keeps a vector of ``block`` accumulators and walks the reduced
+    positions once."""
     is_arg = kind in ("argmax", "argmin")
     base = {"argmax": "max", "argmin": "min"}.get(kind, kind)
     init = init_value(base, acc_dtype)
@@ -444,6 +445,10 @@ def reduce_source(kind: str, x_dtype: DType, acc_dtype: DType, out_dtype: DType)
         body.append("        out[target + j] = acc_index[j]")
     else:
         body.append(f"        out[target + j] = {cast('acc[j]', out_dtype)}")
+    lines += ["    " + s for s in body]
+    # its serial form, for small problems (CPUBackend._reduce_plan)
+    lines += ["", "", _decorator(False, fastmath)]
+    lines.append("def columns_serial(kshape, kstrides, rshape, rstrides, x, x_offset, out, block):")
     lines += ["    " + s for s in body]
     lines.append("")
     return "\n".join(lines)

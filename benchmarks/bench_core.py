@@ -87,6 +87,13 @@ def column_sums(library: str):
     return lambda: m.sum(0)
 
 
+def bias_gradient(library: str):
+    """The gradient of a Linear layer's bias: a (128, 256) gradient summed over the batch."""
+    rng = np.random.default_rng(4)
+    (g,) = _tensors(library, rng.standard_normal((128, 256)).astype(np.float32))
+    return lambda: g.sum(0)
+
+
 def matmul(library: str):
     rng = np.random.default_rng(2)
     a, b = _tensors(library, *(rng.standard_normal((1024, 1024)).astype(np.float32)
@@ -146,6 +153,7 @@ GROUPS = {
     "sum": [
         ("sum of 4096x4096 float32", total, ["numpy"], 1),
         ("sum over dim 0, 4096x4096", column_sums, ["numpy"], 1),
+        ("sum over dim 0, 128x256", bias_gradient, ["numpy"], 20),
     ],
     "matmul": [("matmul 1024x1024 float32", matmul, ["numpy"], 1)],
     "mlp": [("MLP 784-256-10 fwd+bwd, batch 128", mlp, [], 4)],
@@ -157,11 +165,15 @@ def _label(label: str) -> str:
     return label.format(size=size)
 
 
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e3:8.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:8.1f} us"
+
+
 def report(name: str, results: dict[str, tuple[float, float]]) -> None:
     ours = results["kernelgrad"][0]
     parts = []
     for library, (best, median) in results.items():
-        entry = f"{library} {best * 1e3:8.2f} ms (median {median * 1e3:8.2f})"
+        entry = f"{library} {_duration(best)} (median {_duration(median)})"
         if library != "kernelgrad":
             entry += f" -> ratio {best / ours:5.2f}x"
         parts.append(entry)

@@ -9,6 +9,7 @@ int64, and NumPy arrays keep their dtype.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -173,6 +174,15 @@ def from_numpy(array: np.ndarray) -> Tensor:
             f"{array.dtype}); use kg.tensor(array) to copy and convert instead"
         )
     device = as_device("cpu")
+    if not array.flags.writeable:  # shared all the same, as torch.from_numpy does
+        warnings.warn(
+            "from_numpy: the NumPy array is read-only, and the tensor shares its memory: "
+            "reading works, but writing to the tensor in place will fail (inside a "
+            "compiled kernel, with Numba's typing error about a 'readonly array'). To "
+            "write, copy first: `kg.tensor(array)` or `kg.from_numpy(array.copy())`",
+            UserWarning,
+            stacklevel=2,
+        )
     if array.flags.c_contiguous:
         return Tensor._from_buffer(array.reshape(-1), array.shape, dtype, device)
     if not _shares_strides(array):

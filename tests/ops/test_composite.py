@@ -237,6 +237,15 @@ def test_from_numpy_shares_memory_with_strided_arrays_and_refuses_negative_strid
         kg.from_numpy(array[::-1])
 
 
+def test_from_numpy_of_a_read_only_array_shares_it_and_warns_that_writes_fail():
+    array = np.arange(4.0)
+    array.flags.writeable = False
+    with pytest.warns(UserWarning, match=r"read-only.*kg\.tensor\(array\)"):
+        shared = kg.from_numpy(array)
+    assert shared.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert np.shares_memory(shared.numpy(), array)
+
+
 # --- names PyTorch has and kernelgrad does not ----------------------------------------------------
 def test_missing_names_give_advice_instead_of_a_spelling_guess():
     with pytest.raises(AttributeError, match="float32 and float64 only") as error:

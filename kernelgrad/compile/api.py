@@ -22,17 +22,23 @@ from .trace import LAUNCH_HOOKS, Recorder, TraceError
 
 # --- argument and result structures ------------------------------------------------------------
 def _flatten(obj: Any, leaves: list[Any], hashable: bool) -> Any:
-    from ..tensor import Tensor
+    """The structure of ``obj`` with its tensors appended to ``leaves`` (in order)."""
+    from ..tensor import Tensor  # (once per call, not per item: an import costs ~1 us)
 
-    if isinstance(obj, Tensor):
+    return _flatten_into(obj, leaves, hashable, Tensor)
+
+
+def _flatten_into(obj: Any, leaves: list[Any], hashable: bool, tensor_class: type) -> Any:
+    if isinstance(obj, tensor_class):
         leaves.append(obj)
         return ("tensor",)
     if isinstance(obj, (list, tuple)):
-        children = tuple(_flatten(x, leaves, hashable) for x in obj)
+        children = tuple(_flatten_into(x, leaves, hashable, tensor_class) for x in obj)
         return ("sequence", type(obj), children)
     if isinstance(obj, dict):
         keys = tuple(obj)
-        return ("dict", keys, tuple(_flatten(obj[k], leaves, hashable) for k in keys))
+        children = tuple(_flatten_into(obj[k], leaves, hashable, tensor_class) for k in keys)
+        return ("dict", keys, children)
     if hashable:
         try:
             hash(obj)

@@ -234,8 +234,7 @@ def gemm_matrix(address: int, left: Any, right: Any, out: Any, bias: Any = None)
     and column-major operands would compile (and slow a cold start) once each. ``bias``
     (a 1-D array of ``out``'s columns, or None) is added to every row after the product."""
     compiled = _compiled(_matrix_dispatchers, _gemm_matrix, out, parallel=False)
-    unread = bias is None
-    return compiled(address, left, right, out, _NO_BIAS[out.dtype] if unread else bias, not unread)
+    return compiled(address, left, right, out, *_bias_arguments(out, bias))
 
 
 def split_matrix(
@@ -243,15 +242,21 @@ def split_matrix(
 ) -> bool:
     """:func:`_split_matrix`, compiled on first use per dtype as :func:`gemm_matrix`."""
     compiled = _compiled(_split_dispatchers, _split_matrix, out, parallel=True)
-    unread = bias is None
-    bias = _NO_BIAS[out.dtype] if unread else bias
-    return compiled(address, parts, left, right, out, bias, not unread)
+    return compiled(address, parts, left, right, out, *_bias_arguments(out, bias))
 
 
 _matrix_dispatchers: dict[Any, Any] = {}  # NumPy dtype -> compiled _gemm_matrix
 _split_dispatchers: dict[Any, Any] = {}  # NumPy dtype -> compiled _split_matrix
 # the bias argument where there is none (not read), per dtype: one compiled signature
 _NO_BIAS = {np.dtype(t): np.empty(0, t) for t in (np.float32, np.float64)}
+
+
+def _bias_arguments(out: Any, bias: Any) -> tuple[Any, bool]:
+    """(the bias array, whether it is read): where there is none, an empty array of
+    ``out``'s dtype stands in, so that one compiled signature serves both."""
+    if bias is None:
+        return _NO_BIAS[out.dtype], False
+    return bias, True
 
 
 def _compiled(table: dict, function: Any, out: Any, parallel: bool) -> Any:

@@ -899,6 +899,7 @@ def _record_in_simulator(folder: Path, parts: list[str], jobs: int, verbose: boo
             known = kernels.setdefault(kernel.key, kernel)
             if known is not kernel:
                 known.launches += kernel.launches
+                known.block_threads = max(known.block_threads, kernel.block_threads)
     return list(kernels.values())
 
 

@@ -289,3 +289,41 @@ def test_integer_rounding_compiles_with_int64_results(compilecheck, dtype):
     assert f"cvt.rmi.{suffix}.{suffix}" in report.ptx  # floor in the argument's type
     assert f"cvt.rpi.{suffix}.{suffix}" in report.ptx  # ceil
     assert f"cvt.rzi.s64.{suffix}" in report.ptx  # then to int64
+
+
+# --- registers against the largest block a kernel is launched with -----------------------------
+def test_block_registers_follow_the_per_warp_allocation():
+    from kernelgrad.backends.cuda.compilecheck import REGISTERS_PER_BLOCK, block_registers
+
+    assert block_registers(255, 256) == REGISTERS_PER_BLOCK  # 256 threads always fit
+    assert block_registers(64, 1024) == REGISTERS_PER_BLOCK
+    assert block_registers(65, 1024) > REGISTERS_PER_BLOCK  # 65 * 32 rounds up to 2304
+    assert block_registers(166, 384) <= REGISTERS_PER_BLOCK < block_registers(166, 416)
+    assert block_registers(1, 1) == 256  # a warp's smallest allocation
+
+
+def test_a_block_needing_more_registers_than_the_gpu_has_is_found(compilecheck):
+    types = _types()
+    body = (  # 64 values live at once: well over 64 registers per thread
+        "def kernel(out, x):\n    i = cuda.grid(1)\n    acc = cuda.local.array(64, np.float32)\n"
+        "    for k in range(64):\n        acc[k] = x[i + k] * x[i + 2 * k]\n"
+        "    for r in range(8):\n        for k in range(64):\n"
+        "            acc[k] = acc[k] * acc[(k + r) % 64] + x[k]\n"
+        "    total = np.float32(0)\n    for k in range(64):\n        total += acc[k]\n"
+        "    out[i] = total\n"
+    )
+    kernel = recorded(body, (types.float32[::1], types.float32[::1]))
+    kernel.block_threads = 256
+    report = compilecheck.compile_kernel(kernel, CC)
+    assert report.error is None and report.registers > 64, report.summary()
+    assert not report.failed and not report.problems()
+    kernel.block_threads = 1024
+    report = compilecheck.compile_kernel(kernel, CC)
+    assert report.failed
+    (problem,) = report.problems()
+    assert "launched with blocks of 1024 threads" in problem
+    assert "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" in problem
+    most = int(re.search(r"at most (\d+) threads per block", problem)[1])
+    assert most % 32 == 0
+    assert compilecheck.block_registers(report.registers, most) <= report.register_limit
+    assert compilecheck.block_registers(report.registers, most + 32) > report.register_limit

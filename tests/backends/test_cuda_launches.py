@@ -177,3 +177,58 @@ def test_cross_entropy_rows_on_cuda_match_the_cpu(cuda, backend, classes):
     assert results[cuda][0] == pytest.approx(results["cpu"][0], rel=1e-6)
     np.testing.assert_allclose(results[cuda][1], results["cpu"][1], rtol=1e-5, atol=1e-7)
     assert not results[cuda][1][2].any()  # the ignored row
+
+
+@kg.kernel
+def lane_numbers(out):
+    out[kg.index()] = kg.local_index()
+
+
+class _OutOfRegisters:
+    """A compiled kernel whose launches fail as numba-cuda's do when a block needs more
+    registers than the GPU has per block (what the simulator cannot produce)."""
+
+    def __getitem__(self, configuration):
+        return self
+
+    def __call__(self, *args):
+        raise RuntimeError(
+            "[701] Call to cuLaunchKernel results in CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
+        )
+
+    def get_regs_per_thread(self):
+        return {("signature",): 166}
+
+    def get_max_threads_per_block(self):
+        return {("signature",): 384}
+
+
+def test_a_workgroup_with_too_many_registers_names_the_largest_that_fits(cuda):
+    out = kg.zeros(4, dtype=kg.int64, device=cuda)
+    for narrow in (False, True):  # the launch's key (see kernel_module.launch)
+        lane_numbers.launchers[("cuda", 1, True, narrow, False)] = _OutOfRegisters()
+    try:
+        with pytest.raises(kg.KernelError) as raised:
+            lane_numbers(out, ndrange=4, workgroup=4)
+    finally:
+        lane_numbers.launchers.clear()
+    message = str(raised.value)
+    assert "kernel 'lane_numbers': a workgroup of 4 work items needs more registers" in message
+    assert "166 registers per work item" in message and "at most 384 work items" in message
+    lane_numbers(out, ndrange=4, workgroup=4)  # compiled again: runs
+    np.testing.assert_array_equal(out.cpu().numpy(), [0, 1, 2, 3])
+
+
+def test_launches_record_the_largest_block_of_each_kernel(cuda):
+    """The compile check holds a kernel's registers against the largest block it was
+    launched with (tests/backends/test_compile_check.py)."""
+    out = kg.zeros(8, dtype=kg.int64, device=cuda)
+    with Recording() as recording:
+        lane_numbers(out, ndrange=8, workgroup=2)
+        lane_numbers(out, ndrange=8, workgroup=4)
+        lane_numbers(out, ndrange=8, workgroup=(2,))
+        out.add_(1)  # a backend kernel: its launch's block too
+    kernels = {k.name: k for k in recording.kernels.values()}
+    assert kernels["kernel lane_numbers"].block_threads == 4
+    assert kernels["kernel lane_numbers"].launches == 3
+    assert all(k.block_threads >= 1 for k in recording.kernels.values())

@@ -16,6 +16,13 @@ The PTX is scanned for two costly patterns:
   unravelling with int64 sizes costs dozens of instructions per division on every
   element.
 
+and the registers are held against the largest block the workload launched the kernel
+with (``recording.py`` keeps it): the compiler may give a thread up to 255 registers,
+and a block whose threads together need more than the 65,536 a block can have fails
+to launch on a GPU (``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``), which neither the simulator
+nor the compiler says. Registers are allocated per warp in units of 256, so a block of
+up to 256 threads always fits; larger workgroups of ``@kg.kernel`` kernels need not.
+
 It needs numba-cuda's compiler wheels (``numba-cuda[cu13]``: nvidia-nvvm,
 nvidia-nvjitlink), no GPU and no driver, and must run without ``NUMBA_ENABLE_CUDASIM``.
 ``kernelgrad.cuda_compile_check`` runs the workload and then this.
@@ -52,6 +59,25 @@ _PROPERTIES = re.compile(
 )
 
 
+# Registers a block may use (every compute capability from 5.0 but 5.3 and 6.2, and
+# 9.0), and the unit a warp's registers are allocated in (CUDA's occupancy tables).
+REGISTERS_PER_BLOCK = 65536
+_SMALL_REGISTER_FILE = {(5, 3): 32768, (6, 2): 32768}
+REGISTER_UNIT = 256
+WARP = 32
+
+
+def block_registers(registers: int, threads: int) -> int:
+    """The registers a block of ``threads`` threads using ``registers`` each takes: per
+    warp, ``registers * 32`` rounded up to the allocation unit."""
+    per_warp = -(-registers * WARP // REGISTER_UNIT) * REGISTER_UNIT
+    return per_warp * -(-threads // WARP)
+
+
+def registers_per_block(cc: tuple[int, int]) -> int:
+    return _SMALL_REGISTER_FILE.get(tuple(cc), REGISTERS_PER_BLOCK)
+
+
 @dataclass
 class KernelReport:
     """What compiling one recorded kernel gave."""
@@ -68,6 +94,21 @@ class KernelReport:
     # the random-number kernels must round every product as the CPU does (no contraction)
     contracted_product: str | None = None
     seconds: float = 0.0
+    register_limit: int = REGISTERS_PER_BLOCK  # the target's registers per block
+
+    @property
+    def block_threads(self) -> int:
+        """The largest block the workload launched the kernel with (0: not known)."""
+        return getattr(self.kernel, "block_threads", 0)
+
+    @property
+    def over_register_file(self) -> bool:
+        """Whether its largest block needs more registers than a block can have (the
+        launch would fail with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)."""
+        threads = self.block_threads
+        if not threads or not self.registers:
+            return False
+        return block_registers(self.registers, threads) > self.register_limit
 
     @property
     def float64_in_float32(self) -> bool:
@@ -80,7 +121,12 @@ class KernelReport:
 
     @property
     def failed(self) -> bool:
-        return self.error is not None or self.index_division or bool(self.contracted_product)
+        return (
+            self.error is not None
+            or self.index_division
+            or bool(self.contracted_product)
+            or self.over_register_file
+        )
 
     def problems(self) -> list[str]:
         found = []
@@ -97,11 +143,22 @@ class KernelReport:
             found.append(
                 f"rounds differently from the CPU's random numbers: {self.contracted_product}"
             )
+        if self.over_register_file:
+            threads = self.block_threads
+            most = self.register_limit // block_registers(self.registers, WARP) * WARP
+            found.append(
+                f"launched with blocks of {threads} threads, which at {self.registers} "
+                f"registers per thread need {block_registers(self.registers, threads):,} "
+                f"registers; a block has {self.register_limit:,}, so the launch fails on "
+                f"a GPU (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES). Launch it with at most "
+                f"{most} threads per block, or make its threads use fewer registers"
+            )
         return found
 
     def summary(self) -> str:
         return (
-            f"{self.registers} registers, {self.shared_bytes} B shared, "
+            f"{self.registers} registers (blocks of {self.block_threads or '?'} threads), "
+            f"{self.shared_bytes} B shared, "
             f"{self.local_bytes} B local, {self.spill_bytes} B spilled, "
             f"{self.division_64} div/rem.64, {sum(self.float64_ops.values())} f64 ops"
         )
@@ -296,7 +353,9 @@ def compile_kernel(kernel: RecordedKernel, cc: tuple[int, int], keep: bool = Fal
     as ``ptx`` when ``keep``)."""
     from numba import cuda
 
-    report = KernelReport(kernel, float32=is_float32_kernel(kernel.signature))
+    report = KernelReport(
+        kernel, float32=is_float32_kernel(kernel.signature), register_limit=registers_per_block(cc)
+    )
     start = time.perf_counter()
     try:
         function, options = load_function(kernel)
@@ -373,6 +432,13 @@ def report(reports: list[KernelReport], cc: tuple[int, int], verbose: bool = Fal
     most = max(reports, key=lambda r: r.registers, default=None)
     if most is not None and most.registers:
         print(f"most registers: {most.registers} ({most.kernel.name})")
+    per_block = lambda r: block_registers(r.registers, r.block_threads)
+    fullest = max(reports, key=per_block, default=None)
+    if fullest is not None and fullest.registers and fullest.block_threads:
+        print(
+            f"most registers per block: {per_block(fullest):,} of {fullest.register_limit:,} "
+            f"({fullest.kernel.name}: {fullest.block_threads} threads x {fullest.registers})"
+        )
     print(
         f"{compiled} kernels compiled for sm_{cc[0]}{cc[1]}, {failed} failed, {float64} with "
         f"float64 arithmetic in float32 kernels, {spilling} spilling"

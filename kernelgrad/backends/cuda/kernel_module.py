@@ -225,9 +225,45 @@ def launch(program: KernelProgram, launch: KernelLaunch, stream: Any, label: str
 
     def call() -> None:
         with quiet():
-            configured(*arguments)
+            try:
+                configured(*arguments)
+            except Exception as error:
+                if OUT_OF_RESOURCES in str(error):
+                    raise KernelError(out_of_registers(info.name, launcher, block)) from error
+                raise
 
     program.run(launcher, call, label, sizes)
+
+
+OUT_OF_RESOURCES = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
+
+
+def out_of_registers(name: str, launcher: Any, block: Any) -> str:
+    """What a launch that failed with CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES means: its
+    block needs more registers than a block can have (the compiler may give a thread up
+    to 255), and the largest workgroup the compiled kernel can run with."""
+    threads = prod(block) if isinstance(block, tuple) else int(block)
+    message = (
+        f"kernel '{name}': a workgroup of {threads} work items needs more registers than a "
+        "CUDA block can have on this GPU"
+    )
+    try:  # per compiled signature; the smallest is the one that bounds every launch
+        registers = launcher.get_regs_per_thread()
+        most = launcher.get_max_threads_per_block()
+        registers = max(registers.values()) if isinstance(registers, dict) else registers
+        most = min(most.values()) if isinstance(most, dict) else most
+    except Exception:  # the driver's figures are a hint, not needed for the message
+        registers = most = None
+    if registers and most:
+        message += (
+            f": the compiled kernel uses {registers} registers per work item, so a workgroup "
+            f"can have at most {most} work items"
+        )
+    return (
+        message + ". Launch it with a smaller workgroup, or let each work item keep fewer "
+        "values live at once (`python -m kernelgrad.cuda_compile_check` finds this without "
+        "a GPU, docs/cuda.md)"
+    )
 
 
 def record(program: KernelProgram, launch: KernelLaunch) -> None:
@@ -240,7 +276,7 @@ def record(program: KernelProgram, launch: KernelLaunch) -> None:
     info = program.info
     sizes, group = launch.sizes, launch.group
     ndim, workgroup, narrow = len(sizes), group is not None, launch.narrow
-    _, _, folded, counts = grid(info.name, sizes, group)
+    _, block, folded, counts = grid(info.name, sizes, group)
     recording.record_source(
         f"kernel {info.name}",
         (id(program), ndim, workgroup, narrow, folded),
@@ -248,6 +284,7 @@ def record(program: KernelProgram, launch: KernelLaunch) -> None:
         f"kernel_cuda_{info.name}",
         recording.argument_types([*sizes, *counts, *launch.arguments]),
         info.injected,
+        block,
     )
 
 

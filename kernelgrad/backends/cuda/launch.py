@@ -187,7 +187,7 @@ class Launcher:
         describes them (formatted only for an error message or a KG_DEBUG line)."""
         self._recent.append((name, grid, block, operands))
         if recording._RECORDINGS:  # the compile check's workload (recording.py)
-            recording.record(name, kernel, args)
+            recording.record(name, kernel, args, block)
         level = debug._level
         if level >= 1:  # KG_DEBUG: say what the launch compiled, time it at level 2
             counts_before = compile_counts(kernel)

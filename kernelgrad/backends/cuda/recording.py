@@ -21,7 +21,9 @@ A recorded kernel is kept as what the compiler needs, not as a simulator object:
 
 Argument types are numba-cuda's own ``typeof`` of the launch arguments (a fake device
 array types like a device array of the same layout), so they are the types the real
-dispatcher would compile for.
+dispatcher would compile for. Each kernel also keeps the largest block it was launched
+with (threads per block), so that the check can tell whether the registers the compiler
+gave it fit a block of that size (``compilecheck.py``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class RecordedKernel:
     reference: tuple[str, str] | None = None  # (module, name) of a hand-written kernel
     injected: dict[str, Any] = field(default_factory=dict)
     launches: int = 1
+    block_threads: int = 0  # the most threads per block of any of its launches (0: unknown)
 
     @property
     def key(self) -> tuple:
@@ -91,14 +94,15 @@ class Recording:
     def __exit__(self, *exc: Any) -> None:
         _RECORDINGS.remove(self)
 
-    def add(self, identity: Any, signature: tuple, make: Any) -> None:
+    def add(self, identity: Any, signature: tuple, make: Any, block: Any = None) -> None:
         self.launches += 1
         key = (identity, signature)
         known = self.kernels.get(key)
-        if known is not None:
+        if known is None:
+            known = self.kernels[key] = make()
+        else:
             known.launches += 1
-            return
-        self.kernels[key] = make()
+        known.block_threads = max(known.block_threads, block_threads(block))
 
     def save(self, path: str | Path) -> None:
         with open(path, "wb") as handle:
@@ -121,9 +125,21 @@ def argument_types(args: Any) -> tuple:
     return tuple(typeof(a, Purpose.argument) for a in args)
 
 
-def record(name: str, kernel: Any, args: Any) -> None:
+def block_threads(block: Any) -> int:
+    """Threads per block of a launch's ``block`` (an int or a tuple; None: unknown, 0)."""
+    if block is None:
+        return 0
+    if isinstance(block, int):
+        return block
+    threads = 1
+    for size in block:
+        threads *= int(size)
+    return threads
+
+
+def record(name: str, kernel: Any, args: Any, block: Any = None) -> None:
     """Add one launch of ``kernel`` (a numba-cuda or simulator dispatcher) with
-    ``args`` to every active recording."""
+    ``args`` on blocks of ``block`` threads to every active recording."""
     if not _RECORDINGS:
         return
     function = kernel.py_func
@@ -146,7 +162,7 @@ def record(name: str, kernel: Any, args: Any) -> None:
             return _generated(name, source, generated["prefix"], signature, injected, identity[1])
 
     for recording in _RECORDINGS:
-        recording.add(identity, signature, make)
+        recording.add(identity, signature, make, block)
 
 
 def record_source(
@@ -156,15 +172,17 @@ def record_source(
     prefix: str,
     signature: tuple,
     injected: dict[str, Any] | None = None,
+    block: Any = None,
 ) -> None:
     """Add a launch of the ``kernel`` of a generated module with arguments of types
-    ``signature``, for launch sites that know the module's source (``source()`` gives
-    it, called once per new kernel; ``identity`` tells kernels apart)."""
+    ``signature`` on blocks of ``block`` threads, for launch sites that know the
+    module's source (``source()`` gives it, called once per new kernel; ``identity``
+    tells kernels apart)."""
     if not _RECORDINGS:
         return
     make = lambda: _generated(name, source(), prefix, signature, injected or {}, "kernel")
     for recording in _RECORDINGS:
-        recording.add(identity, signature, make)
+        recording.add(identity, signature, make, block)
 
 
 def _generated(

@@ -252,6 +252,33 @@ def test_a_new_shape_recompiles_and_both_replay(device):
     assert len(compiled.plans) == 2
 
 
+@pytest.mark.parametrize("fast", [True, False])  # arguments only, or also a keyword
+def test_equal_numbers_of_other_types_select_their_own_version(device, fast):
+    """2, 2.0 and True are equal and hash alike, but x * 2 of an integer tensor is an
+    integer tensor and x * 2.0 a float one: each type is a version of its own (the
+    integer version once replayed for 2.0), and so is the sign of a float zero."""
+    compiled = kg.compile(lambda x, n, bias=0: x * n + bias)
+    x = kg.tensor([1, 2, 3], device=device)
+    keywords = {} if fast else {"bias": 0}
+    for n, dtype, values in [
+        (2, kg.int64, [2, 4, 6]),
+        (2.0, kg.float32, [2.0, 4.0, 6.0]),
+        (True, kg.int64, [1, 2, 3]),
+        (2, kg.int64, [2, 4, 6]),
+    ]:
+        for _ in range(3):  # eager, traced, replayed
+            result = compiled(x, n, **keywords)
+            assert result.dtype == dtype, (n, result.dtype)
+            np.testing.assert_array_equal(result.cpu().numpy(), values)
+    zero = kg.compile(lambda x, z: x * z)
+    y = kg.tensor([1.0, 2.0], device=device)
+    for z in (0.0, -0.0, 0.0):
+        for _ in range(3):
+            result = zero(y, z).cpu().numpy()
+            assert list(np.signbit(result)) == [z != 0 or str(z) == "-0.0"] * 2, z
+    assert len(zero.plans) == 2
+
+
 def test_the_default_float_dtype_selects_a_version(device, monkeypatch):
     """Integers promote to the default float dtype, read on every eager call: a compiled
     function reads it too (a version per default), never a stale dtype."""

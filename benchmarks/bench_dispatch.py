@@ -13,8 +13,9 @@ Two parts:
   and the CPU backend's dispatch (kernel lookup, argument preparation). Cases: ``a + b``
   (same shape, small), ``a + 1.0``, a broadcast multiply, ``relu``, an in-place
   ``add_``, ``a + b`` recording autograd, ``sum(dim)``, a small ``matmul``, a Linear
-  layer's forward and backward, and an MLP training step (784-256-10, batch 128,
-  cross-entropy, fused Adam) divided by its number of kernel launches. The same cases
+  layer's forward and backward, a call of a ``kg.compile``d one-kernel function
+  (kernelgrad only), and an MLP training step (784-256-10, batch 128, cross-entropy,
+  fused Adam) divided by its number of kernel launches. The same cases
   run in PyTorch (its own process) with real kernels on tensors small enough that the
   kernels cost little: PyTorch's eager cost per op, for reference. Small buffers are
   handed out zeroed while kernels are no-ops (``np.zeros`` instead of ``np.empty``), so
@@ -223,9 +224,26 @@ def launches_per_step(step: Callable[[], Any]) -> tuple[int, list[str]]:
     return counter.count, counter.names
 
 
+def compiled_call() -> Callable[[], Any]:
+    """A call of a ``kg.compile``d one-kernel function (``a * b + 1.0``, 32x32), replayed
+    in its final form (one native call; see ``bench_fusion.py``)."""
+    from kernelgrad.backends.cpu.compile_ahead import wait_for_workers
+
+    arrays = _arrays()
+    a, b = kg.tensor(arrays["a"]), kg.tensor(arrays["b"])
+    compiled = kg.compile(lambda a, b: a * b + 1.0)
+    for _ in range(10):  # eager, traced, then replays until the native call is made
+        compiled(a, b)
+    wait_for_workers()
+    for _ in range(10):
+        compiled(a, b)
+    return lambda: compiled(a, b)
+
+
 def kernelgrad_host(args: argparse.Namespace) -> dict[str, float]:
     """Microseconds per op of every host case, with kernels as no-ops."""
     cases = host_cases(kg, kg.nn, kg.nn.functional)
+    cases["kg.compile(a * b + 1.0) call"] = compiled_call()
     step = mlp_step(kg, kg.nn, kg.nn.functional)
     for fn in [*cases.values(), step]:  # compile or load every kernel once, for real
         fn()

@@ -20,19 +20,30 @@ from .graph import Analysis
 from .plan import Plan, build_steps
 from .trace import LAUNCH_HOOKS, Recorder, TraceError
 
-
 # --- argument and result structures ------------------------------------------------------------
+_CLASSES: list[type] = []
+_TENSOR = ("tensor",)  # a tensor's place in a structure (one object: compared by identity)
+
+
+def _classes() -> tuple[type, type]:
+    """(Storage, Tensor) of kernelgrad.tensor, imported on first use: this module may load
+    before it (and an import statement in a function costs ~0.5 us per call)."""
+    if not _CLASSES:
+        from ..tensor import Storage, Tensor
+
+        _CLASSES.extend((Storage, Tensor))
+    return _CLASSES[0], _CLASSES[1]
+
+
 def _flatten(obj: Any, leaves: list[Any], hashable: bool) -> Any:
     """The structure of ``obj`` with its tensors appended to ``leaves`` (in order)."""
-    from ..tensor import Tensor  # (once per call, not per item: an import costs ~1 us)
-
-    return _flatten_into(obj, leaves, hashable, Tensor)
+    return _flatten_into(obj, leaves, hashable, _classes()[1])
 
 
 def _flatten_into(obj: Any, leaves: list[Any], hashable: bool, tensor_class: type) -> Any:
     if isinstance(obj, tensor_class):
         leaves.append(obj)
-        return ("tensor",)
+        return _TENSOR
     if isinstance(obj, (list, tuple)):
         children = tuple(_flatten_into(x, leaves, hashable, tensor_class) for x in obj)
         return ("sequence", type(obj), children)
@@ -63,7 +74,6 @@ def _value(obj: Any) -> tuple:
     return ("value", obj, kind)
 
 
-_TENSOR = ("tensor",)
 _NO_KEYWORDS = ("dict", (), ())
 # Python values an argument list is flattened to as they are (the common ones)
 _PLAIN = frozenset({int, float, bool, str, type(None)})
@@ -74,11 +84,10 @@ def _flatten_arguments(args: tuple, kwargs: dict, leaves: list[Any]) -> Any:
     argument is positional and a tensor or a plain Python value (a training step's
     usual call): the same structure, without a call per item (~3 us -> ~1 us)."""
     if not kwargs:
-        from ..tensor import Tensor
-
+        tensor_class = _classes()[1]
         items = []
         for value in args:
-            if isinstance(value, Tensor):
+            if isinstance(value, tensor_class):
                 leaves.append(value)
                 items.append(_TENSOR)
             elif type(value) in _PLAIN:
@@ -161,8 +170,7 @@ class _Entry:
         return None
 
     def replay(self, tensors: list[Any]) -> Any:
-        from ..tensor import Storage, Tensor
-
+        Storage, Tensor = _classes()  # noqa: N806 (the classes)
         for feed in self.feeds:
             feed()
         table = self.plan.run(tensors)
@@ -185,6 +193,8 @@ class _Entry:
                 )
             else:
                 results.append(item[1])
+        if self.structure is _TENSOR:  # one tensor returned (the structure is shared)
+            return results[0]
         return _rebuild(self.structure, iter(results))
 
 

@@ -34,6 +34,20 @@ class TraceRecorder(Protocol):
         between calls into tensors the recorded kernels read)."""
         ...
 
+    def keep(self, owner: Any, attribute: str) -> None:
+        """The traced code stored a tensor in ``owner.attribute`` (a leaf's ``.grad``):
+        replays write into the tensor found there when the trace ended, so a replay is
+        valid only while ``owner.attribute`` still holds it (else the function is traced
+        again)."""
+        ...
+
+    def persist(self, tensor: Any) -> None:
+        """``tensor``, made from host data during the trace, is state that the replays
+        keep themselves (an error flag that its check zeroes again): one buffer serves
+        every replay, although kernels write it (other such constants are made afresh
+        from their host data on every replay)."""
+        ...
+
     def host_op(
         self, label: str, fn: Callable[[list[Any]], Any], tensors: Any, written: Any = ()
     ) -> Any:

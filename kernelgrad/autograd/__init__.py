@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import tracing
 from ..errors import BackwardError, InplaceError, UnsupportedError, format_shape
 
 if TYPE_CHECKING:
@@ -482,6 +483,15 @@ def _add_to_leaf(leaf: Tensor, grad: Tensor, handed_out: set[int], create_graph:
         leaf.grad = existing + grad
     else:
         existing.add_(grad)
+    _kept_by_trace(leaf)
+
+
+def _kept_by_trace(leaf: Tensor) -> None:
+    """Tell a kg.compile trace in progress that ``leaf.grad`` holds a gradient it made
+    or wrote: its replays are valid only while ``leaf.grad`` keeps that tensor."""
+    recorder = tracing.active_recorder()
+    if recorder is not None:
+        recorder.keep(leaf, "grad")
 
 
 def _own(grad: Tensor, handed_out: set[int]) -> Tensor:
@@ -559,6 +569,7 @@ def _backward_pass(root: Tensor, gradient: Tensor, retain_graph: bool, create_gr
             owner = node.retained()
             if owner is not None:
                 owner.grad = _accumulate(owner.grad, grad)
+                _kept_by_trace(owner)
         for edge, input_grad in _input_grads(node, grad, retain_graph, "backward()"):
             if isinstance(edge, Node):
                 key = id(edge)

@@ -185,6 +185,11 @@ class _Entry:
                     info = self.plan.slots[slot]
                     storage = storages[slot] = Storage(table[slot], info.device, info.backend)
                 results.append(Tensor._make(storage, shape, strides, offset, dtype))
+            elif kind == "copy":  # a tensor the program keeps (p.grad), replayed in place
+                _, slot, shape, strides, offset, dtype = item
+                info = self.plan.slots[slot]
+                kept = Storage(table[slot], info.device, info.backend)
+                results.append(Tensor._make(kept, shape, strides, offset, dtype).clone())
             elif kind == "arg":
                 _, position, shape, strides, offset, dtype = item
                 source = tensors[position]
@@ -297,6 +302,11 @@ class CompiledFunction:
         self._check_outputs(outputs)
         del result
         gc.collect()  # autograd closures form cycles; free what nothing holds
+        launches = len(recorder.ops)
+        recorder.give_constants_buffers({id(value._storage.buffer) for value in outputs})
+        # tensors the program keeps (p.grad): replays write into them, so a returned one
+        # is returned as a copy (a new buffer would leave p.grad as it was traced)
+        kept = {id(value._storage.buffer) for value in recorder.watch_kept()}
 
         slots = recorder.slots
         slot_of = recorder._slot_of
@@ -305,7 +315,11 @@ class CompiledFunction:
         for value in outputs:
             slot = slot_of.get(id(value._storage.buffer))
             info = slots[slot] if slot is not None else None
-            if info is not None and info.kind == "new":
+            if info is not None and info.kind == "new" and id(value._storage.buffer) in kept:
+                recipe.append(
+                    ("copy", slot, value.shape, value._strides, value._offset, value.dtype)
+                )
+            elif info is not None and info.kind == "new":
                 output_slots.add(slot)
                 recipe.append(
                     ("new", slot, value.shape, value._strides, value._offset, value.dtype)
@@ -359,7 +373,7 @@ class CompiledFunction:
             escaping,
             arg_slots,
             written_args,
-            len(recorder.ops),
+            launches,
         )
         entry = _Entry(plan, structure, recipe, recorder.watches, traces, recorder.feeds)
         self._entries[key] = entry
@@ -369,7 +383,12 @@ class CompiledFunction:
                 f"kg.compile: traced {name}: {len(recorder.ops)} launches -> "
                 f"{plan.kernel_count} kernels"
             )
-        detached = [v.detach() if isinstance(v, Tensor) else v for v in outputs]
+        detached = [
+            (v.detach().clone() if id(v._storage.buffer) in kept else v.detach())
+            if isinstance(v, Tensor)
+            else v
+            for v in outputs
+        ]  # (a kept tensor, p.grad, is written by the replays: the caller gets a copy)
         return _rebuild(structure, iter(detached))
 
 

@@ -13,7 +13,11 @@ Buffers are identified by *slots*:
 * ``arg``: the storage of a tensor argument (views are recorded relative to it);
 * ``new``: allocated during the trace (``backend.empty``); a weak reference tells, after
   the function returns, whether Python still holds it (an output, ``p.grad``, a cache);
-* ``const``: created from host data during the trace (``kg.tensor([...])`` inside);
+* ``const``: created from host data during the trace (``kg.tensor([...])`` inside). A
+  constant that the function writes in place or returns becomes a ``new`` slot filled
+  from a copy of the host data by a recorded copy (:meth:`Recorder.give_constants_buffers`):
+  replaying it in place would start from the previous call's values, and returning it
+  would hand out one tensor to every call;
 * ``external``: any other buffer the function touched (parameters, captured tensors).
 
 Reading values back to the host (``.item()``, ``bool(t)``) cannot be replayed without
@@ -94,6 +98,10 @@ class Slot:
     reference: Any = None  # new: a weak reference to the buffer
     device: Any = None
     backend: Any = None
+    # const: a second copy of the host data, untouched by the function, and how many ops
+    # had been recorded when the constant was made (see Recorder.give_constants_buffers)
+    initial: Any = None
+    made_after: int = 0
 
 
 @dataclass
@@ -141,6 +149,7 @@ class Recorder:
         self.ops: list[Op] = []
         self.watches: list[tuple[str, Any, Any]] = []
         self.feeds: list[Any] = []
+        self.kept: dict[tuple[int, str], tuple[Any, str]] = {}  # see keep()
         self._slot_of: dict[int, int] = {}
         self._installed: list[_Installation] = []
         self._patched: set[int] = set()
@@ -167,6 +176,30 @@ class Recorder:
         before every replay, and a replay whose value differs is traced again instead of
         replaying kernels recorded with the old value. ``what`` names it in the log."""
         self.watches.append((what, read, read()))
+
+    def keep(self, owner: Any, attribute: str) -> None:
+        """``owner.attribute`` was given a tensor by the traced code (autograd storing a
+        leaf's ``.grad``); see :meth:`watch_kept`."""
+        self.kept.setdefault((id(owner), attribute), (owner, attribute))
+
+    def watch_kept(self) -> list[Any]:
+        """Once the function returned: watch that every attribute given a tensor during
+        the trace still holds the tensor it holds now. Replays write into that tensor's
+        memory and cannot store a new one, so after ``p.grad = None`` (or another tensor)
+        outside the compiled function the next call traces again, as eager would give
+        ``p.grad`` a new gradient. Returns the tensors held now."""
+        if not self.kept:
+            return []
+        held = [(owner, attribute, getattr(owner, attribute)) for owner, attribute in
+                self.kept.values()]  # fmt: skip
+
+        def unchanged() -> bool:
+            return all(getattr(owner, attribute) is value for owner, attribute, value in held)
+
+        self.watch("a tensor the function stored (a parameter's .grad, set to None or "
+                   "replaced outside the compiled function: call optimizer.zero_grad() "
+                   "inside it)", unchanged)  # fmt: skip
+        return [value for _, _, value in held if value is not None]
 
     def before_replay(self, feed: Any) -> None:
         """Call ``feed()`` before every replay of this trace: it writes Python-side values
@@ -341,13 +374,57 @@ class Recorder:
     def _from_numpy(self, backend: Any, original: Any) -> Any:
         def from_numpy(array: Any) -> Any:
             buffer = original(array)
-            self._new_slot(
-                Slot("const", dtype=None, buffer=buffer, device=backend.device, backend=backend),
-                buffer,
-            )
+            slot = Slot("const", dtype=None, buffer=buffer, device=backend.device, backend=backend)
+            # the host data as it came, should the function write the constant in place or
+            # return it (constants are small: a mask, a table, an index list)
+            slot.initial = original(array)
+            slot.made_after = len(self.ops)
+            self._new_slot(slot, buffer)
             return buffer
 
         return from_numpy
+
+    def persist(self, tensor: Any) -> None:
+        """See :meth:`kernelgrad.tracing.TraceRecorder.persist`."""
+        index = self._slot_of.get(id(tensor._storage.buffer))
+        if index is not None and self.slots[index].kind == "const":
+            self.slots[index].initial = None
+
+    def give_constants_buffers(self, returned: set[int]) -> None:
+        """After the function returned: every constant (``kg.tensor([...])`` made inside)
+        that the function wrote in place, or returned (``returned``: the ids of the
+        returned tensors' buffers), becomes a ``new`` slot, filled from the untouched copy
+        of its host data by a copy recorded where the constant was made. So each replay
+        starts from the host data, as each eager call does, and returns a tensor of its
+        own (replaying the writes on the one buffer accumulated them across calls, and a
+        returned constant was one tensor shared by every call)."""
+        from ..dtypes import as_dtype
+        from ..ops.elementwise import IDENTITY
+
+        written = {view.slot for op in self.ops for view in op.outputs}
+        copies = []
+        for index, slot in enumerate(self.slots):
+            if slot.kind != "const" or slot.initial is None:
+                continue
+            if index not in written and id(slot.buffer) not in returned:
+                continue  # read only: replays read the one buffer, as before
+            buffer, initial = slot.buffer, slot.initial
+            dtype, numel = as_dtype(buffer.dtype), int(buffer.size)
+            source = self._new_slot(
+                Slot("const", buffer=initial, device=slot.device, backend=slot.backend), initial
+            )
+            slot.kind, slot.dtype, slot.numel = "new", dtype, numel
+            slot.reference, slot.buffer, slot.initial = weakref.ref(buffer), None, None
+            whole = ((numel,), (1,), 0, dtype)
+            copy = Op(
+                "elementwise",
+                [ViewRef(index, *whole)],
+                [ViewRef(source, *whole)],
+                {"fn": IDENTITY.scalar, "compute": (dtype,), "backend": slot.backend},
+            )
+            copies.append((slot.made_after, copy))
+        for position, copy in sorted(copies, key=lambda item: item[0], reverse=True):
+            self.ops.insert(position, copy)
 
     def _elementwise(self, backend: Any, original: Any) -> Any:
         def elementwise(fn: ScalarFunction, outputs: Any, inputs: Any, compute_dtypes: Any) -> Any:

@@ -726,6 +726,7 @@ def traced_error_flag(recorder: Any, device: Any, make_error: Any) -> tuple[Tens
     from .creation import tensor
 
     flag = tensor(np.zeros(2, dtype=np.int64), dtype=int64, device=device)
+    recorder.persist(flag)  # one flag for every replay, kept zero by report()
 
     def report(tensors: list[Tensor]) -> None:
         (flag,) = tensors

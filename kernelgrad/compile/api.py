@@ -161,6 +161,12 @@ class _Entry:
         self.watches = watches
         self.feeds = list(feeds)
         self.traces = traces  # how many times this signature was traced
+        # the buffers of the tensors the trace captured (parameters, constants)
+        self.captured = frozenset(
+            id(slot.buffer)
+            for slot in plan.slots
+            if slot.kind in ("external", "const") and slot.buffer is not None
+        )
 
     def stale(self) -> str | None:
         """What changed on the Python side since the trace (None if nothing did)."""
@@ -234,6 +240,12 @@ class CompiledFunction:
         )
         entry = self._entries.get(key)
         if entry is not None:
+            if entry.captured and any(id(t._storage.buffer) in entry.captured for t in leaves):
+                # an argument is a tensor the trace read as captured (a parameter passed
+                # as x): the replay would read the argument for both; run eagerly
+                if debug_level() >= 1:
+                    log(f"kg.compile: {self._name()}: an argument is a captured tensor; eager")
+                return self._warm_up(key, args, kwargs)
             changed = entry.stale()
             if changed is None:
                 self.last_plan = entry.plan

@@ -138,3 +138,30 @@ def test_zero_grad_inside_the_step_replays_without_new_traces(device):
         compiled(kg.ones(4, 3, device=device))
     (entry,) = compiled._entries.values()
     assert entry.traces == 1
+
+
+def test_a_captured_tensor_passed_as_the_argument_runs_eagerly(device):
+    """A trace reads a captured tensor through its buffer; called with that very tensor
+    as the argument, a replay would read the argument for both: the call runs eagerly."""
+    captured = kg.tensor([1.0, 2.0, 3.0], device=device)
+
+    def f(x):
+        doubled = captured * 2
+        x.add_(1)
+        return doubled + x
+
+    compiled = kg.compile(f)
+    for _ in range(3):  # traced and replayed with unrelated arguments
+        compiled(kg.zeros(3, device=device))
+    eager_captured = kg.tensor([1.0, 2.0, 3.0], device=device)
+
+    def eager(x):
+        doubled = eager_captured * 2
+        x.add_(1)
+        return doubled + x
+
+    for _ in range(3):
+        got = compiled(captured)
+        want = eager(eager_captured)
+        np.testing.assert_array_equal(_values(got), _values(want))
+        np.testing.assert_array_equal(_values(captured), _values(eager_captured))

@@ -414,6 +414,23 @@ class GuardError(RuntimeError):
     """A value the traced Python code read on the host differs on this call."""
 
 
+def same_values(value: np.ndarray, expected: np.ndarray) -> bool:
+    """Whether Python code that read ``expected`` would see ``value`` as the same: equal
+    element for element, NaN equal to NaN (whatever its bits), and a zero's sign counted
+    (``x / s.item()`` is ``inf`` for 0.0 and ``-inf`` for -0.0, though ``0.0 == -0.0``)."""
+    if not np.array_equal(value, expected, equal_nan=True):
+        return False
+    if value.dtype.kind not in "fc":
+        return True
+    parts = (value.real, value.imag) if value.dtype.kind == "c" else (value,)
+    expected_parts = (expected.real, expected.imag) if value.dtype.kind == "c" else (expected,)
+    for part, expected_part in zip(parts, expected_parts):
+        zeros = expected_part == 0
+        if not np.array_equal(np.signbit(part[zeros]), np.signbit(expected_part[zeros])):
+            return False
+    return True
+
+
 class GuardStep(Step):
     """Re-read a value the traced code read on the host; stop if it changed."""
 
@@ -430,7 +447,7 @@ class GuardStep(Step):
         value = self.backend.to_numpy(self.inputs[0].view(table, bases))
         if value.tobytes() == self._expected_bytes:  # the same bits: equal (the usual case)
             return
-        if not np.array_equal(value, self.expected, equal_nan=True):
+        if not same_values(value, self.expected):
             raise GuardError(
                 f"kg.compile: while being traced, the function read a tensor value on the "
                 f"host at {self.where} (it was {self.expected.tolist()!r}); on this call it "

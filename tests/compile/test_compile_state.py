@@ -1,8 +1,16 @@
-"""``kg.compile`` replays state that lives on the host as the eager calls do: the sign
-of a zero that selects or guards a compiled version.
+"""``kg.compile`` replays state that lives on the host as the eager calls move it: the
+random streams (draws whose result nothing reads) and the sign of a zero that selects
+or guards a compiled version.
+
+Each test of random numbers runs the same function eagerly and compiled, five calls each
+from the same seed, and compares every call (the first runs eagerly, the second is
+traced, the others are replays) and the default stream's next numbers after them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -10,6 +18,39 @@ import pytest
 import kernelgrad as kg
 from kernelgrad.compile.plan import GuardError
 from tests.helpers import as_numpy
+
+CALLS = 5
+
+
+def _runs(make: Callable[[], Callable[..., Any]], device: str, compiled: bool) -> list[Any]:
+    """The results of ``CALLS`` calls of ``make()`` (compiled or not) from seed 0, and the
+    default stream's next number after them."""
+    kg.manual_seed(0)
+    fn = make()
+    if compiled:
+        fn = kg.compile(fn)
+    results = [as_numpy(fn(kg.zeros(3, device=device))).tolist() for _ in range(CALLS)]
+    return [*results, as_numpy(kg.rand(3, device=device)).tolist()]
+
+
+def _assert_replays_match_eager(make: Callable[[], Callable[..., Any]], device: str) -> None:
+    eager = _runs(make, device, compiled=False)
+    compiled = _runs(make, device, compiled=True)
+    np.testing.assert_allclose(compiled, eager, rtol=1e-6, atol=1e-7)
+
+
+# --- random draws ---------------------------------------------------------------------------------
+def test_a_draw_nothing_reads_still_advances_the_stream(device):
+    """The trace dropped the unread draw as dead code, so later draws came earlier."""
+
+    def make():
+        def f(x):
+            kg.rand(4, device=device)
+            return x + kg.rand(3, device=device)
+
+        return f
+
+    _assert_replays_match_eager(make, device)
 
 
 # --- the sign of a zero ---------------------------------------------------------------------------

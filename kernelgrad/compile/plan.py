@@ -33,6 +33,8 @@ from .graph import Analysis, Group, lift
 from .inline import convert, inlinable, inline
 from .trace import LAUNCH_HOOKS, Op, Slot, ViewRef
 
+RANDOM_STATE_OPS = ("generator_seed",)
+
 
 # --- composing scalar functions ---------------------------------------------------------------
 class _Params:
@@ -405,9 +407,37 @@ class PrimitiveStep(Step):
                     f"{out.shape[attrs['dim']]} (in a compiled function)"
                 )
         elif self.kind == "random":
-            self.backend.random(out, attrs["distribution"], attrs["low"], attrs["high"])
+            generator = attrs.get("generator")
+            if generator is None:
+                self.backend.random(out, attrs["distribution"], attrs["low"], attrs["high"])
+            else:  # from the kg.Generator the trace drew from, as the eager call does
+                from ..ops.creation import draw_from_generator
+
+                draw_from_generator(
+                    generator,
+                    self.backend,
+                    out,
+                    attrs["distribution"],
+                    attrs["low"],
+                    attrs["high"],
+                )
         else:  # pragma: no cover
             raise AssertionError(self.kind)
+
+
+class RandomStateStep(Step):
+    """A change of a random stream's state, replayed in order with the draws:
+    ``generator_seed`` seeds a ``kg.Generator`` again."""
+
+    def __init__(self, op: Op) -> None:
+        self.kind = op.kind
+        self.attrs = op.attrs
+        self.backend = op.attrs["backend"]
+        self.label = {"generator_seed": "seed generator"}[op.kind]
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        attrs = self.attrs
+        attrs["generator"].manual_seed(attrs["seed"])
 
 
 class GuardError(RuntimeError):
@@ -608,6 +638,8 @@ def build_steps(analysis: Analysis) -> list[Step]:
                 steps.append(ExternalStep(root_op))
             elif root_op.kind == "guard":
                 steps.append(GuardStep(root_op))
+            elif root_op.kind in RANDOM_STATE_OPS:
+                steps.append(RandomStateStep(root_op))
             elif root_op.kind == "elementwise":
                 steps.append(
                     ElementwiseStep(

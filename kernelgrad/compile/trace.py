@@ -20,6 +20,11 @@ Reading values back to the host (``.item()``, ``bool(t)``) cannot be replayed wi
 running Python again. A small read is recorded as a *guard* (replays read the value again
 and stop if it changed); a larger one (printing a tensor) stops the trace with an error.
 
+Random numbers come from a stream on the host (a seed and a counter per backend), which a
+replay must move as the eager calls would: each draw is recorded with the
+``kg.Generator`` it drew from (None: the device's default stream), and a generator's
+seeding is recorded as a step that the replay runs in order with the draws.
+
 Trace state is per thread (as JAX keeps it): the backend objects are shared by the whole
 process, so the wrappers installed on them dispatch each call to the recorder of the
 *calling* thread, and a thread that is not tracing passes straight through. Work that
@@ -29,8 +34,10 @@ may trace at once.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -98,7 +105,9 @@ class Slot:
 
 @dataclass
 class Op:
-    kind: str  # elementwise, reduce, matmul, take, index_add, random
+    # elementwise, reduce, matmul, take, index_add, random, guard, kernel, external, and
+    # generator_seed (plan.RandomStateStep)
+    kind: str
     outputs: list[ViewRef]
     inputs: list[Any]  # ViewRef or a Python number
     attrs: dict[str, Any] = field(default_factory=dict)
@@ -145,6 +154,8 @@ class Recorder:
         self._installed: list[_Installation] = []
         self._patched: set[int] = set()
         self._depth = 0
+        # the kg.Generator whose draw is in progress (Recorder.drawing_from), or None
+        self._drawing: Any = None
         for position, tensor in enumerate(arg_tensors):
             buffer = tensor._storage.buffer
             if id(buffer) in self._slot_of:
@@ -181,6 +192,40 @@ class Recorder:
         from .external import run_host_op
 
         return run_host_op(label, fn, tensors, written)
+
+    # --- random generators --------------------------------------------------------------------
+    @contextlib.contextmanager
+    def drawing_from(self, generator: Any) -> Iterator[None]:
+        """Within the block, the backend's stream is ``generator``'s (a ``kg.Generator``
+        draw swaps its state in and out: ``ops.creation._DrawnFrom``): the draws are
+        recorded as drawn from ``generator``, so that a replay draws from it again
+        (and leaves the default stream alone), and the swap's own seeding of the stream
+        is part of the draw, not refused. Every trace in progress on this thread is
+        told, as each of them records a backend call."""
+        recorders = list(_state.recorders)
+        previous = [recorder._drawing for recorder in recorders]
+        for recorder in recorders:
+            recorder._drawing = generator
+        try:
+            yield
+        finally:
+            for recorder, drawing in zip(recorders, previous):
+                recorder._drawing = drawing
+
+    def generator_seeded(self, generator: Any) -> None:
+        """``generator`` was made or seeded (``kg.Generator()``, ``manual_seed``) by the
+        traced code: a replay seeds it again at this point (it reuses the generator
+        object of the trace), so that its draws repeat as the eager calls' do."""
+        for recorder in _state.recorders:
+            if not recorder._depth:
+                recorder.ops.append(
+                    Op(
+                        "generator_seed",
+                        [],
+                        [],
+                        {"generator": generator, "seed": generator.initial_seed(), "backend": None},
+                    )
+                )
 
     # --- slots ------------------------------------------------------------------------------
     def _new_slot(self, slot: Slot, buffer: Any) -> int:
@@ -236,6 +281,8 @@ class Recorder:
             return self._outermost(recording, original)(*args)
         if name == "to_numpy":
             return self._guard(backend, original)(*args)
+        if self._drawing is not None and name == "manual_seed":
+            return original(*args)  # a generator draw's swap (see drawing_from)
         return _refuse(name, _FORBIDDEN[name])(*args)
 
     def _guard(self, backend: Any, original: Any) -> Any:
@@ -430,7 +477,15 @@ class Recorder:
                 "random",
                 [self.ref(out, backend)],
                 [],
-                {"distribution": distribution, "low": low, "high": high, "backend": backend},
+                {
+                    "distribution": distribution,
+                    "low": low,
+                    "high": high,
+                    "backend": backend,
+                    # the kg.Generator drawn from (None: the default stream): a replay
+                    # draws from it again (plan.PrimitiveStep)
+                    "generator": self._drawing,
+                },
             )
             result = original(out, distribution, low, high)
             self.ops.append(op)

@@ -414,6 +414,10 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
       a guard: replays read it again and raise ``GuardError`` if it changed (a zero's
       sign included). Larger reads (printing a tensor) raise
       :class:`~kernelgrad.compile.TraceError`.
+    * Random draws are replayed from the stream they drew from (the default one, or the
+      ``kg.Generator`` given), and ``kg.get_rng_state`` / ``kg.set_rng_state`` inside
+      ``fn`` (``fork_rng``, activation checkpointing) in order with them; what a replay
+      cannot follow (``kg.manual_seed`` inside ``fn``) raises a ``TraceError``.
     * Tensors returned are new on every call; tensors captured from outside (model
       parameters) are used by reference.
 

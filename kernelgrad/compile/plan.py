@@ -33,7 +33,7 @@ from .graph import Analysis, Group, lift
 from .inline import convert, inlinable, inline
 from .trace import LAUNCH_HOOKS, Op, Slot, ViewRef
 
-RANDOM_STATE_OPS = ("generator_seed",)
+RANDOM_STATE_OPS = ("rng_get", "rng_set", "generator_seed")
 
 
 # --- composing scalar functions ---------------------------------------------------------------
@@ -426,18 +426,30 @@ class PrimitiveStep(Step):
 
 
 class RandomStateStep(Step):
-    """A change of a random stream's state, replayed in order with the draws:
-    ``generator_seed`` seeds a ``kg.Generator`` again."""
+    """A change of a random stream's state, replayed in order with the draws (see
+    ``trace.Recorder._get_rng_state``): ``rng_get`` reads the backend's stream state
+    into a cell, ``rng_set`` restores the state a cell holds (read earlier in the same
+    replay) or a constant one, ``generator_seed`` seeds a ``kg.Generator`` again."""
 
     def __init__(self, op: Op) -> None:
         self.kind = op.kind
         self.attrs = op.attrs
         self.backend = op.attrs["backend"]
-        self.label = {"generator_seed": "seed generator"}[op.kind]
+        self.label = {
+            "rng_get": "read random state",
+            "rng_set": "restore random state",
+            "generator_seed": "seed generator",
+        }[op.kind]
 
     def run(self, table: list[Any], bases: list[int]) -> None:
         attrs = self.attrs
-        attrs["generator"].manual_seed(attrs["seed"])
+        if self.kind == "rng_get":
+            attrs["cell"].state = self.backend.get_rng_state()
+        elif self.kind == "rng_set":
+            cell = attrs.get("cell")
+            self.backend.set_rng_state(cell.state if cell is not None else attrs["state"])
+        else:
+            attrs["generator"].manual_seed(attrs["seed"])
 
 
 class GuardError(RuntimeError):

@@ -482,7 +482,8 @@ def _refuse_while_tracing(what: str) -> None:
             f"kg.compile: the function {what} while being traced. A replay does not run "
             "the function's Python code, so it would not see that value. Do it outside the "
             "compiled function; inside, draw from a kg.Generator made or seeded with "
-            "manual_seed (both replayed)"
+            "manual_seed (both replayed), or save the default stream's state with "
+            "kg.get_rng_state and restore it with kg.set_rng_state (replayed)"
         )
 
 

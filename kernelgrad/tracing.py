@@ -8,7 +8,8 @@ compile layer, they call :func:`active_recorder`, which asks whatever lookup the
 layer registered with :func:`register_recorder_lookup` when it was imported. Until then
 nothing can be recording, and the answer is None.
 
-The recorder returned offers the methods nn, optim and ops use (:class:`TraceRecorder`)::
+The recorder returned offers the methods nn, optim and ops (random generators) use
+(:class:`TraceRecorder`)::
 
     >>> from kernelgrad import tracing
     >>> tracing.active_recorder() is None  # no trace in progress on this thread
@@ -18,6 +19,7 @@ The recorder returned offers the methods nn, optim and ops use (:class:`TraceRec
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 
@@ -53,6 +55,15 @@ class TraceRecorder(Protocol):
     ) -> Any:
         """Run ``fn(tensors)`` now and, in order with the kernels, on every replay, over
         the replay's buffers (a kernel's error flag checked after each replay)."""
+        ...
+
+    def drawing_from(self, generator: Any) -> AbstractContextManager[None]:
+        """Within the block the backend draws from ``kg.Generator`` ``generator``'s
+        stream: the draws are recorded as its, so that replays draw from it again."""
+        ...
+
+    def generator_seeded(self, generator: Any) -> None:
+        """``generator`` was made or seeded by the traced code: replays seed it again."""
         ...
 
 

@@ -11,6 +11,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 from .. import autograd
 from .. import dtypes as _dtypes
 from ..debug import debug_level, log
@@ -67,9 +69,12 @@ def _value(obj: Any) -> tuple:
     """A Python value's place in a structure, which is part of the compiled-version key:
     with its type, since ``2``, ``2.0`` and ``True`` are equal (and hash alike) but
     trace differently (``x * 2`` of an integer tensor is an integer tensor, ``x * 2.0``
-    a float one), and with the sign of a float zero (``x * -0.0`` is not ``x * 0.0``)."""
+    a float one), and with the sign of a floating zero (``x * -0.0`` is not ``x * 0.0``,
+    and ``-0.0 == 0.0``): of a ``float``, of any subclass of it (``np.float64``) and of
+    NumPy's other floating scalars (``np.float32(-0.0)``)."""
     kind = type(obj)
-    if kind is float and obj == 0.0:
+    floating = kind is float or (kind not in _PLAIN and isinstance(obj, (float, np.floating)))
+    if floating and obj == 0.0:
         return ("value", obj, kind, math.copysign(1.0, obj))
     return ("value", obj, kind)
 
@@ -437,8 +442,13 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
       at trace time; pass changing numbers as arguments (each new value is a new
       signature) or keep them in tensors.
     * A small host read inside ``fn`` (``.item()``, ``if flag:``, a bounds check) becomes
-      a guard: replays read it again and raise ``GuardError`` if it changed. Larger
-      reads (printing a tensor) raise :class:`~kernelgrad.compile.TraceError`.
+      a guard: replays read it again and raise ``GuardError`` if it changed (a zero's
+      sign included). Larger reads (printing a tensor) raise
+      :class:`~kernelgrad.compile.TraceError`.
+    * Random draws are replayed from the stream they drew from (the default one, or the
+      ``kg.Generator`` given), and ``kg.get_rng_state`` / ``kg.set_rng_state`` inside
+      ``fn`` (``fork_rng``, activation checkpointing) in order with them; what a replay
+      cannot follow (``kg.manual_seed`` inside ``fn``) raises a ``TraceError``.
     * Tensors returned are new on every call; tensors captured from outside (model
       parameters) are used by reference.
 

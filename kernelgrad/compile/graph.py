@@ -4,7 +4,8 @@ The recorded ops form a graph through the buffers (slots) they write and read. T
 rules, after tinygrad's:
 
 * **Dead code.** An op whose results nothing reads, that writes no argument, captured
-  tensor or buffer Python still holds, is dropped.
+  tensor or buffer Python still holds, is dropped (not a random draw: it advances the
+  random stream that later draws continue).
 * **Inline producers into their consumers.** An elementwise op whose fresh output buffer
   is read only by ops of one kernel (usually a single consumer), and not kept by Python,
   is computed inside that kernel instead of being stored: the kernel loads the
@@ -29,6 +30,7 @@ from .inline import inlinable
 from .trace import Op, Slot, ViewRef
 
 FUSABLE_REDUCTIONS = ("sum", "max", "min")
+_ALWAYS_KEPT = ("guard", "external", "random", "rng_get", "rng_set", "generator_seed")
 
 
 @dataclass
@@ -111,8 +113,11 @@ class Analysis:
         needed = [False] * len(self.ops)
         for index in range(len(self.ops) - 1, -1, -1):
             op = self.ops[index]
-            # guards and host-side ops (collectives: other processes wait for them) stay
-            if op.kind in ("guard", "external") or any(v.slot in wanted for v in op.outputs):
+            # guards and host-side ops (collectives: other processes wait for them) stay,
+            # and so do random draws and changes of a random state, whatever reads their
+            # results: each moves a stream on the host that later draws (and later calls)
+            # continue from
+            if op.kind in _ALWAYS_KEPT or any(v.slot in wanted for v in op.outputs):
                 needed[index] = True
                 for view in op.input_views():
                     wanted.add(view.slot)

@@ -33,6 +33,8 @@ from .graph import Analysis, Group, lift
 from .inline import convert, inlinable, inline
 from .trace import LAUNCH_HOOKS, Op, Slot, ViewRef
 
+RANDOM_STATE_OPS = ("rng_get", "rng_set", "generator_seed")
+
 
 # --- composing scalar functions ---------------------------------------------------------------
 class _Params:
@@ -405,13 +407,70 @@ class PrimitiveStep(Step):
                     f"{out.shape[attrs['dim']]} (in a compiled function)"
                 )
         elif self.kind == "random":
-            self.backend.random(out, attrs["distribution"], attrs["low"], attrs["high"])
+            generator = attrs.get("generator")
+            if generator is None:
+                self.backend.random(out, attrs["distribution"], attrs["low"], attrs["high"])
+            else:  # from the kg.Generator the trace drew from, as the eager call does
+                from ..ops.creation import draw_from_generator
+
+                draw_from_generator(
+                    generator,
+                    self.backend,
+                    out,
+                    attrs["distribution"],
+                    attrs["low"],
+                    attrs["high"],
+                )
         else:  # pragma: no cover
             raise AssertionError(self.kind)
 
 
+class RandomStateStep(Step):
+    """A change of a random stream's state, replayed in order with the draws (see
+    ``trace.Recorder._get_rng_state``): ``rng_get`` reads the backend's stream state
+    into a cell, ``rng_set`` restores the state a cell holds (read earlier in the same
+    replay) or a constant one, ``generator_seed`` seeds a ``kg.Generator`` again."""
+
+    def __init__(self, op: Op) -> None:
+        self.kind = op.kind
+        self.attrs = op.attrs
+        self.backend = op.attrs["backend"]
+        self.label = {
+            "rng_get": "read random state",
+            "rng_set": "restore random state",
+            "generator_seed": "seed generator",
+        }[op.kind]
+
+    def run(self, table: list[Any], bases: list[int]) -> None:
+        attrs = self.attrs
+        if self.kind == "rng_get":
+            attrs["cell"].state = self.backend.get_rng_state()
+        elif self.kind == "rng_set":
+            cell = attrs.get("cell")
+            self.backend.set_rng_state(cell.state if cell is not None else attrs["state"])
+        else:
+            attrs["generator"].manual_seed(attrs["seed"])
+
+
 class GuardError(RuntimeError):
     """A value the traced Python code read on the host differs on this call."""
+
+
+def same_values(value: np.ndarray, expected: np.ndarray) -> bool:
+    """Whether Python code that read ``expected`` would see ``value`` as the same: equal
+    element for element, NaN equal to NaN (whatever its bits), and a zero's sign counted
+    (``x / s.item()`` is ``inf`` for 0.0 and ``-inf`` for -0.0, though ``0.0 == -0.0``)."""
+    if not np.array_equal(value, expected, equal_nan=True):
+        return False
+    if value.dtype.kind not in "fc":
+        return True
+    parts = (value.real, value.imag) if value.dtype.kind == "c" else (value,)
+    expected_parts = (expected.real, expected.imag) if value.dtype.kind == "c" else (expected,)
+    for part, expected_part in zip(parts, expected_parts):
+        zeros = expected_part == 0
+        if not np.array_equal(np.signbit(part[zeros]), np.signbit(expected_part[zeros])):
+            return False
+    return True
 
 
 class GuardStep(Step):
@@ -430,7 +489,7 @@ class GuardStep(Step):
         value = self.backend.to_numpy(self.inputs[0].view(table, bases))
         if value.tobytes() == self._expected_bytes:  # the same bits: equal (the usual case)
             return
-        if not np.array_equal(value, self.expected, equal_nan=True):
+        if not same_values(value, self.expected):
             raise GuardError(
                 f"kg.compile: while being traced, the function read a tensor value on the "
                 f"host at {self.where} (it was {self.expected.tolist()!r}); on this call it "
@@ -591,6 +650,8 @@ def build_steps(analysis: Analysis) -> list[Step]:
                 steps.append(ExternalStep(root_op))
             elif root_op.kind == "guard":
                 steps.append(GuardStep(root_op))
+            elif root_op.kind in RANDOM_STATE_OPS:
+                steps.append(RandomStateStep(root_op))
             elif root_op.kind == "elementwise":
                 steps.append(
                     ElementwiseStep(

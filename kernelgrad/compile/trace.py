@@ -24,6 +24,13 @@ Reading values back to the host (``.item()``, ``bool(t)``) cannot be replayed wi
 running Python again. A small read is recorded as a *guard* (replays read the value again
 and stop if it changed); a larger one (printing a tensor) stops the trace with an error.
 
+Random numbers come from a stream on the host (a seed and a counter per backend), which a
+replay must move as the eager calls would: each draw is recorded with the
+``kg.Generator`` it drew from (None: the device's default stream), and reads and
+restores of a stream's state (``get_rng_state`` / ``set_rng_state``: ``fork_rng``,
+activation checkpointing's recompute) and a generator's seeding are recorded as steps
+that the replay runs in order with the draws.
+
 Trace state is per thread (as JAX keeps it): the backend objects are shared by the whole
 process, so the wrappers installed on them dispatch each call to the recorder of the
 *calling* thread, and a thread that is not tracing passes straight through. Work that
@@ -33,8 +40,11 @@ may trace at once.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import threading
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -106,7 +116,9 @@ class Slot:
 
 @dataclass
 class Op:
-    kind: str  # elementwise, reduce, matmul, take, index_add, random
+    # elementwise, reduce, matmul, take, index_add, random, guard, kernel, external, and
+    # the random-state steps rng_get, rng_set and generator_seed (plan.RandomStateStep)
+    kind: str
     outputs: list[ViewRef]
     inputs: list[Any]  # ViewRef or a Python number
     attrs: dict[str, Any] = field(default_factory=dict)
@@ -130,15 +142,52 @@ _RECORDED = (
 # as guards; larger ones stop the trace.
 GUARD_LIMIT = 64
 
+_HOST_READ_ADVICE = (
+    "A compiled function is replayed without running its Python code, so it cannot "
+    "depend on tensor values seen from Python. Return the tensor and read it after the "
+    "call (e.g. `loss = step(x); print(loss.item())`), or leave this code out of kg.compile"
+)
+# what the function did (as the error says it) and what to do instead
 _FORBIDDEN = {
-    "to_numpy": "reads tensor values on the host (.item(), .tolist(), printing, bool(t))",
-    "numpy_view": "converts a tensor to NumPy (.numpy())",
-    "manual_seed": "reseeds the random generator",
-    "copy_from": "moves a tensor between devices",
+    "to_numpy": (
+        "reads tensor values on the host (.item(), .tolist(), printing, bool(t))",
+        _HOST_READ_ADVICE,
+    ),
+    "numpy_view": ("converts a tensor to NumPy (.numpy())", _HOST_READ_ADVICE),
+    "manual_seed": (
+        "reseeds the random generator (kg.manual_seed)",
+        "A replay does not run the function's Python code, so it would not reseed. Call "
+        "kg.manual_seed before calling the compiled function, or, to draw the same numbers "
+        "on every call, restore a state saved outside it with kg.set_rng_state(state) "
+        "inside it, or draw from a kg.Generator made and seeded inside it "
+        "(kg.Generator().manual_seed(seed); both are replayed)",
+    ),
+    "copy_from": (
+        "moves a tensor between devices",
+        "Move the tensors before calling the compiled function, or leave this code out of "
+        "kg.compile",
+    ),
     # nn._fused.launch_each launches item by item while tracing; a direct call would run
     # kernels that the trace does not see.
-    "elementwise_foreach": "runs one kernel over several tensors (launch them one by one)",
+    "elementwise_foreach": (
+        "runs one kernel over several tensors",
+        "Launch them one by one while tracing (kernelgrad.nn._fused.launch_each)",
+    ),
 }
+# The random streams' state, read and set from Python (kg.get_rng_state,
+# kg.set_rng_state, fork_rng, activation checkpointing's recompute): recorded and
+# replayed in order with the draws (plan.RandomStateStep), see Recorder._get_rng_state.
+_RANDOM_STATE = ("get_rng_state", "set_rng_state")
+
+
+class StateCell:
+    """Where a replay keeps a random stream's state that an ``rng_get`` step read, for
+    the ``rng_set`` steps that restore it later in the same replay."""
+
+    __slots__ = ("state",)
+
+    def __init__(self) -> None:
+        self.state: Any = None
 
 
 class Recorder:
@@ -154,6 +203,10 @@ class Recorder:
         self._installed: list[_Installation] = []
         self._patched: set[int] = set()
         self._depth = 0
+        # the kg.Generator whose draw is in progress (Recorder.drawing_from), or None
+        self._drawing: Any = None
+        # id of each state get_rng_state returned -> (that object, its value then, its cell)
+        self._rng_reads: dict[int, tuple[Any, Any, StateCell]] = {}
         for position, tensor in enumerate(arg_tensors):
             buffer = tensor._storage.buffer
             if id(buffer) in self._slot_of:
@@ -215,6 +268,40 @@ class Recorder:
 
         return run_host_op(label, fn, tensors, written)
 
+    # --- random generators --------------------------------------------------------------------
+    @contextlib.contextmanager
+    def drawing_from(self, generator: Any) -> Iterator[None]:
+        """Within the block, the backend's stream is ``generator``'s (a ``kg.Generator``
+        draw swaps its state in and out: ``ops.creation._DrawnFrom``): the draws are
+        recorded as drawn from ``generator``, so that a replay draws from it again
+        (and leaves the default stream alone), and the swap's own reads, restores and
+        seeding of the stream are part of the draw, not recorded. Every trace in progress
+        on this thread is told, as each of them records a backend call."""
+        recorders = list(_state.recorders)
+        previous = [recorder._drawing for recorder in recorders]
+        for recorder in recorders:
+            recorder._drawing = generator
+        try:
+            yield
+        finally:
+            for recorder, drawing in zip(recorders, previous):
+                recorder._drawing = drawing
+
+    def generator_seeded(self, generator: Any) -> None:
+        """``generator`` was made or seeded (``kg.Generator()``, ``manual_seed``) by the
+        traced code: a replay seeds it again at this point (it reuses the generator
+        object of the trace), so that its draws repeat as the eager calls' do."""
+        for recorder in _state.recorders:
+            if not recorder._depth:
+                recorder.ops.append(
+                    Op(
+                        "generator_seed",
+                        [],
+                        [],
+                        {"generator": generator, "seed": generator.initial_seed(), "backend": None},
+                    )
+                )
+
     # --- slots ------------------------------------------------------------------------------
     def _new_slot(self, slot: Slot, buffer: Any) -> int:
         index = len(self.slots)
@@ -269,7 +356,51 @@ class Recorder:
             return self._outermost(recording, original)(*args)
         if name == "to_numpy":
             return self._guard(backend, original)(*args)
+        if self._drawing is not None and name in (*_RANDOM_STATE, "manual_seed"):
+            return original(*args)  # a generator draw's swap (see drawing_from)
+        if name == "get_rng_state":
+            return self._get_rng_state(backend, original)
+        if name == "set_rng_state":
+            return self._set_rng_state(backend, original, *args)
         return _refuse(name, _FORBIDDEN[name])(*args)
+
+    def _get_rng_state(self, backend: Any, original: Any) -> Any:
+        """A read of the stream's state (``kg.get_rng_state``; ``fork_rng`` and
+        checkpointing save the state this way) is recorded as a step: a replay reads
+        the state of *its* moment into a cell, for the ``set_rng_state`` calls that give
+        this very object back (restoring the trace's state instead would rewind the
+        stream to it on every call)."""
+        state = original()
+        if not self._depth:
+            cell = StateCell()
+            self._rng_reads[id(state)] = (state, copy.deepcopy(state), cell)
+            self.ops.append(Op("rng_get", [], [], {"backend": backend, "cell": cell}))
+        return state
+
+    def _set_rng_state(self, backend: Any, original: Any, state: Any) -> Any:
+        """A restore of the stream's state is recorded as a step: of the state a
+        ``get_rng_state`` of this trace returned (the object itself, unchanged), a
+        replay restores what the matching read found in that replay; of any other state
+        (one saved before the call: the same noise on every call), that state. A copy or
+        a changed version of a state read here cannot be told from a constant, and
+        would be replayed as one: refused."""
+        if not self._depth:
+            read = self._rng_reads.get(id(state))  # (the reads are kept: ids stay unique)
+            if read is not None and state == read[1]:
+                attrs = {"backend": backend, "cell": read[2]}
+            elif read is not None or any(state == seen for _, seen, _ in self._rng_reads.values()):
+                raise TraceError(
+                    "kg.compile: the function restores a random state (kg.set_rng_state) "
+                    "that is a copy or a changed version of one it read with "
+                    "kg.get_rng_state while being traced. A replay does not run the "
+                    "function's Python code: it restores a state read in the same call only "
+                    "when given back the very object get_rng_state returned, unchanged. "
+                    "Pass that object back, or leave this code out of kg.compile"
+                )
+            else:
+                attrs = {"backend": backend, "state": copy.deepcopy(state)}
+            self.ops.append(Op("rng_set", [], [], attrs))
+        return original(state)
 
     def _guard(self, backend: Any, original: Any) -> Any:
         """A small host read (``.item()`` of a flag or a loss) is allowed and recorded as
@@ -507,7 +638,15 @@ class Recorder:
                 "random",
                 [self.ref(out, backend)],
                 [],
-                {"distribution": distribution, "low": low, "high": high, "backend": backend},
+                {
+                    "distribution": distribution,
+                    "low": low,
+                    "high": high,
+                    "backend": backend,
+                    # the kg.Generator drawn from (None: the default stream): a replay
+                    # draws from it again (plan.PrimitiveStep)
+                    "generator": self._drawing,
+                },
             )
             result = original(out, distribution, low, high)
             self.ops.append(op)
@@ -528,7 +667,7 @@ class _Installation:
         self.users = 0
         self.enabled = True
         self.saved: list[tuple[str, Any, Any]] = []  # (name, previous, dispatcher)
-        for name in (*_RECORDED, *_FORBIDDEN):
+        for name in (*_RECORDED, *_FORBIDDEN, *_RANDOM_STATE):
             if not hasattr(backend, name):
                 continue  # an optional primitive this backend lacks
             dispatcher = self._dispatcher(name, getattr(backend, name))
@@ -637,13 +776,12 @@ def _forget(slot_of: dict[int, int], key: int, index: int) -> None:
         del slot_of[key]
 
 
-def _refuse(name: str, reason: str) -> Any:
+def _refuse(name: str, reason: tuple[str, str]) -> Any:
+    """A stand-in for the backend method ``name`` that raises ``TraceError``, saying
+    what the function did and what to do instead (``reason``, from ``_FORBIDDEN``)."""
+    what, advice = reason
+
     def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise TraceError(
-            f"kg.compile: the function {reason} while being traced. A compiled function is "
-            "replayed without running its Python code, so it cannot depend on tensor values "
-            "seen from Python. Return the tensor and read it after the call (e.g. "
-            "`loss = step(x); print(loss.item())`), or leave this code out of kg.compile"
-        )
+        raise TraceError(f"kg.compile: the function {what} while being traced. {advice}")
 
     return refuse

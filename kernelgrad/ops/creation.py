@@ -9,11 +9,13 @@ int64, and NumPy arrays keep their dtype.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 
+from .. import tracing
 from ..backends import get_backend, loaded_backends
 from ..device import Device, as_device, default_device
 from ..dtypes import DType, as_dtype, bool_, default_float, int64
@@ -416,16 +418,23 @@ class Generator:
     >>> first = kg.rand(3, generator=g).tolist()
     >>> kg.rand(3, generator=kg.Generator().manual_seed(7)).tolist() == first
     True
+
+    Inside ``kg.compile`` the draws from a generator are replayed from that generator,
+    and so are its creation and ``manual_seed`` (a replay seeds the trace's generator
+    object again); ``seed``, ``get_state`` and ``set_state`` are refused there (their
+    values are Python's, which a replay does not see).
     """
 
     def __init__(self, device: Any = "cpu") -> None:
         self.device = as_device(device)
         self._seed = 67280421310721  # PyTorch's default seed
         self._state: Any = None  # the backend's stream state, made from the seed when first used
+        _seeded_while_tracing(self)
 
     def manual_seed(self, seed: int) -> Generator:
         self._seed = int(seed)
         self._state = None
+        _seeded_while_tracing(self)
         return self
 
     def initial_seed(self) -> int:
@@ -435,15 +444,18 @@ class Generator:
         """Seed with a fresh random number (returned)."""
         import secrets
 
+        _refuse_while_tracing("seeds a kg.Generator from fresh entropy (Generator.seed())")
         self.manual_seed(secrets.randbits(63))
         return self._seed
 
     def get_state(self) -> Any:
         """The stream's state (the backend's: a dict of its Philox seed and counter), for
         :meth:`set_state`."""
+        _refuse_while_tracing("reads a kg.Generator's state (Generator.get_state())")
         return dict(self._state) if self._state is not None else {"seed": self._seed, "fresh": 1}
 
     def set_state(self, state: Any) -> Generator:
+        _refuse_while_tracing("sets a kg.Generator's state (Generator.set_state())")
         if state.get("fresh"):
             return self.manual_seed(state["seed"])
         self._state = dict(state)
@@ -453,12 +465,37 @@ class Generator:
         return f"<kg.Generator on {self.device}, initial seed {self._seed}>"
 
 
+def _seeded_while_tracing(generator: Generator) -> None:
+    """Tell a ``kg.compile`` trace in progress on this thread that ``generator`` was
+    made or seeded, so that its replays seed it again (``Recorder.generator_seeded``)."""
+    recorder = tracing.active_recorder()
+    if recorder is not None:
+        recorder.generator_seeded(generator)
+
+
+def _refuse_while_tracing(what: str) -> None:
+    """Refuse a generator operation that kg.compile cannot replay while a trace runs on
+    this thread (the trace module looked up without importing the compile layer)."""
+    trace = sys.modules.get("kernelgrad.compile.trace")
+    if trace is not None and trace.active_recorder() is not None:
+        raise trace.TraceError(
+            f"kg.compile: the function {what} while being traced. A replay does not run "
+            "the function's Python code, so it would not see that value. Do it outside the "
+            "compiled function; inside, draw from a kg.Generator made or seeded with "
+            "manual_seed (both replayed), or save the default stream's state with "
+            "kg.get_rng_state and restore it with kg.set_rng_state (replayed)"
+        )
+
+
 class _DrawnFrom:
     """Within the block, the device's random stream is ``generator``'s (see
-    :class:`Generator`); its default stream is put back at the end."""
+    :class:`Generator`); its default stream is put back at the end. While ``kg.compile``
+    traces, the trace is told (``Recorder.drawing_from``), so that it records the draws
+    as the generator's, and the swap as part of them."""
 
     def __init__(self, generator: Generator | None, device: Device) -> None:
         self.generator, self.device = generator, device
+        self.marking: Any = None
 
     def __enter__(self) -> None:
         generator = self.generator
@@ -473,19 +510,45 @@ class _DrawnFrom:
                 f"the generator is on {generator.device} but the numbers are made on "
                 f"{self.device}; make it with kg.Generator({str(self.device)!r})"
             )
-        self.saved = get_rng_state(self.device)
-        backend = get_backend(self.device)
-        if generator._state is None:
-            backend.manual_seed(generator._seed)
-        else:
-            backend.set_rng_state(generator._state)
+        recorder = tracing.active_recorder()
+        if recorder is not None:
+            self.marking = recorder.drawing_from(generator)
+            self.marking.__enter__()
+        try:
+            self.saved = get_rng_state(self.device)
+            backend = get_backend(self.device)
+            if generator._state is None:
+                backend.manual_seed(generator._seed)
+            else:
+                backend.set_rng_state(generator._state)
+        except BaseException:
+            self._unmark()
+            raise
 
     def __exit__(self, *_: Any) -> None:
         if self.generator is None:
             return
-        backend = get_backend(self.device)
-        self.generator._state = backend.get_rng_state()
-        backend.set_rng_state(self.saved)
+        try:
+            backend = get_backend(self.device)
+            self.generator._state = backend.get_rng_state()
+            backend.set_rng_state(self.saved)
+        finally:
+            self._unmark()
+
+    def _unmark(self) -> None:
+        if self.marking is not None:
+            marking, self.marking = self.marking, None
+            marking.__exit__(None, None, None)
+
+
+def draw_from_generator(
+    generator: Generator, backend: Any, out: Any, kind: str, low: float, high: float
+) -> None:
+    """Fill the view ``out`` with ``backend.random`` samples from ``generator``'s stream,
+    leaving the device's default stream where it was: what :func:`rand` and the others
+    do with ``generator=``, and what a ``kg.compile`` replay of such a draw does."""
+    with _DrawnFrom(generator, backend.device):
+        backend.random(out, kind, low, high)
 
 
 def _random(

@@ -464,6 +464,10 @@ def _cumulative_extreme(x: Tensor, dim: int, op: str, earlier_wins: Any) -> Valu
         earlier = _shifted(values, d, shift, fill)
         earlier_index = _shifted(indices, d, shift, 0)
         take_earlier = earlier_wins(earlier, values)
+        if x.dtype.is_floating_point:
+            # a NaN wins over every number after it (a later NaN over an earlier one), as
+            # in PyTorch: the values stay NaN from the first NaN on
+            take_earlier = take_earlier | (_ew.ISNAN(earlier) & ~_ew.ISNAN(values))
         values = _ew.where(take_earlier, earlier, values)
         indices = _ew.where(take_earlier, earlier_index, indices)
         shift *= 2
@@ -562,14 +566,34 @@ def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesI
 
 def median(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     """The lower median (of all elements, or ``(values, indices)`` along ``dim``), as
-    ``torch.median``."""
+    ``torch.median``: NaN (and the index of the first NaN) where a NaN is present."""
     if dim is None:
         flat = x.reshape(-1)
         if flat.numel() == 0:
             raise ShapeError("median: the tensor is empty")
-        return kthvalue(flat, (flat.numel() + 1) // 2).values
-    size = x.shape[normalize_dim(dim, x.ndim, "median")] if x.ndim else 1
-    return kthvalue(x, (size + 1) // 2, dim, keepdim)
+        return _median_along(flat, 0, False).values
+    if x.ndim == 0:
+        return kthvalue(x, 1, dim, keepdim)
+    d = normalize_dim(dim, x.ndim, "median")
+    if x.shape[d] == 0:
+        return kthvalue(x, 0, dim, keepdim)  # raises: out of range
+    return _median_along(x, d, keepdim)
+
+
+def _median_along(x: Tensor, d: int, keepdim: bool) -> ValuesIndices:
+    values, indices = sort(x, d)  # NaN last, in the order of their indices
+    n = x.shape[d]
+    position: Any = (n - 1) // 2
+    if x.dtype.is_floating_point:
+        nans = _reduce.sum(_ew.ISNAN(x), d, True)
+        position = _ew.where(nans > 0, _ew.SUB(n, nans), position)  # the first NaN
+    else:
+        position = full(x.shape[:d] + (1,) + x.shape[d + 1 :], position, dtype=int64,
+                        device=x.device)  # fmt: skip
+    values, indices = values.gather(d, position), indices.gather(d, position)
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return ValuesIndices(values, indices)
 
 
 def nonzero(x: Tensor, *, as_tuple: bool = False) -> Any:

@@ -307,3 +307,49 @@ def test_tensor_uniform_and_normal_fill_in_place_and_follow_pytorch_in_graphs():
     y.normal_()
     (y * 1.0).sum().backward()
     assert x.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+# --- eager math that lost exactness or NaN (each checked against closed values) ------------------
+NAN, INF = math.nan, math.inf
+# dividends and divisors for fmod and the rounding divisions: signs, zeros, tiny and huge
+# magnitudes, infinities and NaN
+EDGES = [0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 2.5, -7.0, 5.5, 1e30, -1e-30, INF, -INF, NAN]
+
+
+def _grid(dtype):
+    x, y = np.meshgrid(np.array(EDGES, dtype), np.array(EDGES, dtype))
+    return x.ravel(), y.ravel()
+
+
+def _same(got, want):
+    """Equal as floats, NaN equal to NaN and the signs of zeros compared."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    same &= (np.signbit(got) == np.signbit(want)) | np.isnan(want)
+    assert same.all(), (got[~same], want[~same])
+
+
+def test_median_is_nan_with_the_index_of_the_first_nan_where_a_nan_is_present(device):
+    assert math.isnan(kg.tensor([4.0, NAN, 3.0, 2.0], device=device).median().item())
+    x = kg.tensor([[4.0, NAN, 3.0, NAN], [1.0, 2.0, 3.0, 0.0]], device=device)
+    values, indices = x.median(1)
+    _same(values.cpu().numpy(), [NAN, 1.0])
+    assert indices.cpu().tolist() == [1, 0]
+    values, indices = x.median(0, keepdim=True)
+    _same(values.cpu().numpy(), [[1.0, NAN, 3.0, NAN]])
+    assert indices.cpu().tolist() == [[1, 0, 0, 0]]
+    assert kg.tensor([[3, 1, 2]], device=device).median(1).values.cpu().tolist() == [2]
+
+
+def test_cummax_and_cummin_carry_nan_forward_with_the_index_of_the_last_nan(device):
+    x = kg.tensor([1.0, NAN, 3.0, NAN, 0.0], device=device)
+    for op in (kg.cummax, kg.cummin):
+        values, indices = op(x, 0)
+        _same(values.cpu().numpy(), [1.0, NAN, NAN, NAN, NAN])
+        assert indices.cpu().tolist() == [0, 1, 1, 3, 3]
+    values, indices = kg.cummin(kg.tensor([[2.0, 1.0, 2.0, 1.0]], device=device), 1)
+    assert values.cpu().tolist() == [[2.0, 1.0, 1.0, 1.0]]
+    assert indices.cpu().tolist() == [[0, 1, 1, 3]]
+
+

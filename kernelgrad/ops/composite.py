@@ -311,8 +311,11 @@ def _count(x: Tensor, axes: tuple[int, ...]) -> int:
     return math.prod(x.shape[d] for d in axes)
 
 
-def _integer_accumulator(x: Tensor) -> Tensor:
-    """Integers and bools accumulate in int64, as PyTorch's sum, prod and cumsum."""
+def _integer_accumulator(x: Tensor, dtype: Any = None) -> Tensor:
+    """``x`` in the requested ``dtype``; without one, integers and bools accumulate in
+    int64, as PyTorch's sum, prod and cumsum."""
+    if dtype is not None:
+        return x.to(as_dtype(dtype))
     return x if x.dtype.is_floating_point or x.dtype is int64 else x.to(int64)
 
 
@@ -341,9 +344,7 @@ def prod(
     [2, 12]
     """
     dim = dim_or_axis(dim, axis, "prod")
-    if dtype is not None:
-        x = x.to(as_dtype(dtype))
-    x = _integer_accumulator(x)
+    x = _integer_accumulator(x, dtype)
     if dim is None:
         result = _product_along(x.reshape(-1), 0).reshape(())
         return result.reshape((1,) * x.ndim) if keepdim else result
@@ -431,13 +432,13 @@ def cumsum(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     >>> kg.tensor([1, 2, 3, 4]).cumsum(0).tolist()
     [1, 3, 6, 10]
     """
-    x = _integer_accumulator(x.to(as_dtype(dtype)) if dtype is not None else x)
+    x = _integer_accumulator(x, dtype)
     return _scan(x, dim, "cumsum", _ew.ADD, 0)
 
 
 def cumprod(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     """Running products along ``dim``."""
-    x = _integer_accumulator(x.to(as_dtype(dtype)) if dtype is not None else x)
+    x = _integer_accumulator(x, dtype)
     return _scan(x, dim, "cumprod", _ew.MUL, 1)
 
 

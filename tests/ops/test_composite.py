@@ -353,3 +353,14 @@ def test_cummax_and_cummin_carry_nan_forward_with_the_index_of_the_last_nan(devi
     assert indices.cpu().tolist() == [[0, 1, 1, 3]]
 
 
+def test_integer_prod_and_scans_keep_the_requested_dtype():
+    x = kg.tensor([1, 2, 3])
+    for result in (
+        x.prod(dtype=kg.int32),
+        x.cumsum(0, dtype=kg.int32),
+        x.cumprod(0, dtype=kg.int32),
+    ):
+        assert result.dtype == kg.int32
+    assert x.prod(dtype=kg.int32).item() == 6 and x.cumprod(0, dtype=kg.int32).tolist() == [1, 2, 6]
+    assert x.to(kg.int32).prod().dtype == kg.int64  # without a dtype: int64, as PyTorch
+    assert kg.tensor([True, True]).cumsum(0, dtype=kg.float64).dtype == kg.float64

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import autograd
 from ..dtypes import as_dtype, bool_, default_float, int64, result_type
 from ..errors import ArgumentError, DTypeError, ShapeError, format_shape
 from ..shapes import normalize_dim
@@ -190,8 +191,15 @@ def div(x: Any, y: Any, rounding_mode: str | None = None) -> Tensor:
     if not isinstance(x, Tensor):
         x = _as_tensor_like(x, y)
     if _result_is_float(x, y):
-        quotient = _ew.DIV(x, y)
-        return _ew.TRUNC(quotient) if rounding_mode == "trunc" else _ew.FLOOR(quotient)
+        if rounding_mode == "trunc":
+            return _ew.TRUNC(_ew.DIV(x, y))  # as PyTorch: trunc(x / y)
+        # as PyTorch and ``//``: Python's floor division (from C's fmod), not the floor of
+        # the rounded quotient (1.0 // 0.1 is 9.0, floor(1.0 / 0.1) 10.0)
+        floored = _ew.FLOOR_DIVIDE(x, y)
+        if not autograd.needs_grad(x, y):
+            return floored
+        # piecewise constant: a zero gradient in the graph, as PyTorch's
+        return _ew.where(True, floored, _ew.FLOOR(_ew.DIV(x, y)))
     floored = _ew.FLOOR_DIVIDE(x, y)
     if rounding_mode == "floor":
         return floored

@@ -353,6 +353,29 @@ def test_cummax_and_cummin_carry_nan_forward_with_the_index_of_the_last_nan(devi
     assert indices.cpu().tolist() == [[0, 1, 1, 3]]
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_floor_division_is_pythons_floor_division(dtype, device):
+    x, y = _grid(dtype)
+    with np.errstate(all="ignore"):  # NumPy's // is Python's (and IEEE by zero)
+        want = np.floor_divide(x, y)
+        assert np.array_equal(want[y != 0], [a // b for a, b in zip(x[y != 0], y[y != 0])], True)
+    xs, ys = kg.tensor(x, device=device), kg.tensor(y, device=device)
+    _same(kg.floor_divide(xs, ys).cpu().numpy(), want)
+    _same(kg.div(xs, ys, rounding_mode="floor").cpu().numpy(), want)
+    _same((xs // ys).cpu().numpy(), want)
+    one = kg.tensor([1.0, 1.0, INF], device=device)
+    quotient = kg.floor_divide(one, kg.tensor([0.1, -INF, 0.1], device=device)).cpu().tolist()
+    assert quotient[:2] == [9.0, -1.0] and math.isnan(quotient[2])
+
+
+def test_floor_division_of_floats_has_a_zero_gradient():
+    x = kg.tensor([1.0, 3.0], dtype=kg.float64, requires_grad=True)
+    result = kg.div(x, 0.1, rounding_mode="floor")
+    assert result.requires_grad and result.tolist() == [1.0 // 0.1, 3.0 // 0.1]
+    result.sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]
+
+
 def test_integer_prod_and_scans_keep_the_requested_dtype():
     x = kg.tensor([1, 2, 3])
     for result in (

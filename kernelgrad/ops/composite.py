@@ -62,18 +62,19 @@ def _on_device(array: np.ndarray, like: Tensor) -> Tensor:
 
 # --- elementwise ------------------------------------------------------------------------------
 def log2(x: Tensor) -> Tensor:
-    """Base-2 logarithm. ``kg.log2(kg.tensor([8.0])).tolist()`` is ``[3.0]``."""
-    return _ew.LOG(x) * (1 / math.log(2))
+    """Base-2 logarithm (exact at the powers of two: ``kg.log2(kg.tensor([8.0])).tolist()``
+    is ``[3.0]``)."""
+    return _ew.LOG2(x)
 
 
 def log10(x: Tensor) -> Tensor:
-    """Base-10 logarithm."""
-    return _ew.LOG(x) * (1 / math.log(10))
+    """Base-10 logarithm (the C library's ``log10``, exact at the powers of ten)."""
+    return _ew.LOG10(x)
 
 
 def exp2(x: Tensor) -> Tensor:
-    """``2 ** x`` elementwise."""
-    return _ew.EXP(_ew.MUL(x, math.log(2)))
+    """``2 ** x`` elementwise (exact at the integers)."""
+    return _ew.EXP2(x)
 
 
 def frac(x: Tensor) -> Tensor:
@@ -123,27 +124,18 @@ def nan_to_num(
     return _ew.where(x == -math.inf, low, result)
 
 
-def _negative_sign(y: Any) -> Any:
-    """True where ``y``'s sign bit is set (-0.0 included)."""
-    if not isinstance(y, Tensor):
-        return math.copysign(1.0, y) < 0
-    if not y.dtype.is_floating_point:
-        return y < 0
-    return (y < 0) | ((y == 0) & (_ew.DIV(1.0, y) < 0))
-
-
 def copysign(x: Any, y: Any) -> Tensor:
     """``|x|`` with the sign of ``y`` (``-0.0`` counts as negative), as ``torch.copysign``.
 
     >>> import kernelgrad as kg
     >>> kg.copysign(kg.tensor([1.0, -2.0]), -1.0).tolist()
     [-1.0, -2.0]
+
+    The result has the promoted floating dtype of both operands, and the sign bit of a
+    NaN counts too (``copysign(3, -nan)`` is -3), as C's ``copysign``.
     """
     x = x if isinstance(x, Tensor) else tensor(x)
-    if not x.dtype.is_floating_point:
-        x = x.to(default_float())
-    magnitude = _ew.ABS(x)
-    return _ew.where(_negative_sign(y), -magnitude, magnitude)
+    return _ew.COPYSIGN(x, y)
 
 
 def fmod(x: Any, y: Any) -> Tensor:
@@ -157,7 +149,7 @@ def fmod(x: Any, y: Any) -> Tensor:
     if not isinstance(x, Tensor):
         x = _as_tensor_like(x, y)
     if _result_is_float(x, y):
-        return x - _ew.TRUNC(_ew.DIV(x, y)) * y
+        return _ew.FMOD(x, y)  # exact, as C's fmod (x - trunc(x / y) * y is not)
     return x - div(x, y, rounding_mode="trunc") * y  # integer division by zero raises
 
 
@@ -237,25 +229,25 @@ def logaddexp2(x: Any, y: Any) -> Tensor:
 
 
 def atan2(y: Any, x: Any) -> Tensor:
-    """The angle of the point ``(x, y)``, in ``(-pi, pi]``."""
+    """The angle of the point ``(x, y)``, in ``[-pi, pi]`` (C's ``atan2``)."""
     y = y if isinstance(y, Tensor) else _as_tensor_like(y, x)
-    x = x if isinstance(x, Tensor) else _as_tensor_like(x, y)
-    safe_x = _ew.where(x == 0, 1.0, x)
-    base = _ew.ATAN(y / safe_x)
-    upper = _ew.where(_negative_sign(y), -math.pi, math.pi)
-    on_axis = _ew.where(y > 0, math.pi / 2, _ew.where(y < 0, -math.pi / 2, 0.0))
-    on_axis = _ew.where(_negative_sign(x), _ew.where(y == 0, upper, on_axis), on_axis)
-    result = _ew.where(x > 0, base, _ew.where(x < 0, base + upper, on_axis))
-    return result
+    return _ew.ATAN2(y, x)
 
 
 def hypot(x: Any, y: Any) -> Tensor:
-    """``sqrt(x**2 + y**2)``."""
-    return _ew.SQRT(_ew.ADD(_ew.MUL(x, x), _ew.MUL(y, y)))
+    """``sqrt(x**2 + y**2)`` without overflow or underflow in between (C's ``hypot``)."""
+    return _ew.HYPOT(x, y)
 
 
 def xlogy(x: Any, y: Any) -> Tensor:
     """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN)."""
+    if not isinstance(y, Tensor) and isinstance(x, Tensor):
+        # a number: the log in the result's dtype (not the default float's), and 0 * log(y)
+        # is 0 for every y but NaN
+        dtype = result_type(x, y)
+        dtype = dtype if dtype.is_floating_point else default_float()
+        product = _ew.MUL(x, _ew.LOG(full((), y, dtype=dtype, device=x.device)))
+        return product if math.isnan(y) else _ew.where(_ew.EQ(x, 0), 0.0, product)
     product = _ew.MUL(x, _ew.LOG(y))
     zero = _ew.EQ(x, 0) & ~_ew.ISNAN(y if isinstance(y, Tensor) else product * 0 + y)
     return _ew.where(zero, 0.0, product)

@@ -178,6 +178,10 @@ ORDER_2: dict[str, Callable[[], Case]] = {
         [uniform(0.5, 2)],
     ),
     "frexp_mantissa": lambda: _elementwise("frexp_mantissa", uniform(1.1, 1.9)),
+    "erfcx": lambda: _elementwise("erfcx", uniform(-1.5, 4)),
+    "i0e": lambda: _elementwise("i0e", away_from_zero()),
+    "i1e": lambda: _elementwise("i1e", away_from_zero()),
+    "ndtri": lambda: _elementwise("ndtri", uniform(0.1, 0.9)),
     "nextafter": lambda: Case(
         lambda x, y: OPS["nextafter"](x, y, 53, 2.0**-1074), [uniform(-1, 1), uniform(-1, 1)]
     ),

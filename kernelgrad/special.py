@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .dtypes import default_float
 from .ops import composite as _composite
 from .ops import elementwise as _ew
 from .ops import reduce as _reduce
+from .ops import special as _special
 from .ops import torch_functions as _tf
 from .ops import torch_math as _tm
+from .ops.creation import tensor
 from .tensor import Tensor
 
 digamma = psi = _tm.digamma
@@ -57,19 +60,25 @@ def expit(x: Any) -> Tensor:
     return _ew.SIGMOID(x)
 
 
+def _floating(x: Any) -> Tensor:
+    x = x if isinstance(x, Tensor) else tensor(x)
+    return x if x.dtype.is_floating_point else x.to(default_float())
+
+
 def erfcx(x: Any) -> Tensor:
-    """The scaled complementary error function ``exp(x**2) * erfc(x)``."""
-    return (x * x).exp() * _tm.erfc(x)
+    """The scaled complementary error function ``exp(x**2) * erfc(x)`` (finite for large
+    ``x``, where the two factors overflow and underflow)."""
+    return _special.ERFCX(x)
 
 
 def i0e(x: Any) -> Tensor:
     """``exp(-|x|) * i0(x)``."""
-    return (_ew.ABS(x) * -1).exp() * _tm.i0(x)
+    return _special.I0E(x)
 
 
 def i1e(x: Any) -> Tensor:
     """``exp(-|x|) * i1(x)``."""
-    return (_ew.ABS(x) * -1).exp() * _tm.i1(x)
+    return _special.I1E(x)
 
 
 def ndtr(x: Any) -> Tensor:
@@ -78,13 +87,23 @@ def ndtr(x: Any) -> Tensor:
 
 
 def ndtri(p: Any) -> Tensor:
-    """The inverse of ``ndtr``."""
-    return _tm.erfinv(p * 2 - 1) * math.sqrt(2)
+    """The inverse of ``ndtr`` (accurate in the tails: ``ndtri(1e-8)`` is -5.612)."""
+    return _special.NDTRI(p)
 
 
 def log_ndtr(x: Any) -> Tensor:
-    """``log(ndtr(x))``."""
-    return _ew.LOG(_tm.erfc(x * (-1 / math.sqrt(2))) * 0.5)
+    """``log(ndtr(x))``, as PyTorch: ``log(erfcx(-x/sqrt(2)) / 2) - x**2 / 2`` below -1
+    (``ndtr`` underflows there), ``log1p(-erfc(x/sqrt(2)) / 2)`` above (no rounding of
+    ``ndtr`` near 1)."""
+    x = _floating(x)
+    below = x < -1
+    # each branch sees only its own arguments (others replaced), so neither gives the
+    # gradient an inf or a NaN where it is not taken
+    low = _ew.where(below, x, -2.0) * (1 / math.sqrt(2))
+    high = _ew.where(below, 0.0, x) * (1 / math.sqrt(2))
+    tail = _ew.LOG(_special.ERFCX(low * -1) * 0.5) - low * low
+    body = _ew.LOG1P(_tm.erfc(high) * -0.5)
+    return _ew.where(below, tail, body)
 
 
 def xlog1py(x: Any, y: Any) -> Tensor:

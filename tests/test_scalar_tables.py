@@ -86,8 +86,11 @@ LIBM_PER_ELEMENT = {"tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "aco
 # ... and what the special functions of ops/special.py call (lgamma, erfc, the bit-level
 # frexp/ldexp/copysign), rarely in hot loops too
 LIBM_PER_ELEMENT |= {"lgamma", "erfc", "frexp", "ldexp", "copysign"}
+# ... and the functions PyTorch takes from the C library too, for their exact results
+# (log2, log10 at the powers) or their range (hypot, atan2)
+LIBM_PER_ELEMENT |= {"log2", "log10", "hypot", "atan2"}
 # the second argument given to the math functions of two arguments below
-SECOND_ARGUMENT = {"copysign": -1.0, "ldexp": 3}
+SECOND_ARGUMENT = {"copysign": -1.0, "ldexp": 3, "hypot": -1.0, "atan2": -1.0}
 
 
 def test_vmath_replaces_every_math_call_of_the_primitives_but_sqrt():

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import autograd
 from ..dtypes import as_dtype, bool_, default_float, int64, result_type
 from ..errors import ArgumentError, DTypeError, ShapeError, format_shape
 from ..shapes import normalize_dim
@@ -61,18 +62,19 @@ def _on_device(array: np.ndarray, like: Tensor) -> Tensor:
 
 # --- elementwise ------------------------------------------------------------------------------
 def log2(x: Tensor) -> Tensor:
-    """Base-2 logarithm. ``kg.log2(kg.tensor([8.0])).tolist()`` is ``[3.0]``."""
-    return _ew.LOG(x) * (1 / math.log(2))
+    """Base-2 logarithm (exact at the powers of two: ``kg.log2(kg.tensor([8.0])).tolist()``
+    is ``[3.0]``)."""
+    return _ew.LOG2(x)
 
 
 def log10(x: Tensor) -> Tensor:
-    """Base-10 logarithm."""
-    return _ew.LOG(x) * (1 / math.log(10))
+    """Base-10 logarithm (the C library's ``log10``, exact at the powers of ten)."""
+    return _ew.LOG10(x)
 
 
 def exp2(x: Tensor) -> Tensor:
-    """``2 ** x`` elementwise."""
-    return _ew.EXP(_ew.MUL(x, math.log(2)))
+    """``2 ** x`` elementwise (exact at the integers)."""
+    return _ew.EXP2(x)
 
 
 def frac(x: Tensor) -> Tensor:
@@ -122,27 +124,18 @@ def nan_to_num(
     return _ew.where(x == -math.inf, low, result)
 
 
-def _negative_sign(y: Any) -> Any:
-    """True where ``y``'s sign bit is set (-0.0 included)."""
-    if not isinstance(y, Tensor):
-        return math.copysign(1.0, y) < 0
-    if not y.dtype.is_floating_point:
-        return y < 0
-    return (y < 0) | ((y == 0) & (_ew.DIV(1.0, y) < 0))
-
-
 def copysign(x: Any, y: Any) -> Tensor:
     """``|x|`` with the sign of ``y`` (``-0.0`` counts as negative), as ``torch.copysign``.
 
     >>> import kernelgrad as kg
     >>> kg.copysign(kg.tensor([1.0, -2.0]), -1.0).tolist()
     [-1.0, -2.0]
+
+    The result has the promoted floating dtype of both operands, and the sign bit of a
+    NaN counts too (``copysign(3, -nan)`` is -3), as C's ``copysign``.
     """
     x = x if isinstance(x, Tensor) else tensor(x)
-    if not x.dtype.is_floating_point:
-        x = x.to(default_float())
-    magnitude = _ew.ABS(x)
-    return _ew.where(_negative_sign(y), -magnitude, magnitude)
+    return _ew.COPYSIGN(x, y)
 
 
 def fmod(x: Any, y: Any) -> Tensor:
@@ -156,7 +149,7 @@ def fmod(x: Any, y: Any) -> Tensor:
     if not isinstance(x, Tensor):
         x = _as_tensor_like(x, y)
     if _result_is_float(x, y):
-        return x - _ew.TRUNC(_ew.DIV(x, y)) * y
+        return _ew.FMOD(x, y)  # exact, as C's fmod (x - trunc(x / y) * y is not)
     return x - div(x, y, rounding_mode="trunc") * y  # integer division by zero raises
 
 
@@ -190,8 +183,15 @@ def div(x: Any, y: Any, rounding_mode: str | None = None) -> Tensor:
     if not isinstance(x, Tensor):
         x = _as_tensor_like(x, y)
     if _result_is_float(x, y):
-        quotient = _ew.DIV(x, y)
-        return _ew.TRUNC(quotient) if rounding_mode == "trunc" else _ew.FLOOR(quotient)
+        if rounding_mode == "trunc":
+            return _ew.TRUNC(_ew.DIV(x, y))  # as PyTorch: trunc(x / y)
+        # as PyTorch and ``//``: Python's floor division (from C's fmod), not the floor of
+        # the rounded quotient (1.0 // 0.1 is 9.0, floor(1.0 / 0.1) 10.0)
+        floored = _ew.FLOOR_DIVIDE(x, y)
+        if not autograd.needs_grad(x, y):
+            return floored
+        # piecewise constant: a zero gradient in the graph, as PyTorch's
+        return _ew.where(True, floored, _ew.FLOOR(_ew.DIV(x, y)))
     floored = _ew.FLOOR_DIVIDE(x, y)
     if rounding_mode == "floor":
         return floored
@@ -229,25 +229,25 @@ def logaddexp2(x: Any, y: Any) -> Tensor:
 
 
 def atan2(y: Any, x: Any) -> Tensor:
-    """The angle of the point ``(x, y)``, in ``(-pi, pi]``."""
+    """The angle of the point ``(x, y)``, in ``[-pi, pi]`` (C's ``atan2``)."""
     y = y if isinstance(y, Tensor) else _as_tensor_like(y, x)
-    x = x if isinstance(x, Tensor) else _as_tensor_like(x, y)
-    safe_x = _ew.where(x == 0, 1.0, x)
-    base = _ew.ATAN(y / safe_x)
-    upper = _ew.where(_negative_sign(y), -math.pi, math.pi)
-    on_axis = _ew.where(y > 0, math.pi / 2, _ew.where(y < 0, -math.pi / 2, 0.0))
-    on_axis = _ew.where(_negative_sign(x), _ew.where(y == 0, upper, on_axis), on_axis)
-    result = _ew.where(x > 0, base, _ew.where(x < 0, base + upper, on_axis))
-    return result
+    return _ew.ATAN2(y, x)
 
 
 def hypot(x: Any, y: Any) -> Tensor:
-    """``sqrt(x**2 + y**2)``."""
-    return _ew.SQRT(_ew.ADD(_ew.MUL(x, x), _ew.MUL(y, y)))
+    """``sqrt(x**2 + y**2)`` without overflow or underflow in between (C's ``hypot``)."""
+    return _ew.HYPOT(x, y)
 
 
 def xlogy(x: Any, y: Any) -> Tensor:
     """``x * log(y)``, 0 where ``x`` is 0 (unless ``y`` is NaN)."""
+    if not isinstance(y, Tensor) and isinstance(x, Tensor):
+        # a number: the log in the result's dtype (not the default float's), and 0 * log(y)
+        # is 0 for every y but NaN
+        dtype = result_type(x, y)
+        dtype = dtype if dtype.is_floating_point else default_float()
+        product = _ew.MUL(x, _ew.LOG(full((), y, dtype=dtype, device=x.device)))
+        return product if math.isnan(y) else _ew.where(_ew.EQ(x, 0), 0.0, product)
     product = _ew.MUL(x, _ew.LOG(y))
     zero = _ew.EQ(x, 0) & ~_ew.ISNAN(y if isinstance(y, Tensor) else product * 0 + y)
     return _ew.where(zero, 0.0, product)
@@ -311,8 +311,11 @@ def _count(x: Tensor, axes: tuple[int, ...]) -> int:
     return math.prod(x.shape[d] for d in axes)
 
 
-def _integer_accumulator(x: Tensor) -> Tensor:
-    """Integers and bools accumulate in int64, as PyTorch's sum, prod and cumsum."""
+def _integer_accumulator(x: Tensor, dtype: Any = None) -> Tensor:
+    """``x`` in the requested ``dtype``; without one, integers and bools accumulate in
+    int64, as PyTorch's sum, prod and cumsum."""
+    if dtype is not None:
+        return x.to(as_dtype(dtype))
     return x if x.dtype.is_floating_point or x.dtype is int64 else x.to(int64)
 
 
@@ -341,9 +344,7 @@ def prod(
     [2, 12]
     """
     dim = dim_or_axis(dim, axis, "prod")
-    if dtype is not None:
-        x = x.to(as_dtype(dtype))
-    x = _integer_accumulator(x)
+    x = _integer_accumulator(x, dtype)
     if dim is None:
         result = _product_along(x.reshape(-1), 0).reshape(())
         return result.reshape((1,) * x.ndim) if keepdim else result
@@ -431,13 +432,13 @@ def cumsum(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     >>> kg.tensor([1, 2, 3, 4]).cumsum(0).tolist()
     [1, 3, 6, 10]
     """
-    x = _integer_accumulator(x.to(as_dtype(dtype)) if dtype is not None else x)
+    x = _integer_accumulator(x, dtype)
     return _scan(x, dim, "cumsum", _ew.ADD, 0)
 
 
 def cumprod(x: Tensor, dim: int, dtype: Any = None) -> Tensor:
     """Running products along ``dim``."""
-    x = _integer_accumulator(x.to(as_dtype(dtype)) if dtype is not None else x)
+    x = _integer_accumulator(x, dtype)
     return _scan(x, dim, "cumprod", _ew.MUL, 1)
 
 
@@ -464,6 +465,10 @@ def _cumulative_extreme(x: Tensor, dim: int, op: str, earlier_wins: Any) -> Valu
         earlier = _shifted(values, d, shift, fill)
         earlier_index = _shifted(indices, d, shift, 0)
         take_earlier = earlier_wins(earlier, values)
+        if x.dtype.is_floating_point:
+            # a NaN wins over every number after it (a later NaN over an earlier one), as
+            # in PyTorch: the values stay NaN from the first NaN on
+            take_earlier = take_earlier | (_ew.ISNAN(earlier) & ~_ew.ISNAN(values))
         values = _ew.where(take_earlier, earlier, values)
         indices = _ew.where(take_earlier, earlier_index, indices)
         shift *= 2
@@ -562,14 +567,34 @@ def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesI
 
 def median(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     """The lower median (of all elements, or ``(values, indices)`` along ``dim``), as
-    ``torch.median``."""
+    ``torch.median``: NaN (and the index of the first NaN) where a NaN is present."""
     if dim is None:
         flat = x.reshape(-1)
         if flat.numel() == 0:
             raise ShapeError("median: the tensor is empty")
-        return kthvalue(flat, (flat.numel() + 1) // 2).values
-    size = x.shape[normalize_dim(dim, x.ndim, "median")] if x.ndim else 1
-    return kthvalue(x, (size + 1) // 2, dim, keepdim)
+        return _median_along(flat, 0, False).values
+    if x.ndim == 0:
+        return kthvalue(x, 1, dim, keepdim)
+    d = normalize_dim(dim, x.ndim, "median")
+    if x.shape[d] == 0:
+        return kthvalue(x, 0, dim, keepdim)  # raises: out of range
+    return _median_along(x, d, keepdim)
+
+
+def _median_along(x: Tensor, d: int, keepdim: bool) -> ValuesIndices:
+    values, indices = sort(x, d)  # NaN last, in the order of their indices
+    n = x.shape[d]
+    position: Any = (n - 1) // 2
+    if x.dtype.is_floating_point:
+        nans = _reduce.sum(_ew.ISNAN(x), d, True)
+        position = _ew.where(nans > 0, _ew.SUB(n, nans), position)  # the first NaN
+    else:
+        position = full(x.shape[:d] + (1,) + x.shape[d + 1 :], position, dtype=int64,
+                        device=x.device)  # fmt: skip
+    values, indices = values.gather(d, position), indices.gather(d, position)
+    if not keepdim:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return ValuesIndices(values, indices)
 
 
 def nonzero(x: Tensor, *, as_tuple: bool = False) -> Any:

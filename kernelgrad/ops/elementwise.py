@@ -1181,3 +1181,89 @@ ROUND = defop(
     name="round",
     reject_bool=True,
 )
+
+
+# --- exact where PyTorch's libm calls are: powers, fmod, copysign, atan2, hypot ------------
+def log2(x):
+    return math.log2(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+
+
+def log10(x):
+    # float32 through float64: exact at the powers of ten where float32 log10s are not
+    return math.log10(np.float64(x)) if x > 0 else (-math.inf if x == 0 else math.nan)
+
+
+def exp2(x):
+    # 2**n * 2**f with n = trunc(x) and f = x - n (exact): 2**x is exact at the integers,
+    # and ldexp rounds once into the denormals
+    if not abs(x) < 2048.0:
+        if x != x:
+            return x
+        return math.inf if x > 0 else 0.0
+    n = float(int(x))
+    return math.ldexp(math.exp((x - n) * 0.6931471805599453), int(n))
+
+
+def fmod(x, y):
+    # C's fmod, exact: of non-negative operands Python's % is C's fmod (it adds y only
+    # where the signs differ), and the result takes the sign of x
+    return math.copysign(abs(x) % abs(y), x)
+
+
+def copysign(x, y):
+    return math.copysign(x, y)
+
+
+def atan2(y, x):
+    return math.atan2(y, x)
+
+
+def hypot(x, y):
+    return math.hypot(x, y)
+
+
+def _copysign_vjp(g, result, x, y):
+    # as PyTorch: result / x (0 where x is 0) for x, a zero gradient for y
+    return (
+        _grad_if(x, lambda: g * where(x == 0, 0.0, result / x)),
+        _grad_if(y, lambda: _zero_gradient(g, y)[0]),
+    )
+
+
+def _atan2_vjp(g, y, x):
+    scale = g / (x * x + y * y)
+    return _grad_if(y, lambda: scale * x), _grad_if(x, lambda: scale * -y)
+
+
+LOG2 = defop(
+    log2, to_float, lambda g, x: (g / (x * math.log(2)),), "inputs", ("Tensor.log2", "kg.log2")
+)
+LOG10 = defop(
+    log10,
+    to_float,
+    lambda g, x: (g / (x * math.log(10)),),
+    "inputs",
+    ("Tensor.log10", "kg.log10"),
+)
+EXP2 = defop(
+    exp2, to_float, lambda g, y: (g * y * math.log(2),), "output", ("Tensor.exp2", "kg.exp2")
+)
+FMOD = defop(
+    fmod,
+    to_float,
+    lambda g, x, y: (_grad_if(x, lambda: g), _grad_if(y, lambda: -g * TRUNC(DIV(x, y)))),
+    "inputs",
+    ("Tensor.fmod", "kg.fmod"),
+)
+COPYSIGN = defop(copysign, to_float, _copysign_vjp, "both", ("Tensor.copysign", "kg.copysign"))
+ATAN2 = defop(atan2, to_float, _atan2_vjp, "inputs", ("Tensor.atan2", "kg.atan2"))
+HYPOT = defop(
+    hypot,
+    to_float,
+    lambda g, result, x, y: (
+        _grad_if(x, lambda: g * x / result),
+        _grad_if(y, lambda: g * y / result),
+    ),
+    "both",
+    ("Tensor.hypot", "kg.hypot"),
+)

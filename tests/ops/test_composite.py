@@ -307,3 +307,180 @@ def test_tensor_uniform_and_normal_fill_in_place_and_follow_pytorch_in_graphs():
     y.normal_()
     (y * 1.0).sum().backward()
     assert x.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+# --- eager math that lost exactness or NaN (each checked against closed values) ------------------
+NAN, INF = math.nan, math.inf
+# dividends and divisors for fmod and the rounding divisions: signs, zeros, tiny and huge
+# magnitudes, infinities and NaN
+EDGES = [0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 2.5, -7.0, 5.5, 1e30, -1e-30, INF, -INF, NAN]
+
+
+def _grid(dtype):
+    x, y = np.meshgrid(np.array(EDGES, dtype), np.array(EDGES, dtype))
+    return x.ravel(), y.ravel()
+
+
+def _same(got, want):
+    """Equal as floats, NaN equal to NaN and the signs of zeros compared."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    same &= (np.signbit(got) == np.signbit(want)) | np.isnan(want)
+    assert same.all(), (got[~same], want[~same])
+
+
+def test_median_is_nan_with_the_index_of_the_first_nan_where_a_nan_is_present(device):
+    assert math.isnan(kg.tensor([4.0, NAN, 3.0, 2.0], device=device).median().item())
+    x = kg.tensor([[4.0, NAN, 3.0, NAN], [1.0, 2.0, 3.0, 0.0]], device=device)
+    values, indices = x.median(1)
+    _same(values.cpu().numpy(), [NAN, 1.0])
+    assert indices.cpu().tolist() == [1, 0]
+    values, indices = x.median(0, keepdim=True)
+    _same(values.cpu().numpy(), [[1.0, NAN, 3.0, NAN]])
+    assert indices.cpu().tolist() == [[1, 0, 0, 0]]
+    assert kg.tensor([[3, 1, 2]], device=device).median(1).values.cpu().tolist() == [2]
+
+
+def test_cummax_and_cummin_carry_nan_forward_with_the_index_of_the_last_nan(device):
+    x = kg.tensor([1.0, NAN, 3.0, NAN, 0.0], device=device)
+    for op in (kg.cummax, kg.cummin):
+        values, indices = op(x, 0)
+        _same(values.cpu().numpy(), [1.0, NAN, NAN, NAN, NAN])
+        assert indices.cpu().tolist() == [0, 1, 1, 3, 3]
+    values, indices = kg.cummin(kg.tensor([[2.0, 1.0, 2.0, 1.0]], device=device), 1)
+    assert values.cpu().tolist() == [[2.0, 1.0, 1.0, 1.0]]
+    assert indices.cpu().tolist() == [[0, 1, 1, 3]]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fmod_of_floats_is_c_fmod_exactly(dtype, device):
+    x, y = _grid(dtype)
+    got = kg.fmod(kg.tensor(x, device=device), kg.tensor(y, device=device))
+    with np.errstate(all="ignore"):
+        want = np.fmod(x.astype(np.float64), y.astype(np.float64)).astype(dtype)  # exact
+    _same(got.cpu().numpy(), want)
+    small = kg.fmod(kg.tensor([1.0, 5.5, 7.0], dtype=kg.float64, device=device), 0.1)
+    assert small.cpu().tolist() == [math.fmod(v, 0.1) for v in (1.0, 5.5, 7.0)]
+    by_inf = kg.fmod(kg.tensor([1.0, -5.3], device=device), INF).cpu().tolist()
+    assert by_inf == [1.0, float(np.float32(-5.3))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_floor_division_is_pythons_floor_division(dtype, device):
+    x, y = _grid(dtype)
+    with np.errstate(all="ignore"):  # NumPy's // is Python's (and IEEE by zero)
+        want = np.floor_divide(x, y)
+        assert np.array_equal(want[y != 0], [a // b for a, b in zip(x[y != 0], y[y != 0])], True)
+    xs, ys = kg.tensor(x, device=device), kg.tensor(y, device=device)
+    _same(kg.floor_divide(xs, ys).cpu().numpy(), want)
+    _same(kg.div(xs, ys, rounding_mode="floor").cpu().numpy(), want)
+    _same((xs // ys).cpu().numpy(), want)
+    one = kg.tensor([1.0, 1.0, INF], device=device)
+    quotient = kg.floor_divide(one, kg.tensor([0.1, -INF, 0.1], device=device)).cpu().tolist()
+    assert quotient[:2] == [9.0, -1.0] and math.isnan(quotient[2])
+
+
+def test_floor_division_of_floats_has_a_zero_gradient():
+    x = kg.tensor([1.0, 3.0], dtype=kg.float64, requires_grad=True)
+    result = kg.div(x, 0.1, rounding_mode="floor")
+    assert result.requires_grad and result.tolist() == [1.0 // 0.1, 3.0 // 0.1]
+    result.sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0]
+
+
+def test_rounding_divisions_and_fmod_match_pytorch(device):
+    torch = pytest.importorskip("torch")
+    for dtype in ("float32", "float64"):
+        x, y = _grid(dtype)
+        xs, ys = kg.tensor(x, device=device), kg.tensor(y, device=device)
+        tx, ty = torch.tensor(x), torch.tensor(y)
+        for mode in ("floor", "trunc"):
+            got = kg.div(xs, ys, rounding_mode=mode).cpu().numpy()
+            want = torch.div(tx, ty, rounding_mode=mode).numpy()
+            np.testing.assert_array_equal(got, want)  # (the sign of zero is not compared)
+        finite = np.abs(y) > 1e-30  # PyTorch's float32 fmod gives NaN for denormal results
+        got = kg.fmod(xs, ys).cpu().numpy()[finite]
+        np.testing.assert_array_equal(got, torch.fmod(tx, ty).numpy()[finite])
+
+
+def test_xlogy_with_a_number_as_y(device):
+    x = kg.tensor([0.0, 1.0], device=device)
+    assert kg.xlogy(x, 0).cpu().tolist() == [0.0, -INF]
+    assert kg.xlogy(x, INF).cpu().tolist() == [0.0, INF]
+    assert all(math.isnan(v) for v in kg.xlogy(x, NAN).cpu().tolist())
+    result = kg.xlogy(kg.tensor([2.5], dtype=kg.float64, device=device), 2)
+    assert result.dtype == kg.float64 and result.item() == 2.5 * math.log(2)
+    assert kg.xlogy(kg.tensor([1, 2], device=device), 2).dtype == kg.float32
+
+
+def test_atan2_in_float64_is_c_atan2(device):
+    x, y = _grid("float64")
+    got = kg.atan2(kg.tensor(y, device=device), kg.tensor(x, device=device)).cpu().numpy()
+    want = [math.atan2(b, a) for a, b in zip(x, y)]
+    np.testing.assert_allclose(got, want, rtol=4e-16, atol=0)
+    _same(got, want)  # the signs of zero too
+    axis = kg.atan2(
+        kg.tensor([1.0, -1.0], dtype=kg.float64), kg.tensor([0.0, 0.0], dtype=kg.float64)
+    )
+    assert axis.tolist() == [math.pi / 2, -math.pi / 2]
+
+
+def test_log2_log10_and_exp2_are_exact_at_the_powers(device):
+    powers = np.arange(-1074, 1024)
+    got = kg.log2(kg.tensor(2.0**powers, dtype=kg.float64, device=device)).cpu().numpy()
+    np.testing.assert_array_equal(got, powers)
+    powers32 = np.arange(-149, 128)
+    got = kg.log2(kg.tensor(2.0**powers32, dtype=kg.float32, device=device)).cpu().numpy()
+    np.testing.assert_array_equal(got, powers32)
+    tens = np.arange(0, 23)  # the powers of ten a float64 holds exactly
+    got = kg.log10(kg.tensor(10.0**tens, dtype=kg.float64, device=device)).cpu().numpy()
+    np.testing.assert_array_equal(got, tens)
+    got = kg.log10(kg.tensor(10.0 ** tens[:11], dtype=kg.float32, device=device)).cpu().numpy()
+    np.testing.assert_array_equal(got, tens[:11])
+    assert kg.log10(kg.tensor([0.1], dtype=kg.float64, device=device)).item() == -1.0
+    for dtype, low, high in ((kg.float32, -149, 128), (kg.float64, -1074, 1024)):
+        exponents = np.arange(low - 2, high + 2)
+        got = kg.exp2(kg.tensor(exponents, dtype=dtype, device=device)).cpu().numpy()
+        with np.errstate(over="ignore"):
+            want = np.ldexp(np.ones(exponents.shape, dtype.numpy), exponents)
+        np.testing.assert_array_equal(got, want)
+    assert kg.exp2(kg.tensor([15.0], device=device)).long().cpu().tolist() == [32768]
+    ends = kg.exp2(kg.tensor([NAN, INF, -INF, 0.5], dtype=kg.float64, device=device)).cpu()
+    np.testing.assert_allclose(ends.numpy(), [NAN, INF, 0.0, math.sqrt(2)], rtol=3e-16)
+
+
+def test_hypot_neither_overflows_nor_underflows(device):
+    got = kg.hypot(kg.tensor([1e30, 1e-30], device=device), kg.tensor([1e30, 1e-30], device=device))
+    want = [math.hypot(1e30, 1e30), math.hypot(1e-30, 1e-30)]
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-7)
+    mixed = kg.hypot(
+        kg.tensor([0.1], dtype=kg.float64, device=device), kg.tensor([0.3], device=device)
+    )
+    assert mixed.dtype == kg.float64
+    assert mixed.item() == math.hypot(0.1, float(np.float32(0.3)))
+    ends = kg.hypot(kg.tensor([INF, NAN], device=device), kg.tensor([NAN, -INF], device=device))
+    assert ends.cpu().tolist() == [INF, INF]
+
+
+def test_copysign_promotes_both_operands_and_reads_the_sign_bit_of_nan(device):
+    f64 = kg.tensor([-1.0], dtype=kg.float64, device=device)
+    assert kg.copysign(kg.tensor([1], device=device), f64).dtype == kg.float64
+    assert kg.copysign(kg.tensor([1.0], device=device), f64).dtype == kg.float64
+    assert kg.copysign(kg.tensor([1, 2], device=device), 1).dtype == kg.float32
+    negative_nan = kg.tensor(np.array([-np.nan]), device=device)
+    assert kg.copysign(kg.tensor([3.0], device=device), negative_nan).cpu().tolist() == [-3.0]
+    assert kg.copysign(kg.tensor([3.0], device=device), -NAN).cpu().tolist() == [-3.0]
+
+
+def test_integer_prod_and_scans_keep_the_requested_dtype():
+    x = kg.tensor([1, 2, 3])
+    for result in (
+        x.prod(dtype=kg.int32),
+        x.cumsum(0, dtype=kg.int32),
+        x.cumprod(0, dtype=kg.int32),
+    ):
+        assert result.dtype == kg.int32
+    assert x.prod(dtype=kg.int32).item() == 6 and x.cumprod(0, dtype=kg.int32).tolist() == [1, 2, 6]
+    assert x.to(kg.int32).prod().dtype == kg.int64  # without a dtype: int64, as PyTorch
+    assert kg.tensor([True, True]).cumsum(0, dtype=kg.float64).dtype == kg.float64

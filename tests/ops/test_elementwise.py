@@ -104,6 +104,13 @@ COVERED = (
         "sigmoid_grad",
         "tanh_grad",
         "gelu_grad",
+        "log2",
+        "log10",
+        "exp2",
+        "fmod",
+        "copysign",
+        "atan2",
+        "hypot",
     }
 )
 

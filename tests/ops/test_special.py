@@ -33,6 +33,10 @@ COVERED = {
     "bitwise_left_shift",
     "bitwise_right_shift",
     "gcd",
+    "erfcx",
+    "i0e",
+    "i1e",
+    "ndtri",
 }
 
 X = np.array([-2.5, -0.7, 0.3, 1.0, 1.5, 4.0, 12.0], np.float32)
@@ -261,3 +265,95 @@ def test_properties_and_small_helpers():
     y = kg.zeros(2, 3)
     y.swapaxes_(0, 1)
     assert y.shape == (3, 2)
+
+
+# --- kg.special's scaled and tail functions: finite where the naive closed forms are not ------
+def _erfcx_asymptotic(x):
+    """erfcx(x) = (1 - 1/(2x^2) + 3/(2x^2)^2 - 15/(2x^2)^3 ...) / (x sqrt(pi)), for x >= 20."""
+    total, term, k = 1.0, 1.0, 1
+    while abs(term) > 1e-18:
+        term *= -(2 * k - 1) / (2 * x * x)
+        total += term
+        k += 1
+    return total / (x * math.sqrt(math.pi))
+
+
+def _i0_series(x, nu):
+    """I_nu(x) for nu in (0, 1) by its power series (Python floats; x up to a few hundred)."""
+    q, term = x * x / 4, (x / 2) ** nu
+    total, k = term, 1
+    while term > total * 1e-18:
+        term *= q / (k * (k + nu))
+        total += term
+        k += 1
+    return total
+
+
+@pytest.mark.parametrize("dtype", [kg.float32, kg.float64])
+def test_erfcx_is_finite_and_accurate_for_large_arguments(dtype, device):
+    x = [-3.0, 0.5, 1.9, 2.1, 10.0, 27.0, 30.0, 1e4, 1e10, math.inf]
+    got = kg.special.erfcx(_t(x, device, dtype=dtype)).cpu().numpy()
+    want = [math.exp(v * v) * math.erfc(v) for v in x[:5]]
+    want += [_erfcx_asymptotic(v) for v in x[5:9]] + [0.0]
+    rtol = 1e-6 if dtype is kg.float32 else 1e-14
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+    ends = kg.special.erfcx(_t([-math.inf, math.nan], device, dtype=dtype)).cpu().tolist()
+    assert ends[0] == math.inf and math.isnan(ends[1])
+
+
+@pytest.mark.parametrize("dtype", [kg.float32, kg.float64])
+def test_log_ndtr_in_both_tails(dtype, device):
+    x = [-35.0, -20.0, -1.5, -1.0, 0.0, 5.0, 9.0]
+    got = kg.special.log_ndtr(_t(x, device, dtype=dtype)).cpu().numpy()
+    want = [math.log(0.5 * math.erfc(-v / math.sqrt(2))) for v in x[:5]]
+    want += [math.log1p(-0.5 * math.erfc(v / math.sqrt(2))) for v in x[5:]]
+    # float32: x / sqrt(2) rounds, and erfc's condition number 2 t^2 multiplies that
+    rtol = 1e-5 if dtype is kg.float32 else 1e-13
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+    ends = kg.special.log_ndtr(_t([-math.inf, math.inf], device, dtype=dtype)).cpu().tolist()
+    assert ends == [-math.inf, 0.0]
+
+
+@pytest.mark.parametrize("dtype", [kg.float32, kg.float64])
+def test_ndtri_inverts_ndtr_in_the_tails(dtype, device):
+    p = [1e-30, 1e-8, 0.025, 0.3, 0.5, 0.7, 0.975, 1 - 1e-6]
+    z = kg.special.ndtri(_t(p, device, dtype=dtype)).cpu().numpy().astype(np.float64)
+    p = np.array(p, dtype.numpy).astype(np.float64)  # what the kernel saw
+    # the tail probability of z, from erfc (no cancellation), against p
+    lower = np.array([0.5 * math.erfc(-v / math.sqrt(2)) for v in z])
+    upper = np.array([0.5 * math.erfc(v / math.sqrt(2)) for v in z])
+    rtol = 1e-5 if dtype is kg.float32 else 1e-13
+    np.testing.assert_allclose(np.where(p < 0.5, lower, upper), np.minimum(p, 1 - p), rtol=rtol)
+    assert abs(z[4]) < 1e-15 and z[1] == pytest.approx(-5.612001244174789, rel=rtol)
+    ends = kg.special.ndtri(_t([0.0, 1.0, -0.5, math.nan], device, dtype=dtype)).cpu().tolist()
+    assert ends[:2] == [-math.inf, math.inf] and all(math.isnan(v) for v in ends[2:])
+
+
+@pytest.mark.parametrize("dtype", [kg.float32, kg.float64])
+def test_i0e_and_i1e_are_finite_for_large_arguments(dtype, device):
+    x = [0.0, 0.5, -3.0, 20.0, -26.0, 40.0, 500.0]
+    xs = _t(x, device, dtype=dtype)
+    rtol = 2e-6 if dtype is kg.float32 else 5e-15
+    for fn, nu in ((kg.special.i0e, 0), (kg.special.i1e, 1)):
+        want = [_i0_series(abs(v), nu) * math.exp(-abs(v)) for v in x]
+        want = [math.copysign(w, v) if nu else w for w, v in zip(want, x)]
+        np.testing.assert_allclose(fn(xs).cpu().numpy(), want, rtol=rtol, atol=0)
+        ends = fn(_t([math.inf, -math.inf, math.nan], device, dtype=dtype)).cpu().tolist()
+        assert ends[:2] == [0.0, 0.0] and math.isnan(ends[2])
+    assert math.copysign(1, kg.special.i1e(_t([-math.inf], device)).item()) == -1
+
+
+def test_special_tails_match_pytorch(device):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(-40, 40, 200), [-27.0, -1.0, 0.0, 2.0, 30.0, 1e9]])
+    p = np.concatenate([rng.uniform(0, 1, 100), 10.0 ** rng.uniform(-30, 0, 100), [0.5, 1e-8]])
+    for dtype, rtol in (("float32", 2e-6), ("float64", 1e-14)):
+        for name, values in (("erfcx", x), ("log_ndtr", x), ("i0e", x), ("i1e", x),
+                             ("ndtri", p)):  # fmt: skip
+            got = getattr(kg.special, name)(_t(values.astype(dtype), device)).cpu().numpy()
+            want = getattr(torch.special, name)(torch.tensor(values.astype(dtype))).numpy()
+            atol = 1e-15 if name == "ndtri" else 0  # near ndtri(0.5) = 0
+            if name == "log_ndtr":  # log1p(-erfc/2) = -erfc/2 far right: two erfc's
+                rtol = max(rtol, 1e-12)
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=f"{name} {dtype}")

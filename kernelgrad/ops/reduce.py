@@ -2,8 +2,11 @@
 composites built from them (``mean``, ``var``, ``std``, ``logsumexp``, ``softmax``, ...).
 
 ``dim`` may be None (every dim), an int, or a tuple of ints; ``keepdim`` keeps reduced
-dims as size 1. As in PyTorch, ``x.max(dim=int)`` returns ``(values, indices)``, while
-``x.max()`` and ``x.amax(dims)`` return values only.
+dims as size 1. An empty tuple or list means every dim, as in PyTorch, for ``sum``,
+``mean``, ``amax``/``amin`` (and ``max``/``min`` given a tuple), ``var``, ``std`` and
+``logsumexp``; ``any`` and ``all`` reduce nothing then, as PyTorch's do. As in PyTorch,
+``x.max(dim=int)`` returns ``(values, indices)``, while ``x.max()`` and ``x.amax(dims)``
+return values only.
 """
 
 from __future__ import annotations
@@ -99,6 +102,16 @@ def _make_plan(kind: str, x: Tensor, dim: Any, keepdim: bool, out_dtype: Any, ke
     return plan
 
 
+def _every_dim_if_empty(dim: Any) -> Any:
+    """``dim`` with an empty tuple or list read as None (every dim), PyTorch's rule for
+    ``sum``, ``mean``, ``amax``, ``var``, ``std`` ... (``sum(dim=[])`` is the total)."""
+    if type(dim) is int or dim is None:
+        return dim
+    if isinstance(dim, (tuple, list)) and len(dim) == 0:
+        return None
+    return dim
+
+
 def _expand_back(g: Tensor, x_shape: tuple[int, ...], axes: tuple[int, ...]) -> Tensor:
     """Reshape a reduced gradient to keepdim form and broadcast it to ``x_shape``."""
     kept = tuple(1 if d in axes else s for d, s in enumerate(x_shape))
@@ -112,6 +125,8 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
     >>> kg.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(dim=0).tolist()
     [4.0, 6.0]
     """
+    if dim is not None and type(dim) is not int:
+        dim = _every_dim_if_empty(dim)
     if dtype is None:
         out_dtype = x.dtype if x.dtype.is_floating_point else int64
         planned = _planned("sum", x, dim, keepdim, out_dtype)
@@ -139,7 +154,7 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
 def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """Arithmetic mean of a floating point tensor (an integer or bool one is refused, as
     in PyTorch: convert it first)."""
-    axes = normalize_dims(dim, x.ndim, "mean")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "mean")
     count = 1
     for d in axes:
         count *= x._shape[d]
@@ -220,23 +235,27 @@ def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     ([5, 7], [1, 0])
     """
     if dim is None or isinstance(dim, (tuple, list)):
-        return _extreme_values("max", x, normalize_dims(dim, x.ndim, "max"), keepdim)
+        axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "max")
+        return _extreme_values("max", x, axes, keepdim)
     return _extreme_with_indices("max", x, dim, keepdim)
 
 
 def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
     """``x.min()`` is the smallest value; ``x.min(dim)`` returns ``(values, indices)``."""
     if dim is None or isinstance(dim, (tuple, list)):
-        return _extreme_values("min", x, normalize_dims(dim, x.ndim, "min"), keepdim)
+        axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "min")
+        return _extreme_values("min", x, axes, keepdim)
     return _extreme_with_indices("min", x, dim, keepdim)
 
 
 def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return _extreme_values("max", x, normalize_dims(dim, x.ndim, "amax"), keepdim, "amax")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "amax")
+    return _extreme_values("max", x, axes, keepdim, "amax")
 
 
 def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return _extreme_values("min", x, normalize_dims(dim, x.ndim, "amin"), keepdim, "amin")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "amin")
+    return _extreme_values("min", x, axes, keepdim, "amin")
 
 
 def _arg(kind: str, x: Tensor, d: int) -> Tensor:
@@ -286,7 +305,7 @@ def var(
     """
     if correction is None:
         correction = 1 if unbiased is None else int(bool(unbiased))
-    axes = normalize_dims(dim, x.ndim, "var")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "var")
     count = 1
     for d in axes:
         count *= x._shape[d]
@@ -315,7 +334,7 @@ def _peak(x: Tensor, axes: tuple[int, ...]) -> Tensor:
 
 def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` computed stably (the maximum is subtracted first)."""
-    axes = normalize_dims(dim, x.ndim, "logsumexp")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "logsumexp")
     if not x.dtype.is_floating_point:
         x = x.to(default_float())
     peak = _peak(x, axes)

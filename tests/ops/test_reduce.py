@@ -282,3 +282,46 @@ def test_amax_of_nothing_names_amax(device):
         kg.zeros(0, device=device).amax()
     with pytest.raises(kg.ShapeError, match="amin: cannot reduce"):
         kg.zeros(2, 0, device=device).amin(1)
+
+
+def test_an_empty_dim_list_reduces_every_dim(device):
+    """`sum(dim=[])` returned the tensor unreduced and `std(dim=())` all NaN; PyTorch 2.13
+    reads an empty dim list as every dim for sum, mean, amax, amin, var, std (and
+    nansum, nanmean, count_nonzero, var_mean, vector_norm), while any and all reduce
+    nothing."""
+    x = kg.tensor([[1.0, -2.0], [3.0, 4.0]], device=device)
+    for dim in ([], ()):
+        assert x.sum(dim=dim).cpu().tolist() == 6.0
+        assert kg.sum(x, dim).cpu().tolist() == 6.0
+        assert x.sum(dim, keepdim=True).cpu().tolist() == [[6.0]]
+        assert x.mean(dim).item() == 1.5
+        assert x.amax(dim).item() == 4.0 and x.amin(dim).item() == -2.0
+        assert x.max(dim=dim).item() == 4.0 and kg.min(x, dim).item() == -2.0
+        assert x.var(dim).item() == pytest.approx(np.var([1, -2, 3, 4], ddof=1))
+        assert x.std(dim, keepdim=True).shape == (1, 1)
+        assert x.std(dim).item() == pytest.approx(np.std([1, -2, 3, 4], ddof=1))
+        assert x.logsumexp(dim, keepdim=True).shape == (1, 1)
+        assert kg.nansum(x, dim).item() == 6.0
+        assert kg.nanmean(x, dim).item() == 1.5
+        assert kg.count_nonzero(x, dim).item() == 4
+        assert kg.var_mean(x, dim)[1].item() == 1.5
+        assert kg.linalg.vector_norm(x, 1, dim).item() == 10.0
+        assert kg.tensor([1, 2], device=device).sum(dim).dtype == kg.int64
+        assert x.any(dim).cpu().tolist() == [[True, True], [True, True]]
+        assert (x > 0).all(dim).cpu().tolist() == [[True, False], [True, True]]
+    grad = kg.ones(2, 2, device=device, requires_grad=True)
+    grad.sum(dim=[]).backward()
+    assert grad.grad.cpu().tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+@pytest.mark.parametrize(
+    "name", ["sum", "mean", "amax", "amin", "nansum", "nanmean", "var", "std", "count_nonzero"]
+)
+@pytest.mark.parametrize("dim", [[], ()])
+def test_an_empty_dim_list_matches_pytorch(name, dim, device):
+    torch = pytest.importorskip("torch")
+    values = [[1.0, -2.0], [3.0, 4.0]]
+    got = getattr(kg, name)(kg.tensor(values, device=device), dim=dim)
+    want = getattr(torch, name)(torch.tensor(values), dim=dim)
+    assert got.shape == tuple(want.shape)
+    assert got.item() == pytest.approx(want.item())

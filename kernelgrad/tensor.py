@@ -681,6 +681,19 @@ class Tensor:
     def __itruediv__(self, other: Any) -> Tensor:
         return _inplace.apply_inplace(_ew.DIV, self, other)
 
+    # `x //= y`, `x %= y`, `x **= y` write into x (and so into what x views) through
+    # floor_divide_, remainder_ and pow_ (bound by ops/torch_functions.py), with add_'s
+    # dtype check: `int_tensor //= 2.5` raises, as in PyTorch. (`x @= y` stays
+    # `x = x @ y`: PyTorch has no in-place matmul either.)
+    def __ifloordiv__(self, other: Any) -> Tensor:
+        return self.floor_divide_(other)
+
+    def __imod__(self, other: Any) -> Tensor:
+        return self.remainder_(other)
+
+    def __ipow__(self, other: Any) -> Tensor:
+        return self.pow_(other)
+
     # --- named elementwise methods ------------------------------------------------------------
     def add(self, other: Any, alpha: Any = 1) -> Tensor:
         return _ew.ADD(self, other if alpha == 1 else other * alpha)

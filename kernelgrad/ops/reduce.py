@@ -119,7 +119,8 @@ def _expand_back(g: Tensor, x_shape: tuple[int, ...], axes: tuple[int, ...]) -> 
 
 
 def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
-    """Sum over ``dim`` (all dims when None). Integer and bool inputs sum to int64.
+    """Sum over ``dim`` (all dims when None). Integer and bool inputs sum to int64, or to
+    ``dtype`` when given (the input is converted to it first, as in PyTorch).
 
     >>> import kernelgrad as kg
     >>> kg.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(dim=0).tolist()
@@ -140,7 +141,8 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
             return result
     axes = normalize_dims(dim, x.ndim, "sum")
     if dtype is not None:
-        x = x.to(as_dtype(dtype))
+        dtype = as_dtype(dtype)
+        x = x.to(dtype)
     out_dtype = x.dtype if x.dtype.is_floating_point else int64
     result = _run("sum", x, axes, out_dtype)
     if autograd.needs_grad(x):
@@ -148,6 +150,10 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
         autograd.record(
             "sum", (x,), result, lambda g: (_expand_back(g, shape, axes),), reusable=True
         )
+    if dtype is not None and dtype is not out_dtype:
+        # the dtype asked for, as PyTorch: int32 wraps as an int32 sum would, and a sum
+        # of bools as bool is True where any is
+        result = cast(result, dtype)
     return result.reshape(_kept_shape(x, axes, keepdim)) if keepdim else result
 
 

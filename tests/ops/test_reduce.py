@@ -146,6 +146,23 @@ def test_sum_dtype_argument(device):
     assert t.sum(dtype=kg.float64).dtype == kg.float64
 
 
+def test_sum_returns_the_dtype_asked_for(device):
+    """`sum(dtype=kg.int32)` returned int64 (and `dtype=kg.bool` int64 too): the input
+    was converted, then summed to int64 as every integer sum. PyTorch returns the dtype
+    given: int32 (wrapping as an int32 sum does), bool (True where any is)."""
+    t = kg.tensor([1, 2], device=device)
+    assert t.sum(dtype=kg.int32).dtype == kg.int32 and t.sum(dtype=kg.int32).item() == 3
+    assert kg.sum(t, 0, True, dtype=kg.int32).dtype == kg.int32
+    assert kg.sum(t, 0, True, dtype=kg.int32).shape == (1,)
+    flags = kg.tensor([[0, 0], [0, 5]], device=device).sum(1, dtype=kg.bool)
+    assert flags.dtype == kg.bool and flags.cpu().tolist() == [False, True]
+    assert kg.tensor([1.5, 2.5], device=device).sum(dtype=kg.int32).item() == 3  # 1 + 2
+    wrapped = kg.tensor([2**31 - 1, 1], device=device).sum(dtype=kg.int32)
+    assert wrapped.item() == -(2**31)
+    assert kg.nansum(t, dtype=kg.int32).dtype == kg.int32
+    assert t.sum(dtype=kg.int64).dtype == kg.int64
+
+
 def test_large_reductions_split_across_threads(device, simulated):
     if simulated:
         pytest.skip("large reductions are exercised by the CUDA backend's own tests")

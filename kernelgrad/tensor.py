@@ -761,7 +761,9 @@ class Tensor:
         return _ew.ERF(self)
 
     def square(self) -> Tensor:
-        return _ew.MUL(self, self)
+        """``x * x``; a bool tensor squares to int64, as in PyTorch (``x * x`` is bool)."""
+        x = self.long() if self.dtype is bool_ else self
+        return _ew.MUL(x, x)
 
     def logical_not(self) -> Tensor:
         return _ew.LOGICAL_NOT(self)

@@ -1404,7 +1404,7 @@ for _name, _op in {
     _METHODS[_name] = _primitive_inplace(_op, _name)
 for _name, _function in {
     "rsqrt_": lambda x: x.rsqrt(),
-    "square_": lambda x: x * x,
+    "square_": lambda x: x.square(),
     "round_": _composite.round,
     "tril_": _composite.tril,
     "triu_": _composite.triu,

@@ -660,6 +660,18 @@ def test_inplace_result_that_needs_a_wider_dtype_is_refused():
         x.addcdiv_(kg.tensor([1.0, 1.0]), kg.tensor([2.0, 2.0]))
 
 
+def test_square_of_bools_is_int64_as_in_pytorch(device):
+    """`kg.square(bools)` and `bools.square()` stayed bool (they computed `x * x`);
+    PyTorch squares a bool tensor to int64, and `square_` on it then raises."""
+    flags = kg.tensor([True, False], device=device)
+    for squared in (kg.square(flags), flags.square()):
+        assert squared.dtype == kg.int64 and squared.cpu().tolist() == [1, 0]
+    with pytest.raises(TypeError, match="in place"):
+        flags.square_()
+    assert kg.square(kg.tensor([3], dtype=kg.int32, device=device)).dtype == kg.int32
+    assert kg.square(kg.tensor([-1.5], device=device)).cpu().tolist() == [2.25]
+
+
 def test_view_changing_inplace_methods_change_shape_and_strides_only():
     x = kg.arange(6.0).reshape(2, 1, 3)
     version = x._storage.version

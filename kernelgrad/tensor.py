@@ -840,15 +840,19 @@ class Tensor:
         x = self if dtype is None else self.to(dtype)
         return _reduce.mean(x, _axis(dim, axis, "mean"), keepdim)
 
-    def max(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
-        if isinstance(dim, Tensor):
+    def max(
+        self, dim: Any = None, keepdim: bool = False, *, axis: Any = None, other: Any = None
+    ) -> Any:
+        if isinstance(dim, Tensor) and other is None:
             return _ew.MAXIMUM(self, dim)
-        return _reduce.max(self, _axis(dim, axis, "max"), keepdim)
+        return _reduce.max(self, _axis(dim, axis, "max"), keepdim, other=other)
 
-    def min(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
-        if isinstance(dim, Tensor):
+    def min(
+        self, dim: Any = None, keepdim: bool = False, *, axis: Any = None, other: Any = None
+    ) -> Any:
+        if isinstance(dim, Tensor) and other is None:
             return _ew.MINIMUM(self, dim)
-        return _reduce.min(self, _axis(dim, axis, "min"), keepdim)
+        return _reduce.min(self, _axis(dim, axis, "min"), keepdim, other=other)
 
     def amax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
         return _reduce.amax(self, _axis(dim, axis, "amax"), keepdim)

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import autograd
 from ..dtypes import as_dtype, bool_, default_float, int64
-from ..errors import DTypeError, ShapeError, format_shape
+from ..errors import ArgumentError, DTypeError, ShapeError, format_shape
 from ..shapes import contiguous_strides, normalize_dim, normalize_dims
 from ..tensor import Storage, Tensor, ValuesIndices
 from . import register
@@ -232,26 +232,52 @@ def _extreme_with_indices(kind: str, x: Tensor, dim: int, keepdim: bool) -> Valu
     return ValuesIndices(values, indices)
 
 
-def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
-    """``x.max()`` is the largest value; ``x.max(dim)`` returns ``(values, indices)``.
+def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:  # noqa: A001
+    """``x.max()`` is the largest value; ``x.max(dim)`` returns ``(values, indices)``;
+    ``kg.max(x, other)`` with a tensor ``other`` is ``kg.maximum(x, other)``, as in PyTorch.
 
     >>> import kernelgrad as kg
     >>> values, indices = kg.tensor([[1, 5], [7, 2]]).max(dim=1)
     >>> values.tolist(), indices.tolist()
     ([5, 7], [1, 0])
+    >>> kg.max(kg.tensor([1.0, 5.0]), kg.tensor([3.0, 2.0])).tolist()
+    [3.0, 5.0]
     """
+    if other is not None or isinstance(dim, Tensor):
+        return _elementwise_extreme("max", x, dim, keepdim, other)
     if dim is None or isinstance(dim, (tuple, list)):
         axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "max")
         return _extreme_values("max", x, axes, keepdim)
     return _extreme_with_indices("max", x, dim, keepdim)
 
 
-def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
-    """``x.min()`` is the smallest value; ``x.min(dim)`` returns ``(values, indices)``."""
+def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:  # noqa: A001
+    """``x.min()`` is the smallest value; ``x.min(dim)`` returns ``(values, indices)``;
+    ``kg.min(x, other)`` with a tensor ``other`` is ``kg.minimum(x, other)``."""
+    if other is not None or isinstance(dim, Tensor):
+        return _elementwise_extreme("min", x, dim, keepdim, other)
     if dim is None or isinstance(dim, (tuple, list)):
         axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "min")
         return _extreme_values("min", x, axes, keepdim)
     return _extreme_with_indices("min", x, dim, keepdim)
+
+
+def _elementwise_extreme(kind: str, x: Tensor, dim: Any, keepdim: bool, other: Any) -> Tensor:
+    """``max(x, other)`` / ``min(x, other)``: PyTorch's ``maximum`` / ``minimum`` of two
+    tensors (the second given in ``dim``'s place or as ``other=``)."""
+    from .elementwise import MAXIMUM, MINIMUM
+
+    if other is not None and dim is not None:
+        raise ArgumentError(f"{kind}: give a dim or a tensor `other`, not both")
+    other = dim if other is None else other
+    if not isinstance(other, Tensor):
+        raise ArgumentError(
+            f"{kind}: `other` must be a tensor, got {type(other).__name__} (for a number, "
+            f"use `x.clamp({'min' if kind == 'max' else 'max'}=...)`)"
+        )
+    if keepdim:
+        raise ArgumentError(f"{kind}: keepdim applies to a reduction, not to {kind}(x, other)")
+    return (MAXIMUM if kind == "max" else MINIMUM)(x, other)
 
 
 def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:

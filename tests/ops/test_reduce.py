@@ -342,3 +342,24 @@ def test_an_empty_dim_list_matches_pytorch(name, dim, device):
     want = getattr(torch, name)(torch.tensor(values), dim=dim)
     assert got.shape == tuple(want.shape)
     assert got.item() == pytest.approx(want.item())
+
+
+def test_max_and_min_of_two_tensors_are_elementwise(device):
+    """`kg.max(a, b)` read the tensor `b` as `dim` (the method form `a.max(b)` worked);
+    PyTorch's torch.max(a, b) and torch.max(a, other=b) are torch.maximum(a, b)."""
+    a = kg.tensor([1.0, 5.0], device=device)
+    b = kg.tensor([3.0, 2.0], device=device)
+    assert kg.max(a, b).cpu().tolist() == [3.0, 5.0]
+    assert kg.min(a, b).cpu().tolist() == [1.0, 2.0]
+    assert kg.max(a, other=b).cpu().tolist() == [3.0, 5.0]
+    assert a.min(other=b).cpu().tolist() == [1.0, 2.0]
+    assert kg.max(a, kg.tensor(4.0, device=device)).cpu().tolist() == [4.0, 5.0]
+    mixed = kg.max(kg.tensor([1, 5], device=device), kg.tensor([2.5], device=device))
+    assert mixed.dtype == kg.float32 and mixed.cpu().tolist() == [2.5, 5.0]
+    values, indices = kg.max(kg.tensor([[1, 5], [7, 2]], device=device), 1)  # still a dim
+    assert values.cpu().tolist() == [5, 7] and indices.cpu().tolist() == [1, 0]
+    with pytest.raises(kg.errors.ArgumentError, match="keepdim"):
+        kg.max(a, b, True)
+    source = kg.tensor([1.0, 5.0], device=device, requires_grad=True)
+    kg.max(source, b).sum().backward()
+    assert source.grad.cpu().tolist() == [0.0, 1.0]

@@ -157,8 +157,8 @@ reciprocal = _unary(_ew.RECIPROCAL, "Elementwise 1 / x.")
 
 
 def square(x: Tensor) -> Tensor:
-    """Elementwise x * x."""
-    return x * x
+    """Elementwise x * x (int64 for a bool tensor, as in PyTorch)."""
+    return x.square()
 
 
 def rsqrt(x: Tensor) -> Tensor:

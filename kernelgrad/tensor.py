@@ -681,6 +681,19 @@ class Tensor:
     def __itruediv__(self, other: Any) -> Tensor:
         return _inplace.apply_inplace(_ew.DIV, self, other)
 
+    # `x //= y`, `x %= y`, `x **= y` write into x (and so into what x views) through
+    # floor_divide_, remainder_ and pow_ (bound by ops/torch_functions.py), with add_'s
+    # dtype check: `int_tensor //= 2.5` raises, as in PyTorch. (`x @= y` stays
+    # `x = x @ y`: PyTorch has no in-place matmul either.)
+    def __ifloordiv__(self, other: Any) -> Tensor:
+        return self.floor_divide_(other)
+
+    def __imod__(self, other: Any) -> Tensor:
+        return self.remainder_(other)
+
+    def __ipow__(self, other: Any) -> Tensor:
+        return self.pow_(other)
+
     # --- named elementwise methods ------------------------------------------------------------
     def add(self, other: Any, alpha: Any = 1) -> Tensor:
         return _ew.ADD(self, other if alpha == 1 else other * alpha)
@@ -748,7 +761,9 @@ class Tensor:
         return _ew.ERF(self)
 
     def square(self) -> Tensor:
-        return _ew.MUL(self, self)
+        """``x * x``; a bool tensor squares to int64, as in PyTorch (``x * x`` is bool)."""
+        x = self.long() if self.dtype is bool_ else self
+        return _ew.MUL(x, x)
 
     def logical_not(self) -> Tensor:
         return _ew.LOGICAL_NOT(self)
@@ -825,15 +840,19 @@ class Tensor:
         x = self if dtype is None else self.to(dtype)
         return _reduce.mean(x, _axis(dim, axis, "mean"), keepdim)
 
-    def max(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
-        if isinstance(dim, Tensor):
+    def max(
+        self, dim: Any = None, keepdim: bool = False, *, axis: Any = None, other: Any = None
+    ) -> Any:
+        if isinstance(dim, Tensor) and other is None:
             return _ew.MAXIMUM(self, dim)
-        return _reduce.max(self, _axis(dim, axis, "max"), keepdim)
+        return _reduce.max(self, _axis(dim, axis, "max"), keepdim, other=other)
 
-    def min(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
-        if isinstance(dim, Tensor):
+    def min(
+        self, dim: Any = None, keepdim: bool = False, *, axis: Any = None, other: Any = None
+    ) -> Any:
+        if isinstance(dim, Tensor) and other is None:
             return _ew.MINIMUM(self, dim)
-        return _reduce.min(self, _axis(dim, axis, "min"), keepdim)
+        return _reduce.min(self, _axis(dim, axis, "min"), keepdim, other=other)
 
     def amax(self, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Tensor:
         return _reduce.amax(self, _axis(dim, axis, "amax"), keepdim)

@@ -194,6 +194,57 @@ def test_inplace_ops(device):
         t.add_(kg.ones(2, 3, device=device))
 
 
+def test_floordiv_mod_and_pow_assignments_write_in_place(device):
+    """`r //= 2` on a row of x left x unchanged: Tensor had no __ifloordiv__, __imod__ or
+    __ipow__, so Python rebound `r` to a new tensor (and `int_tensor //= 2.5` became
+    float). As in PyTorch, they write into the tensor (and what it views) and refuse a
+    result its dtype cannot hold; `@=` stays out of place, as in PyTorch."""
+    x = kg.tensor([[6, 7], [8, 9]], device=device)
+    row = x[0]
+    row //= 2
+    assert x.cpu().tolist() == [[3, 3], [8, 9]]
+    alias = x
+    alias %= kg.tensor([2, 5], device=device)
+    assert alias is x and x.cpu().tolist() == [[1, 3], [0, 4]]
+    x **= 2
+    assert x.cpu().tolist() == [[1, 9], [0, 16]] and x.dtype == kg.int64
+    floats = kg.tensor([6.0, -7.0], device=device)
+    same = floats
+    same **= 2
+    same //= 5
+    same %= 4
+    assert floats.cpu().tolist() == [3.0, 1.0]
+    small = kg.tensor([6, 7], dtype=kg.int32, device=device)
+    small //= kg.tensor([2], device=device)
+    assert small.dtype == kg.int32 and small.cpu().tolist() == [3, 3]
+    for write in (
+        lambda t: t.__ifloordiv__(2.5),
+        lambda t: t.__imod__(2.5),
+        lambda t: t.__ipow__(kg.tensor([0.5, 2.0], device=device)),
+    ):
+        ints = kg.tensor([6, 7], device=device)
+        with pytest.raises(TypeError, match="in place"):
+            write(ints)
+        assert ints.cpu().tolist() == [6, 7]
+    bits = kg.tensor([[6, 7], [8, 9]], device=device)
+    view = bits[0]
+    view &= 3
+    view |= 8
+    view ^= 1
+    view <<= 1
+    view >>= 2
+    assert bits.cpu().tolist() == [[5, 5], [8, 9]]
+    matrix = kg.ones(2, 2, device=device)
+    product = matrix
+    product @= 2 * kg.eye(2, device=device)
+    assert product is not matrix and matrix.cpu().tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    source = kg.tensor([2.0, 3.0], device=device, requires_grad=True)
+    powered = source * 1
+    powered **= 3
+    powered.sum().backward()
+    assert source.grad.cpu().tolist() == [12.0, 27.0]
+
+
 def test_inplace_through_a_view_writes_the_base(device):
     t = kg.zeros(2, 3, device=device)
     t[:, 1] += 5

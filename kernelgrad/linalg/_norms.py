@@ -45,7 +45,8 @@ def vector_norm(
         raise UnsupportedError(
             f"vector_norm: needs a floating point tensor, got {x.dtype}; convert with .float()"
         )
-    dims = _dims(x, dim, "vector_norm")
+    # an empty dim list means every dim, as in PyTorch (and as sum's does)
+    dims = _dims(x, None if isinstance(dim, (tuple, list)) and not dim else dim, "vector_norm")
     magnitude = x.abs()
     if ord == math.inf:
         return magnitude.amax(dims, keepdim=keepdim)

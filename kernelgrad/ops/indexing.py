@@ -283,18 +283,20 @@ def _check_mask_shape(mask: Tensor, x: Tensor, dim: int) -> None:
             )
 
 
-def _ints_as_advanced(entries: list[Any], device: Any) -> list[Any]:
-    """NumPy and PyTorch treat integers as advanced indices when index tensors are
-    present; that only changes the result when the integers and the index tensors are
-    not adjacent (the broadcast index dims then move to the front)."""
-    from .creation import tensor
-
-    positions = [i for i, k in enumerate(entries) if isinstance(k, (int, Tensor)) and k is not None]
-    if not any(isinstance(entries[i], Tensor) for i in positions):
-        return entries
-    if positions == list(range(positions[0], positions[-1] + 1)):
-        return entries
-    return [tensor(k, device=device) if isinstance(k, int) else k for k in entries]
+def _index_dims_at(ndim: int, advanced: list[tuple[int, Tensor]]) -> int:
+    """Where the broadcast dims of several index tensors go in the result: after how
+    many of the view's other dims (``ndim`` dims, the index tensors at the positions
+    ``advanced`` names). PyTorch's rule, which is not NumPy's: an integer selects its
+    dim first (it is no advanced index, so ``x[1, :, [1, 3]]`` of a (2, 3, 4) tensor is
+    (3, 2), where NumPy gives (2, 3)), and so does a 0-d integer tensor; the index dims
+    then stay where the index tensors are when these are adjacent, and go first
+    otherwise."""
+    positions = [p for p, _ in advanced]
+    shaped = [p for p, index in advanced if index.ndim] or positions
+    first, last = min(shaped), max(shaped)
+    if any(d not in positions for d in range(first, last + 1)):
+        return 0  # separated by a slice or None: in front, as in PyTorch and NumPy
+    return sum(1 for d in range(first) if d not in positions)
 
 
 def _basic_entries(x: Tensor, key: Any) -> list[Any] | None:
@@ -318,7 +320,7 @@ def _basic_entries(x: Tensor, key: Any) -> list[Any] | None:
 def getitem(x: Tensor, key: Any) -> Tensor:
     entries = _basic_entries(x, key)
     if entries is None:
-        entries = _ints_as_advanced(_normalise_key(x, key), x.device)
+        entries = _normalise_key(x, key)
     view, advanced = _split_key(x, entries)
     if not advanced:
         return view
@@ -377,14 +379,15 @@ def _split_key(x: Tensor, entries: list[Any]) -> tuple[Tensor, list[tuple[int, T
 
 def _multi_take(view: Tensor, advanced: list[tuple[int, Tensor]]) -> Tensor:
     """Several integer index tensors: broadcast them, combine into one linear index over
-    the dims they cover (moved to the front when not adjacent, as NumPy does)."""
+    the dims they cover (placed as PyTorch places them, :func:`_index_dims_at`)."""
     positions = [p for p, _ in advanced]
     indices = [i for _, i in advanced]
-    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
-    if not adjacent:
-        rest = [d for d in range(view.ndim) if d not in positions]
-        view = view.permute(*(positions + rest))
-        positions = list(range(len(positions)))
+    at = _index_dims_at(view.ndim, advanced)
+    rest = [d for d in range(view.ndim) if d not in positions]
+    order = rest[:at] + positions + rest[at:]
+    if order != list(range(view.ndim)):
+        view = view.permute(*order)
+    positions = list(range(at, at + len(positions)))
     shape = broadcast_shapes(*(i.shape for i in indices), op="indexing")
     sizes = [view.shape[p] for p in positions]
     linear = None
@@ -545,17 +548,15 @@ def _advanced_setitem(
         return
     if not accumulate and _masked_write(x, entries, value, op):
         return
-    entries = _ints_as_advanced(_expand_masks(entries, x.device), x.device)
+    entries = _expand_masks(entries, x.device)
     with autograd.no_grad():
         view, advanced = _split_key(x, entries)
         dims = [d for d, _ in advanced]
         indices = [i for _, i in advanced]
         index_shape = broadcast_shapes(*(i.shape for i in indices), op=op)
-        if dims == list(range(dims[0], dims[-1] + 1)):
-            lead = list(range(dims[0]))
-            trail = list(range(dims[-1] + 1, view.ndim))
-        else:  # the index dims go first, as in NumPy
-            lead, trail = [], [d for d in range(view.ndim) if d not in dims]
+        at = _index_dims_at(view.ndim, advanced)  # as getitem places them
+        rest = [d for d in range(view.ndim) if d not in dims]
+        lead, trail = rest[:at], rest[at:]
         selected = (
             tuple(view.shape[d] for d in lead) + index_shape + tuple(view.shape[d] for d in trail)
         )

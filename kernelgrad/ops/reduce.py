@@ -2,8 +2,11 @@
 composites built from them (``mean``, ``var``, ``std``, ``logsumexp``, ``softmax``, ...).
 
 ``dim`` may be None (every dim), an int, or a tuple of ints; ``keepdim`` keeps reduced
-dims as size 1. As in PyTorch, ``x.max(dim=int)`` returns ``(values, indices)``, while
-``x.max()`` and ``x.amax(dims)`` return values only.
+dims as size 1. An empty tuple or list means every dim, as in PyTorch, for ``sum``,
+``mean``, ``amax``/``amin`` (and ``max``/``min`` given a tuple), ``var``, ``std`` and
+``logsumexp``; ``any`` and ``all`` reduce nothing then, as PyTorch's do. As in PyTorch,
+``x.max(dim=int)`` returns ``(values, indices)``, while ``x.max()`` and ``x.amax(dims)``
+return values only.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from .. import autograd
 from ..dtypes import as_dtype, bool_, default_float, int64
-from ..errors import DTypeError, ShapeError, format_shape
+from ..errors import ArgumentError, DTypeError, ShapeError, format_shape
 from ..shapes import contiguous_strides, normalize_dim, normalize_dims
 from ..tensor import Storage, Tensor, ValuesIndices
 from . import register
@@ -99,6 +102,16 @@ def _make_plan(kind: str, x: Tensor, dim: Any, keepdim: bool, out_dtype: Any, ke
     return plan
 
 
+def _every_dim_if_empty(dim: Any) -> Any:
+    """``dim`` with an empty tuple or list read as None (every dim), PyTorch's rule for
+    ``sum``, ``mean``, ``amax``, ``var``, ``std`` ... (``sum(dim=[])`` is the total)."""
+    if type(dim) is int or dim is None:
+        return dim
+    if isinstance(dim, (tuple, list)) and len(dim) == 0:
+        return None
+    return dim
+
+
 def _expand_back(g: Tensor, x_shape: tuple[int, ...], axes: tuple[int, ...]) -> Tensor:
     """Reshape a reduced gradient to keepdim form and broadcast it to ``x_shape``."""
     kept = tuple(1 if d in axes else s for d, s in enumerate(x_shape))
@@ -106,12 +119,15 @@ def _expand_back(g: Tensor, x_shape: tuple[int, ...], axes: tuple[int, ...]) -> 
 
 
 def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:  # noqa: A001
-    """Sum over ``dim`` (all dims when None). Integer and bool inputs sum to int64.
+    """Sum over ``dim`` (all dims when None). Integer and bool inputs sum to int64, or to
+    ``dtype`` when given (the input is converted to it first, as in PyTorch).
 
     >>> import kernelgrad as kg
     >>> kg.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(dim=0).tolist()
     [4.0, 6.0]
     """
+    if dim is not None and type(dim) is not int:
+        dim = _every_dim_if_empty(dim)
     if dtype is None:
         out_dtype = x.dtype if x.dtype.is_floating_point else int64
         planned = _planned("sum", x, dim, keepdim, out_dtype)
@@ -125,7 +141,8 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
             return result
     axes = normalize_dims(dim, x.ndim, "sum")
     if dtype is not None:
-        x = x.to(as_dtype(dtype))
+        dtype = as_dtype(dtype)
+        x = x.to(dtype)
     out_dtype = x.dtype if x.dtype.is_floating_point else int64
     result = _run("sum", x, axes, out_dtype)
     if autograd.needs_grad(x):
@@ -133,13 +150,17 @@ def sum(x: Tensor, dim: Any = None, keepdim: bool = False, dtype: Any = None) ->
         autograd.record(
             "sum", (x,), result, lambda g: (_expand_back(g, shape, axes),), reusable=True
         )
+    if dtype is not None and dtype is not out_dtype:
+        # the dtype asked for, as PyTorch: int32 wraps as an int32 sum would, and a sum
+        # of bools as bool is True where any is
+        result = cast(result, dtype)
     return result.reshape(_kept_shape(x, axes, keepdim)) if keepdim else result
 
 
 def mean(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """Arithmetic mean of a floating point tensor (an integer or bool one is refused, as
     in PyTorch: convert it first)."""
-    axes = normalize_dims(dim, x.ndim, "mean")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "mean")
     count = 1
     for d in axes:
         count *= x._shape[d]
@@ -211,32 +232,62 @@ def _extreme_with_indices(kind: str, x: Tensor, dim: int, keepdim: bool) -> Valu
     return ValuesIndices(values, indices)
 
 
-def max(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
-    """``x.max()`` is the largest value; ``x.max(dim)`` returns ``(values, indices)``.
+def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:  # noqa: A001
+    """``x.max()`` is the largest value; ``x.max(dim)`` returns ``(values, indices)``;
+    ``kg.max(x, other)`` with a tensor ``other`` is ``kg.maximum(x, other)``, as in PyTorch.
 
     >>> import kernelgrad as kg
     >>> values, indices = kg.tensor([[1, 5], [7, 2]]).max(dim=1)
     >>> values.tolist(), indices.tolist()
     ([5, 7], [1, 0])
+    >>> kg.max(kg.tensor([1.0, 5.0]), kg.tensor([3.0, 2.0])).tolist()
+    [3.0, 5.0]
     """
+    if other is not None or isinstance(dim, Tensor):
+        return _elementwise_extreme("max", x, dim, keepdim, other)
     if dim is None or isinstance(dim, (tuple, list)):
-        return _extreme_values("max", x, normalize_dims(dim, x.ndim, "max"), keepdim)
+        axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "max")
+        return _extreme_values("max", x, axes, keepdim)
     return _extreme_with_indices("max", x, dim, keepdim)
 
 
-def min(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:  # noqa: A001
-    """``x.min()`` is the smallest value; ``x.min(dim)`` returns ``(values, indices)``."""
+def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:  # noqa: A001
+    """``x.min()`` is the smallest value; ``x.min(dim)`` returns ``(values, indices)``;
+    ``kg.min(x, other)`` with a tensor ``other`` is ``kg.minimum(x, other)``."""
+    if other is not None or isinstance(dim, Tensor):
+        return _elementwise_extreme("min", x, dim, keepdim, other)
     if dim is None or isinstance(dim, (tuple, list)):
-        return _extreme_values("min", x, normalize_dims(dim, x.ndim, "min"), keepdim)
+        axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "min")
+        return _extreme_values("min", x, axes, keepdim)
     return _extreme_with_indices("min", x, dim, keepdim)
 
 
+def _elementwise_extreme(kind: str, x: Tensor, dim: Any, keepdim: bool, other: Any) -> Tensor:
+    """``max(x, other)`` / ``min(x, other)``: PyTorch's ``maximum`` / ``minimum`` of two
+    tensors (the second given in ``dim``'s place or as ``other=``)."""
+    from .elementwise import MAXIMUM, MINIMUM
+
+    if other is not None and dim is not None:
+        raise ArgumentError(f"{kind}: give a dim or a tensor `other`, not both")
+    other = dim if other is None else other
+    if not isinstance(other, Tensor):
+        raise ArgumentError(
+            f"{kind}: `other` must be a tensor, got {type(other).__name__} (for a number, "
+            f"use `x.clamp({'min' if kind == 'max' else 'max'}=...)`)"
+        )
+    if keepdim:
+        raise ArgumentError(f"{kind}: keepdim applies to a reduction, not to {kind}(x, other)")
+    return (MAXIMUM if kind == "max" else MINIMUM)(x, other)
+
+
 def amax(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return _extreme_values("max", x, normalize_dims(dim, x.ndim, "amax"), keepdim, "amax")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "amax")
+    return _extreme_values("max", x, axes, keepdim, "amax")
 
 
 def amin(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    return _extreme_values("min", x, normalize_dims(dim, x.ndim, "amin"), keepdim, "amin")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "amin")
+    return _extreme_values("min", x, axes, keepdim, "amin")
 
 
 def _arg(kind: str, x: Tensor, d: int) -> Tensor:
@@ -286,7 +337,7 @@ def var(
     """
     if correction is None:
         correction = 1 if unbiased is None else int(bool(unbiased))
-    axes = normalize_dims(dim, x.ndim, "var")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "var")
     count = 1
     for d in axes:
         count *= x._shape[d]
@@ -315,7 +366,7 @@ def _peak(x: Tensor, axes: tuple[int, ...]) -> Tensor:
 
 def logsumexp(x: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` computed stably (the maximum is subtracted first)."""
-    axes = normalize_dims(dim, x.ndim, "logsumexp")
+    axes = normalize_dims(_every_dim_if_empty(dim), x.ndim, "logsumexp")
     if not x.dtype.is_floating_point:
         x = x.to(default_float())
     peak = _peak(x, axes)

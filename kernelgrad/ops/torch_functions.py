@@ -367,8 +367,9 @@ def scatter(
 ) -> Tensor:
     """A copy of ``x`` with ``src[i][j]`` (or the number ``value``) written at
     ``[i][index[i][j]]`` (for ``dim=1``). ``reduce="add"`` adds instead (``"multiply"``
-    multiplies). Where an index repeats, PyTorch leaves unspecified which value lands;
-    kernelgrad writes their mean, so equal values land exactly.
+    multiplies). Where an index repeats, the value last in index order lands, on every
+    backend and every run (PyTorch documents the choice as unspecified; its CPU writes
+    the last one, as kernelgrad does, its CUDA any one of them).
 
     >>> import kernelgrad as kg
     >>> kg.scatter(kg.zeros(2, 3), 1, kg.tensor([[2], [0]]), 1.0).tolist()
@@ -405,19 +406,39 @@ def scatter(
     values = _scatter_src(src, x, index)
     if reduce == "add":
         return scatter_add(x, d, index, values)
-    hits = scatter_add(
-        zeros(x.shape, dtype=int64, device=x.device),
-        d,
-        index,
-        ones(index.shape, dtype=int64, device=x.device),
-    )
-    hit = hits > 0
-    summed = scatter_add(zeros(x.shape, dtype=x.dtype, device=x.device), d, index, values)
-    if x.dtype.is_floating_point:
-        landed = summed / _ew.where(hit, hits, 1).to(x.dtype)
-    else:
-        landed = _composite.div(summed, _ew.where(hit, hits, 1), rounding_mode="floor")
-    return _ew.where(hit, landed, x)
+    return _last_written(x, d, index, values)
+
+
+def _last_written(x: Tensor, d: int, index: Tensor, values: Tensor) -> Tensor:
+    """A copy of ``x`` with ``values`` written at the positions ``index`` names along
+    ``d``; where positions repeat, the value last in index order lands, as on PyTorch's
+    CPU, on every backend and every run.
+
+    Two sources can only meet when they differ in their position ``j`` along ``d`` alone
+    (their other coordinates are the destination's), so the last writer of a position
+    is the one with the largest ``j``. That maximum is found one bit at a time, from the
+    highest: a position's bit is set where some writer agrees with the bits found so far
+    and has the bit set, counted by an integer scatter-add (exact, and the same in any
+    order, so CUDA's atomics decide nothing). The winner's value is then gathered, not
+    added, so ``-0.0``, infinities and NaN land as they are."""
+    numel, count = x.numel(), index.numel()
+    destination = _linear_index(x.shape, d, index).reshape(-1)
+    ranks = arange(index.shape[d], device=x.device).reshape((-1,) + (1,) * (x.ndim - 1 - d))
+    ranks = ranks.expand(*index.shape).reshape(-1)
+    best = zeros(numel, dtype=int64, device=x.device)  # per position: the last j so far
+    for bit in reversed(range((index.shape[d] - 1).bit_length())):
+        found = _indexing.take(best, 0, destination)
+        agrees = _ew.EQ(ranks >> (bit + 1), found >> (bit + 1)) & _ew.EQ((ranks >> bit) & 1, 1)
+        writers = _index_add(
+            zeros(numel, dtype=int64, device=x.device), 0, destination, agrees.long()
+        )
+        best = best + _ew.where(writers > 0, 1 << bit, 0)
+    last = _ew.EQ(ranks, _indexing.take(best, 0, destination))
+    # per position: 1 + the flat position in `values` of its last writer, 0 if none
+    sources = _ew.where(last, arange(1, count + 1, device=x.device), 0)
+    chosen = _index_add(zeros(numel, dtype=int64, device=x.device), 0, destination, sources)
+    landed = _indexing.take(values.reshape(-1), 0, (chosen - 1).clamp(min=0))
+    return _ew.where(chosen > 0, landed, x.reshape(-1)).reshape(x.shape)
 
 
 # --- BLAS-style combinations ------------------------------------------------------------------
@@ -1383,7 +1404,7 @@ for _name, _op in {
     _METHODS[_name] = _primitive_inplace(_op, _name)
 for _name, _function in {
     "rsqrt_": lambda x: x.rsqrt(),
-    "square_": lambda x: x * x,
+    "square_": lambda x: x.square(),
     "round_": _composite.round,
     "tril_": _composite.tril,
     "triu_": _composite.triu,

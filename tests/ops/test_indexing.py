@@ -21,7 +21,8 @@ def test_integer_array_indexing_matches_numpy(values, device):
     index = np.array([2, 0, 2, -1])
     assert_close(t[kg.tensor(index, device=device)], values[index])
     assert_close(t[:, [1, 3]], values[:, [1, 3]])
-    assert_close(t[1, :, [[0, 4], [2, 2]]], values[1, :, [[0, 4], [2, 2]]])
+    # an integer selects its dim first (PyTorch's rule; NumPy would put the index dims first)
+    assert_close(t[1, :, [[0, 4], [2, 2]]], values[1][:, [[0, 4], [2, 2]]])
     assert_close(
         t[kg.arange(3, device=device), kg.tensor([0, 3, 1], device=device)],
         values[np.arange(3), [0, 3, 1]],
@@ -30,6 +31,73 @@ def test_integer_array_indexing_matches_numpy(values, device):
     # Non-adjacent advanced indices move to the front, as in NumPy.
     assert_close(t[[0, 2], :, [1, 4]], values[[0, 2], :, [1, 4]])
     assert_close(t.T[[1, 0]], values.T[[1, 0]])
+
+
+def test_an_integer_is_no_advanced_index_as_in_pytorch(values, device):
+    """`x[1, :, [1, 3]]` of a (3, 4, 5) tensor had NumPy's shape (2, 4): the integer was
+    taken as an advanced index, not adjacent to the list, so the index dims went first.
+    PyTorch selects the integer's dim first: (4, 2). The same for a 0-d integer tensor
+    and with a boolean mask in place of the list; assignments follow the same rule."""
+    t = kg.tensor(values, device=device)
+    assert_close(t[1, :, [1, 3]], values[1][:, [1, 3]])
+    assert_close(t[kg.tensor(1, device=device), :, [1, 3]], values[1][:, [1, 3]])
+    assert_close(t[-1, None, [1, 3]], values[-1][None, [1, 3]])
+    assert_close(t[:, 2, ..., [0, 4]], values[:, 2][..., [0, 4]])
+    assert_close(t[1, :, kg.tensor([True, False, True, False, True])], values[1][:, [0, 2, 4]])
+    assert_close(t[[0, 2], :, 1, None], values[:, :, 1][[0, 2], :, None])
+    # separated by a slice, two index tensors still put their dims first
+    assert_close(t[[0, 2], 1:, [1, 4]], values[[0, 2], 1:, [1, 4]])
+    written = kg.zeros(3, 4, 5, device=device)
+    written[1, :, [1, 3]] = kg.arange(8.0, device=device).reshape(4, 2)
+    expected = np.zeros((3, 4, 5))
+    expected[1][:, [1, 3]] = np.arange(8.0).reshape(4, 2)
+    assert_close(written, expected)
+    source = kg.tensor(values, device=device, requires_grad=True)
+    (source[1, :, [1, 3]] * kg.arange(8.0, device=device).reshape(4, 2)).sum().backward()
+    assert_close(source.grad, expected)
+
+
+INDEX_KEYS = {
+    "int, slice, list": lambda m: (1, slice(None), [1, 3]),
+    "int, slice, list, slice": lambda m: (1, slice(None), [0, 2], slice(None)),
+    "list, slice, int": lambda m: ([0, 1], slice(None), 1),
+    "slice, list, slice, int": lambda m: (slice(None), [0, 2], slice(None), 1),
+    "slice, int, slice, list": lambda m: (slice(None), 1, slice(None), [1, 3]),
+    "list, slice, list": lambda m: ([0, 1], slice(None), [1, 3]),
+    "int, list, slice, list": lambda m: (1, [0, 2], slice(None), [1, 3]),
+    "int, slice, int, list": lambda m: (1, slice(None), 2, [1, 3]),
+    "int, None, list": lambda m: (1, None, [1, 2]),
+    "int, ..., list": lambda m: (1, Ellipsis, [1, 3]),
+    "int, slice, 2-d, slice": lambda m: (1, slice(None), m.tensor([[0, 1], [2, 3]]), slice(None)),
+    "0-d, slice, list": lambda m: (m.tensor(1), slice(None), [1, 3]),
+    "list, slice, 0-d, list": lambda m: ([0, 1], slice(None), m.tensor(2), [1, 3]),
+    "slice, 0-d, slice, list": lambda m: (slice(None), m.tensor(2), slice(None), [1, 3]),
+    "int, slice, mask": lambda m: (1, slice(None), m.tensor([True, False, True, True])),
+    "slice, int, slice, mask": lambda m: (
+        slice(None),
+        1,
+        slice(None),
+        m.tensor([True, False, True, False, True]),
+    ),
+    "mask, slice, int, list": lambda m: (m.tensor([True, True]), slice(None), 1, [1, 3]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEX_KEYS))
+def test_mixed_indices_match_pytorch(name, device):
+    """Reads, writes and gradients of keys mixing integers, slices, lists, masks and 0-d
+    tensors against PyTorch (shape and values)."""
+    torch = pytest.importorskip("torch")
+    key_kg, key_torch = INDEX_KEYS[name](kg), INDEX_KEYS[name](torch)
+    key_kg = tuple(k.to(device) if isinstance(k, kg.Tensor) else k for k in key_kg)
+    x = kg.arange(120, device=device).reshape(2, 3, 4, 5)
+    want = torch.arange(120).reshape(2, 3, 4, 5)[key_torch]
+    assert_close(x[key_kg], want.numpy())
+    value = torch.arange(1.0, want.numel() + 1.0).reshape(want.shape)
+    written, expected = kg.zeros(2, 3, 4, 5, device=device), torch.zeros(2, 3, 4, 5)
+    written[key_kg] = kg.tensor(value.numpy(), device=device)
+    expected[key_torch] = value
+    assert_close(written, expected.numpy())
 
 
 def test_boolean_mask_indexing(values, device):

@@ -146,6 +146,23 @@ def test_sum_dtype_argument(device):
     assert t.sum(dtype=kg.float64).dtype == kg.float64
 
 
+def test_sum_returns_the_dtype_asked_for(device):
+    """`sum(dtype=kg.int32)` returned int64 (and `dtype=kg.bool` int64 too): the input
+    was converted, then summed to int64 as every integer sum. PyTorch returns the dtype
+    given: int32 (wrapping as an int32 sum does), bool (True where any is)."""
+    t = kg.tensor([1, 2], device=device)
+    assert t.sum(dtype=kg.int32).dtype == kg.int32 and t.sum(dtype=kg.int32).item() == 3
+    assert kg.sum(t, 0, True, dtype=kg.int32).dtype == kg.int32
+    assert kg.sum(t, 0, True, dtype=kg.int32).shape == (1,)
+    flags = kg.tensor([[0, 0], [0, 5]], device=device).sum(1, dtype=kg.bool)
+    assert flags.dtype == kg.bool and flags.cpu().tolist() == [False, True]
+    assert kg.tensor([1.5, 2.5], device=device).sum(dtype=kg.int32).item() == 3  # 1 + 2
+    wrapped = kg.tensor([2**31 - 1, 1], device=device).sum(dtype=kg.int32)
+    assert wrapped.item() == -(2**31)
+    assert kg.nansum(t, dtype=kg.int32).dtype == kg.int32
+    assert t.sum(dtype=kg.int64).dtype == kg.int64
+
+
 def test_large_reductions_split_across_threads(device, simulated):
     if simulated:
         pytest.skip("large reductions are exercised by the CUDA backend's own tests")
@@ -282,3 +299,67 @@ def test_amax_of_nothing_names_amax(device):
         kg.zeros(0, device=device).amax()
     with pytest.raises(kg.ShapeError, match="amin: cannot reduce"):
         kg.zeros(2, 0, device=device).amin(1)
+
+
+def test_an_empty_dim_list_reduces_every_dim(device):
+    """`sum(dim=[])` returned the tensor unreduced and `std(dim=())` all NaN; PyTorch 2.13
+    reads an empty dim list as every dim for sum, mean, amax, amin, var, std (and
+    nansum, nanmean, count_nonzero, var_mean, vector_norm), while any and all reduce
+    nothing."""
+    x = kg.tensor([[1.0, -2.0], [3.0, 4.0]], device=device)
+    for dim in ([], ()):
+        assert x.sum(dim=dim).cpu().tolist() == 6.0
+        assert kg.sum(x, dim).cpu().tolist() == 6.0
+        assert x.sum(dim, keepdim=True).cpu().tolist() == [[6.0]]
+        assert x.mean(dim).item() == 1.5
+        assert x.amax(dim).item() == 4.0 and x.amin(dim).item() == -2.0
+        assert x.max(dim=dim).item() == 4.0 and kg.min(x, dim).item() == -2.0
+        assert x.var(dim).item() == pytest.approx(np.var([1, -2, 3, 4], ddof=1))
+        assert x.std(dim, keepdim=True).shape == (1, 1)
+        assert x.std(dim).item() == pytest.approx(np.std([1, -2, 3, 4], ddof=1))
+        assert x.logsumexp(dim, keepdim=True).shape == (1, 1)
+        assert kg.nansum(x, dim).item() == 6.0
+        assert kg.nanmean(x, dim).item() == 1.5
+        assert kg.count_nonzero(x, dim).item() == 4
+        assert kg.var_mean(x, dim)[1].item() == 1.5
+        assert kg.linalg.vector_norm(x, 1, dim).item() == 10.0
+        assert kg.tensor([1, 2], device=device).sum(dim).dtype == kg.int64
+        assert x.any(dim).cpu().tolist() == [[True, True], [True, True]]
+        assert (x > 0).all(dim).cpu().tolist() == [[True, False], [True, True]]
+    grad = kg.ones(2, 2, device=device, requires_grad=True)
+    grad.sum(dim=[]).backward()
+    assert grad.grad.cpu().tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+@pytest.mark.parametrize(
+    "name", ["sum", "mean", "amax", "amin", "nansum", "nanmean", "var", "std", "count_nonzero"]
+)
+@pytest.mark.parametrize("dim", [[], ()])
+def test_an_empty_dim_list_matches_pytorch(name, dim, device):
+    torch = pytest.importorskip("torch")
+    values = [[1.0, -2.0], [3.0, 4.0]]
+    got = getattr(kg, name)(kg.tensor(values, device=device), dim=dim)
+    want = getattr(torch, name)(torch.tensor(values), dim=dim)
+    assert got.shape == tuple(want.shape)
+    assert got.item() == pytest.approx(want.item())
+
+
+def test_max_and_min_of_two_tensors_are_elementwise(device):
+    """`kg.max(a, b)` read the tensor `b` as `dim` (the method form `a.max(b)` worked);
+    PyTorch's torch.max(a, b) and torch.max(a, other=b) are torch.maximum(a, b)."""
+    a = kg.tensor([1.0, 5.0], device=device)
+    b = kg.tensor([3.0, 2.0], device=device)
+    assert kg.max(a, b).cpu().tolist() == [3.0, 5.0]
+    assert kg.min(a, b).cpu().tolist() == [1.0, 2.0]
+    assert kg.max(a, other=b).cpu().tolist() == [3.0, 5.0]
+    assert a.min(other=b).cpu().tolist() == [1.0, 2.0]
+    assert kg.max(a, kg.tensor(4.0, device=device)).cpu().tolist() == [4.0, 5.0]
+    mixed = kg.max(kg.tensor([1, 5], device=device), kg.tensor([2.5], device=device))
+    assert mixed.dtype == kg.float32 and mixed.cpu().tolist() == [2.5, 5.0]
+    values, indices = kg.max(kg.tensor([[1, 5], [7, 2]], device=device), 1)  # still a dim
+    assert values.cpu().tolist() == [5, 7] and indices.cpu().tolist() == [1, 0]
+    with pytest.raises(kg.errors.ArgumentError, match="keepdim"):
+        kg.max(a, b, True)
+    source = kg.tensor([1.0, 5.0], device=device, requires_grad=True)
+    kg.max(source, b).sum().backward()
+    assert source.grad.cpu().tolist() == [0.0, 1.0]

@@ -483,14 +483,56 @@ def test_cdist_gradient_is_zero_at_zero_distance_as_in_pytorch():
     assert x.grad.tolist() == [[0.0, -1.0]]
 
 
-def test_scatter_with_repeated_indices_writes_equal_values_exactly_and_otherwise_their_mean():
-    x = kg.zeros(4)
-    ones = kg.scatter(x, 0, kg.tensor([0, 0, 2]), 1.0)
-    assert ones.tolist() == [1.0, 0.0, 1.0, 0.0]
-    mixed = kg.scatter(x, 0, kg.tensor([0, 0, 2, 0]), kg.tensor([1.0, 2.0, 3.0, 6.0]))
-    assert mixed.tolist() == [3.0, 0.0, 3.0, 0.0]
-    integers = kg.scatter(kg.tensor([5, 5]), 0, kg.tensor([1, 1]), kg.tensor([7, 7]))
-    assert integers.tolist() == [5, 7]
+def test_scatter_with_repeated_indices_writes_the_last_value(device):
+    """Where an index repeated, scatter wrote the mean of the values (1.5 for 1 and 2,
+    NaN for inf and -inf, floor(1.5) for integers), a value none of the sources holds;
+    PyTorch's CPU writes the last one in index order, as kernelgrad now does on every
+    backend (-0.0, infinities and NaN land as they are)."""
+    x = kg.zeros(4, device=device)
+    index = kg.tensor([0, 0, 2, 0], device=device)
+    mixed = kg.scatter(x, 0, index, kg.tensor([1.0, 2.0, 3.0, 6.0], device=device))
+    assert mixed.cpu().tolist() == [6.0, 0.0, 3.0, 0.0]
+    pair = kg.tensor([0, 0], device=device)
+    infinities = kg.scatter(
+        kg.zeros(3, device=device), 0, pair, kg.tensor([math.inf, -math.inf], device=device)
+    )
+    assert infinities.cpu().tolist() == [-math.inf, 0.0, 0.0]
+    integers = kg.zeros(3, dtype=kg.int64, device=device).scatter(
+        0, pair, kg.tensor([1, 2], device=device)
+    )
+    assert integers.dtype == kg.int64 and integers.cpu().tolist() == [2, 0, 0]
+    zero = kg.scatter(
+        kg.ones(2, device=device), 0, pair, kg.tensor([math.nan, -0.0], device=device)
+    )
+    assert math.copysign(1.0, zero.cpu().tolist()[0]) == -1.0
+    rows = kg.tensor([[2, 2, 2], [0, 1, 0]], device=device)
+    written = kg.zeros(2, 3, device=device).scatter(
+        1, rows, kg.arange(6.0, device=device).reshape(2, 3)
+    )
+    assert written.cpu().tolist() == [[0.0, 0.0, 2.0], [5.0, 4.0, 0.0]]
+    filled = kg.zeros(2, 3, device=device)
+    filled.scatter_(1, rows, 7.5)
+    assert filled.cpu().tolist() == [[0.0, 0.0, 7.5], [7.5, 7.5, 0.0]]
+
+
+def test_scatter_with_repeated_indices_matches_pytorch(device):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    for dim, x_shape, index_shape in [
+        (0, (3,), (9,)),
+        (1, (2, 3), (2, 7)),
+        (0, (2, 3, 2), (6, 2, 2)),
+    ]:
+        index = rng.integers(0, x_shape[dim], index_shape)
+        src = rng.standard_normal(index_shape).astype(np.float32)
+        got = kg.scatter(
+            kg.zeros(x_shape, device=device),
+            dim,
+            kg.tensor(index, device=device),
+            kg.tensor(src, device=device),
+        )
+        want = torch.zeros(x_shape).scatter(dim, torch.tensor(index), torch.tensor(src))
+        assert_close(got, want.numpy(), rtol=0, atol=0)
 
 
 def test_scatter_and_scatter_add_on_booleans():
@@ -616,6 +658,18 @@ def test_inplace_result_that_needs_a_wider_dtype_is_refused():
         x.exp_()
     with pytest.raises(DTypeError, match="in place"):
         x.addcdiv_(kg.tensor([1.0, 1.0]), kg.tensor([2.0, 2.0]))
+
+
+def test_square_of_bools_is_int64_as_in_pytorch(device):
+    """`kg.square(bools)` and `bools.square()` stayed bool (they computed `x * x`);
+    PyTorch squares a bool tensor to int64, and `square_` on it then raises."""
+    flags = kg.tensor([True, False], device=device)
+    for squared in (kg.square(flags), flags.square()):
+        assert squared.dtype == kg.int64 and squared.cpu().tolist() == [1, 0]
+    with pytest.raises(TypeError, match="in place"):
+        flags.square_()
+    assert kg.square(kg.tensor([3], dtype=kg.int32, device=device)).dtype == kg.int32
+    assert kg.square(kg.tensor([-1.5], device=device)).cpu().tolist() == [2.25]
 
 
 def test_view_changing_inplace_methods_change_shape_and_strides_only():

@@ -73,7 +73,30 @@ def _numpy_get(values, key):
         raise IndexError("0-d masks are refused")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        return values[key]
+        return _torch_order(values, key)
+
+
+def _torch_split(key):
+    """PyTorch's reading of a key that mixes integers with advanced indices, where it
+    differs from NumPy's: ``(selecting, rest)``, the integers (applied first, a view) and
+    the rest of the key; None for any other key. NumPy takes an integer as an advanced
+    index, so ``x[1, :, [1, 3]]`` would put the list's dim first; PyTorch selects first."""
+    parts = key if isinstance(key, tuple) else (key,)
+    ints = [isinstance(k, int) for k in parts]
+    if not any(ints) or not any(isinstance(k, (list, np.ndarray)) for k in parts):
+        return None
+    selecting = tuple(
+        k if is_int else Ellipsis if k is Ellipsis else slice(None)
+        for k, is_int in zip(parts, ints)
+        if k is not None
+    )
+    return selecting, tuple(k for k, is_int in zip(parts, ints) if not is_int)
+
+
+def _torch_order(values, key):
+    """``values[key]`` with PyTorch's placement of the advanced indices' dims."""
+    split = _torch_split(key)
+    return values[key] if split is None else values[split[0]][split[1]]
 
 
 def test_getitem(fuzz, device):
@@ -134,7 +157,7 @@ def test_setitem(fuzz, device):
                 raise ValueError("writing through an expanded view (PyTorch refuses)")
             if advanced and device != "cpu":
                 raise NotImplementedError("advanced assignment is CPU only")
-            selected = values[key].shape
+            selected = _torch_order(values, key).shape
             shape = np.broadcast_shapes(selected, np.shape(np_value))
             if shape != selected:
                 raise ValueError("the value does not fit the selection")
@@ -146,7 +169,11 @@ def test_setitem(fuzz, device):
                 target = _aliased(values, x)  # writes reach every alias, as in kernelgrad
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                target[key] = np_value
+                split = _torch_split(key)
+                if split is not None:
+                    target[split[0]][split[1]] = np_value  # `target[split[0]]` is a view
+                else:
+                    target[key] = np_value
             return target.copy()
 
         check(("indexing", "assignment", "assigning to a single element"), call, expected, 0, 0)

@@ -8,7 +8,9 @@ compile layer, they call :func:`active_recorder`, which asks whatever lookup the
 layer registered with :func:`register_recorder_lookup` when it was imported. Until then
 nothing can be recording, and the answer is None.
 
-The recorder returned offers the methods nn, optim and ops use (:class:`TraceRecorder`)::
+The recorder returned offers the methods nn, optim and ops use (:class:`TraceRecorder`).
+:data:`RECORDING` counts the traces in progress on all threads, for code that runs on
+every call (``Module.__call__``) and asks for the recorder only while one is::
 
     >>> from kernelgrad import tracing
     >>> tracing.active_recorder() is None  # no trace in progress on this thread
@@ -29,6 +31,16 @@ class TraceRecorder(Protocol):
         traced again. ``what`` names the value in messages."""
         ...
 
+    def watch_module(self, module: Any, make_watch: Callable[[list[Any]], Any]) -> None:
+        """``module`` was called while tracing (each module once per trace). When the
+        trace ends, ``make_watch(modules)`` of the modules called gives one object whose
+        ``unchanged()`` is called before every replay (a replay after it returned False
+        is traced again) and whose ``describe()`` names what changed: one check per
+        replay for the Python-side state of all of them (their mode, settings and the
+        tensors they hold), taken when the trace ends, which is the state a replay that
+        follows without any change in between starts from."""
+        ...
+
     def before_replay(self, feed: Callable[[], Any]) -> None:
         """Call ``feed()`` before every replay (it writes Python-side values that change
         between calls into tensors the recorded kernels read)."""
@@ -40,6 +52,12 @@ class TraceRecorder(Protocol):
         """Run ``fn(tensors)`` now and, in order with the kernels, on every replay, over
         the replay's buffers (a kernel's error flag checked after each replay)."""
         ...
+
+
+# How many kg.compile traces are in progress, on all threads (compile/trace.py keeps the
+# count): code that runs on every call of something (``Module.__call__``) checks it, an
+# index, before asking :func:`active_recorder` (two calls and a thread-local lookup).
+RECORDING = [0]
 
 
 def _nothing_recording() -> TraceRecorder | None:

@@ -151,7 +151,7 @@ class _Entry:
         plan: Plan,
         structure: Any,
         recipe: list[Any],
-        watches: list[tuple[str, Any, Any]],
+        watches: list[tuple[Any, Any, Any]],
         traces: int,
         feeds: list[Any] = (),
     ) -> None:
@@ -166,7 +166,7 @@ class _Entry:
         """What changed on the Python side since the trace (None if nothing did)."""
         for what, read, expected in self.watches:
             if read() != expected:
-                return what
+                return what if what.__class__ is str else what()
         return None
 
     def replay(self, tensors: list[Any]) -> Any:
@@ -402,6 +402,13 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
       momentum) traces ``fn`` again rather than replaying the old values. The learning
       rate of the fused updates is the exception: replays read it from a tensor that is
       refreshed before each call, so a scheduler's ``step()`` needs no new trace.
+    * A ``kg.nn`` module called inside ``fn`` (and every module inside it) is watched
+      in its state at the end of the trace: its mode (``train()``/``eval()``), its
+      attributes (settings, which parameters, buffers and sub-modules it holds), the
+      memory, dtype and ``requires_grad`` of its tensors, and its hooks; a call after
+      any of them changed (``model.eval()``, ``lin.bias.data = t``, ``m.double()``,
+      ``p.requires_grad_(False)``) traces again. Values written into a parameter in
+      place (``copy_()``, ``load_state_dict``) need no new trace.
     * Other Python numbers computed inside ``fn`` (a step counter of your own) are frozen
       at trace time; pass changing numbers as arguments (each new value is a new
       signature) or keep them in tensors.

@@ -397,9 +397,10 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
       order. Set ``p.grad = None`` (``optimizer.zero_grad()``, not ``zero_()`` of a
       gradient from an earlier call) inside the step, so that each replay starts from
       fresh gradients.
-    * A ``kg.optim`` optimizer stepped inside ``fn`` records its settings and which
-      tensors hold its state; a call after either changed (``load_state_dict``, a new
-      momentum) traces ``fn`` again rather than replaying the old values. The learning
+    * A ``kg.optim`` optimizer stepped inside ``fn`` records its settings, which
+      tensors hold its state and its parameters' ``requires_grad``; a call after any of
+      them changed (``load_state_dict``, a new momentum, a parameter frozen) traces
+      ``fn`` again rather than replaying the old values. The learning
       rate of the fused updates is the exception: replays read it from a tensor that is
       refreshed before each call, so a scheduler's ``step()`` needs no new trace.
     * A ``kg.nn`` module called inside ``fn`` (and every module inside it) is watched

@@ -237,6 +237,38 @@ def test_freezing_and_unfreezing_a_parameter_between_calls(device, make_optimize
     assert runs == 4  # eager, traced, traced frozen (call 3), traced unfrozen (call 5)
 
 
+@pytest.mark.parametrize("make_optimizer", [_sgd, _adam], ids=["sgd-momentum", "adam"])
+def test_the_optimizer_watches_requires_grad_of_parameters_outside_modules(device, make_optimizer):
+    """Tensors trained without a module: only the optimizer sees them."""
+
+    def make():
+        kg.manual_seed(0)
+        return [kg.randn(4, 2, device=device, requires_grad=True) for _ in range(2)]
+
+    def step_over(params, optimizer):
+        def step(x, y):
+            optimizer.zero_grad()
+            loss = ((x @ params[0] + x @ params[1] - y) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+            return loss.detach()
+
+        return step
+
+    ours, theirs = make(), make()
+    ours_optimizer, theirs_optimizer = make_optimizer(ours), make_optimizer(theirs)
+    compiled = kg.compile(step_over(ours, ours_optimizer))
+    eager = step_over(theirs, theirs_optimizer)
+    for call in range(1, 7):
+        if call in (3, 5):
+            for params in (ours, theirs):
+                params[1].requires_grad_(call == 5)
+        x, y = _batch(device, call)
+        np.testing.assert_allclose(as_numpy(compiled(x, y)), as_numpy(eager(x, y)), rtol=1e-5)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(as_numpy(a.detach()), as_numpy(b.detach()), rtol=1e-5)
+
+
 # --- what does not trace again ----------------------------------------------------------------
 class Counting(nn.Module):
     """A layer whose forward stores a Python value and a tensor on itself each call."""
@@ -323,6 +355,30 @@ def test_a_module_called_three_times_is_watched_once(device):
         compiled(x)
     (entry,) = compiled._entries.values()
     assert len(entry.watches) == 1
+
+
+def test_zero_grad_at_the_end_of_the_step_still_replays(device):
+    """Whether a parameter has a ``.grad`` when the optimizer steps is decided by the
+    traced code itself (here: backward gives one, and zero_grad() after the step drops
+    it), so it is not watched: watched at the step, it would differ from the start of
+    every later call and trace every call again."""
+    kg.manual_seed(0)
+    model = nn.Linear(3, 2).to(device)
+    optimizer = _sgd(model.parameters())
+    runs = []
+
+    def step(x):
+        runs.append(1)
+        loss = model(x).sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss.detach()
+
+    compiled = kg.compile(step)
+    for _ in range(5):
+        compiled(kg.ones(2, 3, device=device))
+    assert len(runs) == 2
 
 
 def test_a_function_traced_inside_another_trace_watches_modules_for_both(device):

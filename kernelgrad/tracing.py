@@ -9,7 +9,9 @@ layer registered with :func:`register_recorder_lookup` when it was imported. Unt
 nothing can be recording, and the answer is None.
 
 The recorder returned offers the methods nn, optim and ops (random generators) use
-(:class:`TraceRecorder`)::
+(:class:`TraceRecorder`). :data:`RECORDING` counts the traces in progress on all
+threads, for code that runs on every call (``Module.__call__``) and asks for the
+recorder only while one is::
 
     >>> from kernelgrad import tracing
     >>> tracing.active_recorder() is None  # no trace in progress on this thread
@@ -29,6 +31,16 @@ class TraceRecorder(Protocol):
     def watch(self, what: str, read: Callable[[], Any]) -> None:
         """Call ``read()`` now and before every replay; a replay whose value differs is
         traced again. ``what`` names the value in messages."""
+        ...
+
+    def watch_module(self, module: Any, make_watch: Callable[[list[Any]], Any]) -> None:
+        """``module`` was called while tracing (each module once per trace). When the
+        trace ends, ``make_watch(modules)`` of the modules called gives one object whose
+        ``unchanged()`` is called before every replay (a replay after it returned False
+        is traced again) and whose ``describe()`` names what changed: one check per
+        replay for the Python-side state of all of them (their mode, settings and the
+        tensors they hold), taken when the trace ends, which is the state a replay that
+        follows without any change in between starts from."""
         ...
 
     def before_replay(self, feed: Callable[[], Any]) -> None:
@@ -65,6 +77,12 @@ class TraceRecorder(Protocol):
     def generator_seeded(self, generator: Any) -> None:
         """``generator`` was made or seeded by the traced code: replays seed it again."""
         ...
+
+
+# How many kg.compile traces are in progress, on all threads (compile/trace.py keeps the
+# count): code that runs on every call of something (``Module.__call__``) checks it, an
+# index, before asking :func:`active_recorder` (two calls and a thread-local lookup).
+RECORDING = [0]
 
 
 def _nothing_recording() -> TraceRecorder | None:

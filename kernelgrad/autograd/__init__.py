@@ -489,6 +489,8 @@ def _add_to_leaf(leaf: Tensor, grad: Tensor, handed_out: set[int], create_graph:
 def _kept_by_trace(leaf: Tensor) -> None:
     """Tell a kg.compile trace in progress that ``leaf.grad`` holds a gradient it made
     or wrote: its replays are valid only while ``leaf.grad`` keeps that tensor."""
+    if not tracing.RECORDING[0]:  # no trace in progress anywhere (the usual case)
+        return
     recorder = tracing.active_recorder()
     if recorder is not None:
         recorder.keep(leaf, "grad")

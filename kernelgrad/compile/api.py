@@ -156,7 +156,7 @@ class _Entry:
         plan: Plan,
         structure: Any,
         recipe: list[Any],
-        watches: list[tuple[str, Any, Any]],
+        watches: list[tuple[Any, Any, Any]],
         traces: int,
         feeds: list[Any] = (),
     ) -> None:
@@ -177,7 +177,7 @@ class _Entry:
         """What changed on the Python side since the trace (None if nothing did)."""
         for what, read, expected in self.watches:
             if read() != expected:
-                return what
+                return what if what.__class__ is str else what()
         return None
 
     def replay(self, tensors: list[Any]) -> Any:
@@ -433,11 +433,19 @@ def compile(fn: Callable[..., Any] | None = None, *, fuse: bool = True) -> Any: 
       order. Set ``p.grad = None`` (``optimizer.zero_grad()``, not ``zero_()`` of a
       gradient from an earlier call) inside the step, so that each replay starts from
       fresh gradients.
-    * A ``kg.optim`` optimizer stepped inside ``fn`` records its settings and which
-      tensors hold its state; a call after either changed (``load_state_dict``, a new
-      momentum) traces ``fn`` again rather than replaying the old values. The learning
+    * A ``kg.optim`` optimizer stepped inside ``fn`` records its settings, which
+      tensors hold its state and its parameters' ``requires_grad``; a call after any of
+      them changed (``load_state_dict``, a new momentum, a parameter frozen) traces
+      ``fn`` again rather than replaying the old values. The learning
       rate of the fused updates is the exception: replays read it from a tensor that is
       refreshed before each call, so a scheduler's ``step()`` needs no new trace.
+    * A ``kg.nn`` module called inside ``fn`` (and every module inside it) is watched
+      in its state at the end of the trace: its mode (``train()``/``eval()``), its
+      attributes (settings, which parameters, buffers and sub-modules it holds), the
+      memory, dtype and ``requires_grad`` of its tensors, and its hooks; a call after
+      any of them changed (``model.eval()``, ``lin.bias.data = t``, ``m.double()``,
+      ``p.requires_grad_(False)``) traces again. Values written into a parameter in
+      place (``copy_()``, ``load_state_dict``) need no new trace.
     * Other Python numbers computed inside ``fn`` (a step counter of your own) are frozen
       at trace time; pass changing numbers as arguments (each new value is a new
       signature) or keep them in tensors.

@@ -196,9 +196,13 @@ class Recorder:
     def __init__(self, arg_tensors: list[Any]) -> None:
         self.slots: list[Slot] = []
         self.ops: list[Op] = []
-        self.watches: list[tuple[str, Any, Any]] = []
+        self.watches: list[tuple[Any, Any, Any]] = []
         self.feeds: list[Any] = []
         self.kept: dict[tuple[int, str], tuple[Any, str]] = {}  # see keep()
+        # modules called while tracing (each once) and the function that makes their
+        # watch when the trace ends (see watch_module)
+        self._modules: dict[int, Any] = {}
+        self._make_module_watch: Any = None
         self._slot_of: dict[int, int] = {}
         self._installed: list[_Installation] = []
         self._patched: set[int] = set()
@@ -223,11 +227,12 @@ class Recorder:
                 )
             )
 
-    def watch(self, what: str, read: Any) -> None:
+    def watch(self, what: Any, read: Any) -> None:
         """Record a Python-side value the traced code depends on (an optimizer's
         learning rate, the identity of its state tensors): ``read()`` is called now and
         before every replay, and a replay whose value differs is traced again instead of
-        replaying kernels recorded with the old value. ``what`` names it in the log."""
+        replaying kernels recorded with the old value. ``what`` names it in the log: a
+        string, or a function that returns one (called only once the value changed)."""
         self.watches.append((what, read, read()))
 
     def keep(self, owner: Any, attribute: str) -> None:
@@ -253,6 +258,27 @@ class Recorder:
                    "replaced outside the compiled function: call optimizer.zero_grad() "
                    "inside it)", unchanged)  # fmt: skip
         return [value for _, _, value in held if value is not None]
+
+    def watch_module(self, module: Any, make_watch: Any) -> None:
+        """``module`` was called while tracing (``Module.__call__`` reports it): when
+        the trace ends, the Python-side state of every module called is watched, through
+        one object that ``make_watch(modules)`` returns (nn's, which knows what a
+        module's forward reads): one check per replay however many modules there are.
+        Every trace in progress on the thread watches it: a function compiled and traced
+        inside another one's trace is recorded into both (see :func:`_through`)."""
+        for recorder in _state.recorders:
+            if id(module) not in recorder._modules:
+                recorder._modules[id(module)] = module
+                recorder._make_module_watch = make_watch
+
+    def _watch_modules(self) -> None:
+        """Watch the modules called, in their state at the end of the trace: a replay
+        leaves Python-side state as the trace left it, so that is the state the next
+        call starts from unless the caller changed something in between (``eval()``,
+        a parameter replaced, ``requires_grad_``), and then it traces again."""
+        if self._modules:
+            watch = self._make_module_watch(list(self._modules.values()))
+            self.watch(watch.describe, watch.unchanged)
 
     def before_replay(self, feed: Any) -> None:
         """Call ``feed()`` before every replay of this trace: it writes Python-side values
@@ -335,11 +361,17 @@ class Recorder:
         self._installed = _install(list(loaded_backends().values()))
         self._patched = {id(installation.backend) for installation in self._installed}
         _state.recorders.append(self)
+        with _install_lock:
+            tracing.RECORDING[0] += 1
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
+        with _install_lock:
+            tracing.RECORDING[0] -= 1
         _state.recorders.remove(self)
         _uninstall(self._installed)
+        if exc_info[0] is None:
+            self._watch_modules()
         for backend in loaded_backends().values():
             if id(backend) not in self._patched and exc_info[0] is None:
                 raise TraceError(

@@ -36,7 +36,8 @@ from ..device import Device, as_device
 from ..dtypes import DType, as_dtype, float64
 from ..errors import DTypeError, ShapeError, UnsupportedError, format_shape
 from ..tensor import Tensor
-from . import _module_hooks
+from ..tracing import RECORDING
+from . import _module_hooks, _trace_watch
 
 __all__ = ["Module", "Parameter", "Buffer", "Container", "IncompatibleKeys"]
 
@@ -160,6 +161,8 @@ class Module:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if RECORDING[0]:  # kg.compile traces: replays must see a change of this module
+            _trace_watch.report_call(self)
         if "_call_hooks" in self.__dict__ or _module_hooks.GLOBAL_HOOKS[0]:
             return _module_hooks.call(self, args, kwargs)
         return self.forward(*args, **kwargs)

@@ -162,7 +162,10 @@ class Optimizer:
             # and state tensors; a replay after either changed (a scheduler set a new lr,
             # load_state_dict replaced the state, state was created by this very call)
             # must trace again instead.
-            recorder.watch(f"{type(self).__name__}'s settings or state", self._trace_snapshot)
+            recorder.watch(
+                f"{type(self).__name__}'s settings, state or parameters' requires_grad",
+                self._trace_snapshot,
+            )
         with autograd.no_grad():
             for group in self.param_groups:
                 self._update_group(group)
@@ -171,7 +174,9 @@ class Optimizer:
     def _trace_snapshot(self) -> tuple[Any, ...]:
         """What the kernels of a step depend on besides tensor values: every group's
         settings (but a learning rate that is fed, see :meth:`_lr_operand`) and
-        parameters, and which tensors (and numbers) hold the state."""
+        parameters, which tensors (and numbers) hold the state, and each parameter's
+        ``requires_grad``: freezing one (``requires_grad_(False)``) means backward no
+        longer gives it a gradient, so the step skips it; unfreezing it, the reverse."""
         groups = tuple(
             (
                 tuple(
@@ -180,6 +185,7 @@ class Optimizer:
                     if k != "params" and not (k == "lr" and self._lr_is_fed(group))
                 ),
                 tuple(map(id, group["params"])),
+                tuple([p.requires_grad for p in group["params"]]),
             )
             for group in self.param_groups
         )

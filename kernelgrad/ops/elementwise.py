@@ -1189,8 +1189,26 @@ def log2(x):
 
 
 def log10(x):
-    # float32 through float64: exact at the powers of ten where float32 log10s are not
-    return math.log10(np.float64(x)) if x > 0 else (-math.inf if x == 0 else math.nan)
+    # log10(10**k) is k exactly, as in PyTorch. A log10 (libm's, the GPU's, NumPy's under
+    # the CUDA simulator) may miss it by an ulp, so a result within 1e-4 of a whole k in
+    # [0, 22] (the powers of ten a float64 holds exactly; float32 holds 10**0 to 10**10)
+    # is checked against 10**k, made by k exact products: in x's own precision (a float32
+    # kernel computes in float32 on the GPU) and at no cost for other values.
+    if not x > 0:
+        return -math.inf if x == 0 else math.nan
+    r = math.log10(x)
+    t = r + 0.5
+    fraction = t % 1.0  # exact: t - floor(t)
+    if abs(fraction - 0.5) < 1e-4 and t > 0.0 and t < 23.0:
+        k = t - fraction  # floor(t), exactly: the whole number r is close to
+        power = 1.0
+        n = 0.0
+        while n < k:
+            power *= 10.0
+            n += 1.0
+        if power == x:
+            return k
+    return r
 
 
 def exp2(x):

@@ -117,19 +117,23 @@ def test_compile_errors_are_reported(compilecheck):
     assert report.failed and "does not compile" in report.problems()[0]
 
 
+# A kernel keeping 64 values live at once: well over 64 registers per thread (166 for
+# sm_90), so it spills under a tight register cap and overfills a block of 1024 threads.
+MANY_REGISTERS = (
+    "def kernel(out, x):\n    i = cuda.grid(1)\n    acc = cuda.local.array(64, np.float32)\n"
+    "    for k in range(64):\n        acc[k] = x[i + k] * x[i + 2 * k]\n"
+    "    for r in range(8):\n        for k in range(64):\n"
+    "            acc[k] = acc[k] * acc[(k + r) % 64] + x[k]\n"
+    "    total = np.float32(0)\n    for k in range(64):\n        total += acc[k]\n"
+    "    out[i] = total\n"
+)
+
+
 def test_spills_are_read_from_the_assembler(compilecheck):
     from numba import cuda
 
     types = _types()
-    body = (
-        "def kernel(out, x):\n    i = cuda.grid(1)\n    acc = cuda.local.array(64, np.float32)\n"
-        "    for k in range(64):\n        acc[k] = x[i + k] * x[i + 2 * k]\n"
-        "    for r in range(8):\n        for k in range(64):\n"
-        "            acc[k] = acc[k] * acc[(k + r) % 64] + x[k]\n"
-        "    total = np.float32(0)\n    for k in range(64):\n        total += acc[k]\n"
-        "    out[i] = total\n"
-    )
-    kernel = recorded(body, (types.float32[::1], types.float32[::1]))
+    kernel = recorded(MANY_REGISTERS, (types.float32[::1], types.float32[::1]))
     function, _ = compilecheck.load_function(kernel)
     ptx, _ = cuda.compile_ptx(function, kernel.signature, cc=CC)
     tight = compilecheck.link(ptx, CC, ["-maxrregcount=16"])
@@ -304,15 +308,7 @@ def test_block_registers_follow_the_per_warp_allocation():
 
 def test_a_block_needing_more_registers_than_the_gpu_has_is_found(compilecheck):
     types = _types()
-    body = (  # 64 values live at once: well over 64 registers per thread
-        "def kernel(out, x):\n    i = cuda.grid(1)\n    acc = cuda.local.array(64, np.float32)\n"
-        "    for k in range(64):\n        acc[k] = x[i + k] * x[i + 2 * k]\n"
-        "    for r in range(8):\n        for k in range(64):\n"
-        "            acc[k] = acc[k] * acc[(k + r) % 64] + x[k]\n"
-        "    total = np.float32(0)\n    for k in range(64):\n        total += acc[k]\n"
-        "    out[i] = total\n"
-    )
-    kernel = recorded(body, (types.float32[::1], types.float32[::1]))
+    kernel = recorded(MANY_REGISTERS, (types.float32[::1], types.float32[::1]))
     kernel.block_threads = 256
     report = compilecheck.compile_kernel(kernel, CC)
     assert report.error is None and report.registers > 64, report.summary()

@@ -144,6 +144,21 @@ def _tensor_key(tensors: list[Any]) -> tuple[Any, ...]:
     return tuple(meta)
 
 
+def _dropped_captures(recorder: Recorder) -> int:
+    """How many buffers the trace captured (``external`` slots: parameters, optimizer
+    state, tensors of an enclosing scope) no tensor holds any more once the function
+    returned. Replays read the buffer the trace read: a function that replaced such a
+    tensor by a new one (``state["ema"] = state["ema"] * 0.5 + x``) dropped the old one,
+    and a replay would read the old value again. The holders are the tensors' storages,
+    found once per trace (``gc.get_referrers``: a few ms)."""
+    buffers = [slot.buffer for slot in recorder.slots if slot.kind == "external"]
+    if not buffers:
+        return 0
+    held = {id(referrer.buffer) for referrer in gc.get_referrers(*buffers)
+            if isinstance(referrer, _classes()[0])}  # fmt: skip
+    return sum(1 for buffer in buffers if id(buffer) not in held)
+
+
 # A signature traced this many times (Python-side values it depends on kept changing)
 # gets a warning.
 _RETRACE_WARNING = 8
@@ -223,6 +238,7 @@ class CompiledFunction:
         self.fuse = fuse
         self._entries: dict[Any, _Entry] = {}
         self._warm: set[Any] = set()  # signatures whose first (eager) call has run
+        self._eager_only: set[Any] = set()  # signatures that cannot be replayed (see _trace)
         self.last_plan: Plan | None = None
 
     def __repr__(self) -> str:
@@ -257,7 +273,7 @@ class CompiledFunction:
                 return entry.replay(leaves)
             self._retraced(entry, changed)
             return self._trace(key, args, kwargs, leaves, entry.traces + 1)
-        if key not in self._warm:
+        if key not in self._warm or key in self._eager_only:
             return self._warm_up(key, args, kwargs)
         return self._trace(key, args, kwargs, leaves, 1)
 
@@ -324,6 +340,21 @@ class CompiledFunction:
         # tensors the program keeps (p.grad): replays write into them, so a returned one
         # is returned as a copy (a new buffer would leave p.grad as it was traced)
         kept = {id(value._storage.buffer) for value in recorder.watch_kept()}
+        dropped = _dropped_captures(recorder)
+        if dropped:  # the function replaced state it read: replays would read stale values
+            self._eager_only.add(key)
+            self._entries.pop(key, None)
+            warnings.warn(
+                f"kg.compile({name}): the function replaced {dropped} tensor(s) it read from "
+                "outside it (e.g. state['ema'] = state['ema'] * 0.5 + x), so a replay would "
+                "read the old values again; this signature runs eagerly from now on. Update "
+                "such state in place (state['ema'].mul_(0.5).add_(x)) or pass it as an "
+                "argument and return the new value",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            detached = [v.detach() if isinstance(v, Tensor) else v for v in outputs]
+            return _rebuild(structure, iter(detached))
 
         slots = recorder.slots
         slot_of = recorder._slot_of

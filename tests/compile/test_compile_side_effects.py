@@ -165,3 +165,39 @@ def test_a_captured_tensor_passed_as_the_argument_runs_eagerly(device):
         want = eager(eager_captured)
         np.testing.assert_array_equal(_values(got), _values(want))
         np.testing.assert_array_equal(_values(captured), _values(eager_captured))
+
+
+def test_state_replaced_inside_the_function_runs_eagerly_with_a_warning(device):
+    """A function that replaces a tensor it read from outside (``state["ema"] = ...``)
+    cannot be replayed: a replay would read the old tensor again. That signature runs
+    eagerly from the trace on, with a warning that says how to write it instead."""
+
+    def run(compiled: bool):
+        state = {"ema": kg.zeros(3, device=device)}
+
+        def f(x):
+            state["ema"] = state["ema"] * 0.5 + x
+            return state["ema"] * 1.0
+
+        g = kg.compile(f) if compiled else f
+        return [_values(g(kg.ones(3, device=device) * 2))[0] for _ in range(CALLS)]
+
+    with pytest.warns(RuntimeWarning, match=r"replaced 1 tensor\(s\) it read from outside"):
+        compiled = run(True)
+    assert compiled == run(False)
+
+
+def test_state_updated_in_place_is_replayed(device):
+    state = {"ema": kg.zeros(3, device=device)}
+
+    def f(x):
+        state["ema"].mul_(0.5).add_(x)
+        return state["ema"] * 1.0
+
+    compiled = kg.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no eager fallback, no retrace warning
+        values = [_values(compiled(kg.ones(3, device=device) * 2))[0] for _ in range(CALLS)]
+    np.testing.assert_allclose(values, [2 * (1 - 0.5**k) * 2 for k in range(1, CALLS + 1)])
+    (entry,) = compiled._entries.values()
+    assert entry.traces == 1

@@ -154,8 +154,9 @@ def _dropped_captures(recorder: Recorder) -> int:
     buffers = [slot.buffer for slot in recorder.slots if slot.kind == "external"]
     if not buffers:
         return 0
+    storage_class = _classes()[0]
     held = {id(referrer.buffer) for referrer in gc.get_referrers(*buffers)
-            if isinstance(referrer, _classes()[0])}  # fmt: skip
+            if isinstance(referrer, storage_class)}  # fmt: skip
     return sum(1 for buffer in buffers if id(buffer) not in held)
 
 
@@ -335,11 +336,6 @@ class CompiledFunction:
         self._check_outputs(outputs)
         del result
         gc.collect()  # autograd closures form cycles; free what nothing holds
-        launches = len(recorder.ops)
-        recorder.give_constants_buffers({id(value._storage.buffer) for value in outputs})
-        # tensors the program keeps (p.grad): replays write into them, so a returned one
-        # is returned as a copy (a new buffer would leave p.grad as it was traced)
-        kept = {id(value._storage.buffer) for value in recorder.watch_kept()}
         dropped = _dropped_captures(recorder)
         if dropped:  # the function replaced state it read: replays would read stale values
             self._eager_only.add(key)
@@ -355,6 +351,11 @@ class CompiledFunction:
             )
             detached = [v.detach() if isinstance(v, Tensor) else v for v in outputs]
             return _rebuild(structure, iter(detached))
+        launches = len(recorder.ops)
+        recorder.give_constants_buffers({id(value._storage.buffer) for value in outputs})
+        # tensors the program keeps (p.grad): replays write into them, so a returned one
+        # is returned as a copy (a new buffer would leave p.grad as it was traced)
+        kept = {id(value._storage.buffer) for value in recorder.watch_kept()}
 
         slots = recorder.slots
         slot_of = recorder._slot_of

@@ -565,7 +565,7 @@ class Recorder:
         from ..ops.elementwise import IDENTITY
 
         written = {view.slot for op in self.ops for view in op.outputs}
-        copies = []
+        fills = []  # (where the constant was made, the op that fills its buffer)
         for index, slot in enumerate(self.slots):
             if slot.kind != "const" or slot.initial is None:
                 continue
@@ -579,15 +579,15 @@ class Recorder:
             slot.kind, slot.dtype, slot.numel = "new", dtype, numel
             slot.reference, slot.buffer, slot.initial = weakref.ref(buffer), None, None
             whole = ((numel,), (1,), 0, dtype)
-            copy = Op(
+            fill = Op(
                 "elementwise",
                 [ViewRef(index, *whole)],
                 [ViewRef(source, *whole)],
                 {"fn": IDENTITY.scalar, "compute": (dtype,), "backend": slot.backend},
             )
-            copies.append((slot.made_after, copy))
-        for position, copy in sorted(copies, key=lambda item: item[0], reverse=True):
-            self.ops.insert(position, copy)
+            fills.append((slot.made_after, fill))
+        for position, fill in sorted(fills, key=lambda item: item[0], reverse=True):
+            self.ops.insert(position, fill)
 
     def _elementwise(self, backend: Any, original: Any) -> Any:
         def elementwise(fn: ScalarFunction, outputs: Any, inputs: Any, compute_dtypes: Any) -> Any:

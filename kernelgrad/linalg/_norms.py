@@ -16,6 +16,7 @@ from typing import Any
 from .. import autograd
 from ..errors import ArgumentError, UnsupportedError
 from ..ops.elementwise import where
+from ..ops.reduce import _every_dim_if_empty
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 
@@ -45,8 +46,7 @@ def vector_norm(
         raise UnsupportedError(
             f"vector_norm: needs a floating point tensor, got {x.dtype}; convert with .float()"
         )
-    # an empty dim list means every dim, as in PyTorch (and as sum's does)
-    dims = _dims(x, None if isinstance(dim, (tuple, list)) and not dim else dim, "vector_norm")
+    dims = _dims(x, _every_dim_if_empty(dim), "vector_norm")  # (dim=[]: every dim)
     magnitude = x.abs()
     if ord == math.inf:
         return magnitude.amax(dims, keepdim=keepdim)

@@ -20,6 +20,7 @@ recorder only while one is::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -103,3 +104,11 @@ def active_recorder() -> TraceRecorder | None:
     """The recorder of the ``kg.compile`` trace in progress on the calling thread, or
     None when nothing is recording here."""
     return _lookup()
+
+
+def refuse(message: str) -> None:
+    """Raise kg.compile's ``TraceError`` with ``message`` if a trace is recording on the
+    calling thread: for a call that a replay could not repeat (its class is looked up,
+    not imported: the compile layer, which registered the recorder, is loaded then)."""
+    if active_recorder() is not None:
+        raise sys.modules["kernelgrad.compile.trace"].TraceError(message)

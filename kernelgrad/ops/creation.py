@@ -9,7 +9,6 @@ int64, and NumPy arrays keep their dtype.
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from typing import Any, ClassVar
 
@@ -475,16 +474,14 @@ def _seeded_while_tracing(generator: Generator) -> None:
 
 def _refuse_while_tracing(what: str) -> None:
     """Refuse a generator operation that kg.compile cannot replay while a trace runs on
-    this thread (the trace module looked up without importing the compile layer)."""
-    trace = sys.modules.get("kernelgrad.compile.trace")
-    if trace is not None and trace.active_recorder() is not None:
-        raise trace.TraceError(
-            f"kg.compile: the function {what} while being traced. A replay does not run "
-            "the function's Python code, so it would not see that value. Do it outside the "
-            "compiled function; inside, draw from a kg.Generator made or seeded with "
-            "manual_seed (both replayed), or save the default stream's state with "
-            "kg.get_rng_state and restore it with kg.set_rng_state (replayed)"
-        )
+    this thread."""
+    tracing.refuse(
+        f"kg.compile: the function {what} while being traced. A replay does not run "
+        "the function's Python code, so it would not see that value. Do it outside the "
+        "compiled function; inside, draw from a kg.Generator made or seeded with "
+        "manual_seed (both replayed), or save the default stream's state with "
+        "kg.get_rng_state and restore it with kg.set_rng_state (replayed)"
+    )
 
 
 class _DrawnFrom:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from math import prod
 from typing import Any
 
-from .. import autograd
+from .. import autograd, tracing
 from ..device import Device
 from ..dtypes import result_type
 from ..errors import ArgumentError, DeviceMismatchError, DTypeError, ShapeError, format_shape
@@ -165,16 +165,12 @@ def view_dtype(x: Tensor, dtype: Any) -> Tensor:
 
 def _refuse_while_tracing(what: str) -> None:
     """Refuse an operation that kg.compile cannot replay while a trace runs on this
-    thread. Looked up without importing the compile layer (which sits above ops)."""
-    import sys
-
-    trace = sys.modules.get("kernelgrad.compile.trace")
-    if trace is not None and trace.active_recorder() is not None:
-        raise trace.TraceError(
-            f"kg.compile: {what} creates a second buffer object over a tensor's memory, "
-            "which a replay cannot follow; do it outside the compiled function and pass the "
-            "result in as an argument"
-        )
+    thread."""
+    tracing.refuse(
+        f"kg.compile: {what} creates a second buffer object over a tensor's memory, "
+        "which a replay cannot follow; do it outside the compiled function and pass the "
+        "result in as an argument"
+    )
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
